@@ -1,0 +1,1 @@
+"""Dataset builders (installed as ``whileai_datasets.builders``)."""

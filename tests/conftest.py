@@ -1,0 +1,91 @@
+"""Shared test factories. Tests make their own data: whileai's seeded agent
+runs offline in well under a second, and tests/data holds small hand-written
+rows for the shapes the seeded agent never writes."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup_order",
+            "description": "Look up an order",
+            "parameters": {
+                "type": "object",
+                "properties": {"order_id": {"type": "string"}},
+                "required": ["order_id"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "refund_payment",
+            "description": "Refund a payment",
+            "parameters": {
+                "type": "object",
+                "properties": {"payment_id": {"type": "string"}, "amount": {"type": "number"}},
+                "required": ["payment_id"],
+            },
+        },
+    },
+]
+SYSTEM_PROMPT = "You are a careful support agent."
+
+
+def seeded_rows(seed: int = 0, mode: str = "sft", repeats: int = 1, budget: int = 24) -> list[dict[str, Any]]:
+    """Rows from whileai's seeded demo agent, graded by a rule, as the JSONL
+    writer would round-trip them."""
+    import whileai as wai
+
+    agent = wai.seeded_agent(TOOLS, seed=seed)
+    data = wai.simulate(
+        agent, tools=TOOLS, simulator=False, seed=seed, mode=mode, repeats=repeats, budget=budget, on_progress=None
+    )
+    data.grade(lambda row: 1.0 if str(row.get("final_text") or "").endswith(": ok.") else 0.0)
+    return [json.loads(json.dumps(row, default=str)) for row in data.trajectories]
+
+
+def write_jsonl(path: Path, rows: Iterable[Any]) -> Path:
+    with open(path, "w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write((row if isinstance(row, str) else json.dumps(row, ensure_ascii=False)) + "\n")
+    return path
+
+
+def read_jsonl(path: Path) -> list[Any]:
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+@pytest.fixture
+def load(tmp_path: Path) -> Callable[..., Any]:
+    """``load_dataset("whileai/export", ...)`` with a per-test cache."""
+    import datasets
+
+    import whileai_datasets  # noqa: F401
+
+    def _load(data_files: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("split", "train")
+        kwargs.setdefault("cache_dir", str(tmp_path / "cache"))
+        if isinstance(data_files, Path):
+            data_files = str(data_files)
+        return datasets.load_dataset("whileai/export", *args, data_files=data_files, **kwargs)
+
+    return _load
+
+
+@pytest.fixture(autouse=True)
+def _quiet_progress(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -1,0 +1,49 @@
+"""whileai-datasets: whileai agent rollouts as Hugging Face ``datasets``.
+
+``import whileai_datasets`` registers the ``whileai/export`` builder, so::
+
+    from datasets import load_dataset
+    ds = load_dataset("whileai/export", data_files="run.jsonl", split="train")
+"""
+
+from __future__ import annotations
+
+import warnings as _warnings
+
+with _warnings.catch_warnings():
+    # register_feature is flagged experimental by datasets; using it is the point.
+    _warnings.filterwarnings("ignore", message=".*register_feature.*", category=UserWarning)
+    from whileai_datasets.features import Message
+
+from whileai_datasets import registry as _registry
+from whileai_datasets.builders.whileai_export import BadRowsWarning, WhileaiExportConfig
+from whileai_datasets.errors import (
+    ExportFormatError,
+    PublishError,
+    SchemaError,
+    TemplateError,
+    UnsupportedVersionError,
+    WhileaiError,
+)
+from whileai_datasets.report import bad_rows
+from whileai_datasets.schema import EXPORT_FEATURES, PREFERENCE_FEATURES, RAW_FEATURES
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BadRowsWarning",
+    "EXPORT_FEATURES",
+    "ExportFormatError",
+    "Message",
+    "PREFERENCE_FEATURES",
+    "PublishError",
+    "RAW_FEATURES",
+    "SchemaError",
+    "TemplateError",
+    "UnsupportedVersionError",
+    "WhileaiError",
+    "WhileaiExportConfig",
+    "bad_rows",
+]
+
+_registry.register()

@@ -1,0 +1,42 @@
+"""Type aliases and the TypedDicts of the rows this package reads and writes."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict, Union
+
+import pyarrow as pa
+
+Role = Literal["system", "user", "assistant", "tool"]
+MaskMode = Literal["assistant", "final"]
+OnBadRow = Literal["raise", "skip"]
+ExportFormat = Literal["openai", "trl", "fireworks"]
+TrlKind = Literal["training", "completion", "preference"]
+
+JsonValue = Any
+Batch = Union[pa.Table, dict[str, list[Any]]]
+
+ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
+MASK_MODES: tuple[MaskMode, ...] = ("assistant", "final")
+ON_BAD_ROW: tuple[OnBadRow, ...] = ("raise", "skip")
+
+
+class FunctionCall(TypedDict):
+    name: str
+    arguments: str
+
+
+class ToolCall(TypedDict):
+    id: str
+    type: str
+    function: FunctionCall
+
+
+class _MessageBase(TypedDict):
+    role: str
+    content: str
+
+
+class Message(_MessageBase, total=False):
+    tool_calls: list[ToolCall]
+    tool_call_id: str
+    name: str

@@ -1,0 +1,48 @@
+"""The ``whileai-datasets`` console command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from whileai_datasets.errors import WhileaiError
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from whileai_datasets.demo import render, run_demo
+
+    summary = run_demo(args.out)
+    print(json.dumps(summary, indent=2) if args.json else render(summary))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="whileai-datasets",
+        description="whileai agent rollouts as Hugging Face datasets: load, transform, publish.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo = commands.add_parser("demo", help="load the bundled sample through the builder and write Parquet")
+    demo.add_argument("--out", default="whileai-sample.parquet", help="Parquet file to write (default: %(default)s)")
+    demo.add_argument("--json", action="store_true", help="print the summary as JSON")
+    demo.set_defaults(run=_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    import whileai_datasets  # noqa: F401  (registers the builder)
+
+    try:
+        code: int = args.run(args)
+    except WhileaiError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Bundled sample data (read with importlib.resources)."""

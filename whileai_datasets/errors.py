@@ -1,0 +1,53 @@
+"""The exceptions whileai_datasets raises.
+
+Every error carries three fields, ``problem`` (what was wrong, expected vs got),
+``location`` (file and line, row and column path, or template and line) and
+``hint`` (what to do next). One ``__str__`` assembles them, so no message is
+glued together by hand at the raise site.
+"""
+
+from __future__ import annotations
+
+
+class WhileaiError(Exception):
+    """Base class: ``problem`` at ``location``; ``hint`` says what to do."""
+
+    def __init__(self, problem: str, *, location: str | None = None, hint: str | None = None) -> None:
+        self.problem = problem
+        self.location = location
+        self.hint = hint
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        text = f"{self.location}: {self.problem}" if self.location else self.problem
+        if self.hint:
+            text = f"{text}. {self.hint}" if not text.endswith((".", "!", "?")) else f"{text} {self.hint}"
+        return text
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        # keyword-only fields must survive pickling (datasets' num_proc workers)
+        return (_rebuild, (type(self), self.problem, self.location, self.hint))
+
+
+def _rebuild(cls: type[WhileaiError], problem: str, location: str | None, hint: str | None) -> WhileaiError:
+    return cls(problem, location=location, hint=hint)
+
+
+class ExportFormatError(WhileaiError, ValueError):
+    """A row or file does not have the shape whileai writes."""
+
+
+class SchemaError(WhileaiError, TypeError):
+    """A batch or column does not have the canonical schema a step needs."""
+
+
+class TemplateError(WhileaiError, ValueError):
+    """A chat template cannot be parsed, inspected, patched or rendered."""
+
+
+class PublishError(WhileaiError, RuntimeError):
+    """Publishing to the Hub was refused or failed."""
+
+
+class UnsupportedVersionError(WhileaiError, RuntimeError):
+    """An installed dependency is outside the range this package supports."""

@@ -1,0 +1,142 @@
+"""``Message``: a chat message stored as a typed struct, decoded with its own keys.
+
+Arrow structs have a fixed field set, so a user message read back from a plain
+struct column carries ``tool_calls: None``, ``name: None`` and
+``tool_call_id: None``. Chat templates test ``'tool_calls' in message`` or
+``message.tool_calls is defined`` (Llama 3.1 does), so those invented keys
+change the rendered text or raise. whileai never writes an explicit null for
+those three keys (the key is absent), so "null means absent" is lossless, and
+``Message.decode_example`` drops them. Any other per-message key rides in
+``extra`` (a JSON object) and is merged back on decode.
+
+Storage stays columnar: ``pc.struct_field(messages.flatten(), "role")`` works on
+the Arrow data, and ``with_format("arrow")`` never decodes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import pyarrow as pa
+from datasets.features.features import register_feature
+from datasets.table import array_cast
+
+FUNCTION_TYPE = pa.struct([("name", pa.string()), ("arguments", pa.string())])
+TOOL_CALL_TYPE = pa.struct([("id", pa.string()), ("type", pa.string()), ("function", FUNCTION_TYPE)])
+MESSAGE_TYPE = pa.struct(
+    [
+        ("role", pa.string()),
+        ("content", pa.string()),
+        ("tool_calls", pa.list_(TOOL_CALL_TYPE)),
+        ("name", pa.string()),
+        ("tool_call_id", pa.string()),
+        ("extra", pa.json_()),
+    ]
+)
+#: Message keys that are typed fields; every other key goes to ``extra``.
+TYPED_KEYS = ("role", "content", "tool_calls", "name", "tool_call_id")
+#: Keys whose null means "absent" on decode.
+OPTIONAL_KEYS = ("tool_calls", "name", "tool_call_id")
+FEATURE_TYPE_NAME = "WhileaiMessage"
+
+
+def message_to_storage(message: dict[str, Any]) -> dict[str, Any]:
+    """A message dict in the struct's storage form (other keys into ``extra``)."""
+    out = {key: message.get(key) for key in TYPED_KEYS}
+    calls = out["tool_calls"]
+    if calls is not None:
+        out["tool_calls"] = [_call_to_storage(call) for call in calls]
+    rest = {k: v for k, v in message.items() if k not in TYPED_KEYS}
+    out["extra"] = json.dumps(rest, ensure_ascii=False) if rest else None
+    return out
+
+
+def _call_to_storage(call: dict[str, Any]) -> dict[str, Any]:
+    function = dict(call.get("function") or {})
+    arguments = function.get("arguments")
+    if arguments is not None and not isinstance(arguments, str):
+        arguments = json.dumps(arguments, separators=(",", ": "))
+    return {
+        "id": call.get("id"),
+        "type": call.get("type"),
+        "function": {"name": function.get("name"), "arguments": arguments},
+    }
+
+
+def message_from_storage(value: dict[str, Any]) -> dict[str, Any]:
+    """The message dict a storage struct stands for: no invented None keys."""
+    out: dict[str, Any] = {"role": value["role"], "content": value["content"]}
+    for key in OPTIONAL_KEYS:
+        item = value.get(key)
+        if item is not None:
+            out[key] = item
+    extra = value.get("extra")
+    if extra is not None:
+        out.update(json.loads(extra) if isinstance(extra, str) else extra)
+    return out
+
+
+@dataclass
+class Message:
+    """Feature type of one chat message (use as ``List(Message())``).
+
+    Stored as an Arrow struct (``MESSAGE_TYPE``); decoded to a dict holding
+    ``role`` and ``content`` plus only the keys the message had.
+
+    Example:
+        >>> from datasets import Dataset, Features, List
+        >>> from whileai_datasets.features import Message
+        >>> ds = Dataset.from_dict(
+        ...     {"messages": [[{"role": "user", "content": "hi"}]]},
+        ...     features=Features({"messages": List(Message())}),
+        ... )
+        >>> ds[0]["messages"]
+        [{'role': 'user', 'content': 'hi'}]
+    """
+
+    decode: bool = True
+    id: str | None = field(default=None, repr=False)
+    pa_type: ClassVar[pa.DataType] = MESSAGE_TYPE
+    _type: str = field(default=FEATURE_TYPE_NAME, init=False, repr=False)
+
+    def __call__(self) -> pa.DataType:
+        return self.pa_type
+
+    def encode_example(self, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        return message_to_storage(value)
+
+    def decode_example(
+        self, value: dict[str, Any] | None, token_per_repo_id: dict[str, Any] | None = None
+    ) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        return message_from_storage(value)
+
+    def cast_storage(self, storage: pa.Array) -> pa.StructArray:
+        """Cast a struct array holding a subset of the fields to ``MESSAGE_TYPE``."""
+        if storage.type == self.pa_type:
+            return storage
+        if not pa.types.is_struct(storage.type):
+            raise TypeError(f"cannot cast {storage.type} to a message struct")
+        names = {storage.type.field(i).name for i in range(storage.type.num_fields)}
+        unknown = names - set(TYPED_KEYS) - {"extra"}
+        if unknown:
+            raise TypeError(
+                f"message struct has fields {sorted(unknown)} that are not typed message keys; "
+                "build rows with Message().encode_example so they land in 'extra'"
+            )
+        children = []
+        for target in self.pa_type:
+            if target.name in names:
+                child = storage.field(target.name)
+                children.append(array_cast(child, target.type) if child.type != target.type else child)
+            else:
+                children.append(pa.nulls(len(storage), target.type))
+        return pa.StructArray.from_arrays(children, fields=list(self.pa_type), mask=storage.is_null())
+
+
+register_feature(Message, FEATURE_TYPE_NAME)

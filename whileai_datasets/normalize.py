@@ -1,0 +1,384 @@
+"""One whileai row, of any shape, into a canonical training row.
+
+The semantics are whileai's (``whileai.simulations.training_rows`` and
+``whileai.simulations.conversation``); the test suite holds them equal. Where
+whileai silently drops what it cannot read (a message with an unknown role, a
+message that is not an object), this module raises ``ExportFormatError`` with
+the row's location instead: a silently shorter conversation trains a different
+agent.
+
+Row shapes (whileai's ``schemas/row-v1.json`` names them):
+
+* engine / v1 / OTel rows: ``prompt`` + ``steps`` + ``final_text`` (OTel adds
+  ``conversation_id``); the conversation is rebuilt from the steps.
+* training exports and openai / fireworks wire rows: ``messages``.
+* TRL rows: ``messages`` with ``prompt_text``, or ``prompt`` + ``completion``
+  message lists; the two lists are one conversation again.
+* platform pulls: ``tool_trace`` steps (``tool``/``input``/``output``).
+* the published Hugging Face flat set: ``messages_json`` / ``steps_json`` /
+  ``metadata_json`` strings.
+
+Output messages are storage dicts (``features.message_to_storage`` form), ready
+for ``pa.array``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Callable
+
+from whileai_datasets._typing import ROLES
+from whileai_datasets.errors import ExportFormatError
+
+_JSON_STRING_KEYS = ("steps_json", "messages_json", "metadata_json")
+
+
+class RowContext:
+    """Where a row came from, for error messages: ``file line N (row M)``."""
+
+    __slots__ = ("source", "line", "row")
+
+    def __init__(self, source: str, line: int | None, row: int) -> None:
+        self.source = source
+        self.line = line
+        self.row = row
+
+    def at(self, path: str = "") -> str:
+        where = f"{self.source} line {self.line} (row {self.row})" if self.line else f"{self.source} row {self.row}"
+        return f"{where}, {path}" if path else where
+
+    def error(self, path: str, problem: str, hint: str) -> ExportFormatError:
+        return ExportFormatError(problem, location=self.at(path), hint=hint)
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+# ---------------------------------------------------------------- shapes in
+
+
+def expand_flat(row: dict[str, Any], ctx: RowContext) -> dict[str, Any]:
+    """The HF flat set's ``*_json`` strings parsed back into lists (whileai's
+    ``_normalize_legacy``): ``steps_json`` -> ``steps``, ``messages_json`` ->
+    ``messages`` (each only where the row has none), ``metadata_json`` ->
+    ``metadata``. Unparseable JSON is an error here, not a kept string."""
+    if not any(isinstance(row.get(k), str) for k in _JSON_STRING_KEYS):
+        return row
+    out = dict(row)
+    for key in _JSON_STRING_KEYS:
+        text = out.get(key)
+        if not isinstance(text, str):
+            continue
+        try:
+            value = json.loads(text)
+        except ValueError as err:
+            raise ctx.error(
+                key, f"expected JSON text, got unparseable text ({err})", "Fix or drop the row."
+            ) from err
+        del out[key]
+        target = key[: -len("_json")]
+        if target == "metadata":
+            if isinstance(value, dict):
+                out.setdefault("metadata", value)
+        elif isinstance(value, list) and not out.get(target):
+            out[target] = value
+    return out
+
+
+def bridge_tool_trace(row: dict[str, Any]) -> dict[str, Any]:
+    """A platform pull's ``tool_trace`` as ``steps`` (input -> arguments,
+    output -> result), when the row has neither messages nor steps."""
+    trace = row.get("tool_trace")
+    if row.get("messages") or row.get("steps") or not isinstance(trace, list):
+        return row
+    out = dict(row)
+    out["steps"] = [
+        {"tool": step.get("tool"), "arguments": step.get("input"), "result": step.get("output")}
+        for step in trace
+        if isinstance(step, dict)
+    ]
+    return out
+
+
+def join_trl(row: dict[str, Any]) -> dict[str, Any]:
+    """TRL rows back to one conversation: ``prompt`` + ``completion`` message
+    lists become ``messages``, and ``prompt_text`` is the ask again."""
+    prompt, completion = row.get("prompt"), row.get("completion")
+    if isinstance(prompt, list) and isinstance(completion, list) and not row.get("messages"):
+        out = {k: v for k, v in row.items() if k not in ("prompt", "completion")}
+        out["messages"] = list(prompt) + list(completion)
+        if isinstance(row.get("prompt_text"), str):
+            out["prompt"] = row["prompt_text"]
+        return out
+    if "prompt_text" in row and "prompt" not in row:
+        out = dict(row)
+        out["prompt"] = out["prompt_text"]
+        return out
+    return row
+
+
+def join_preference(pair: dict[str, Any]) -> dict[str, Any]:
+    """Exported one-turn preference rows back to whole conversations per side:
+    TRL's ``prompt`` message list + one ``chosen``/``rejected`` turn, and
+    Fireworks' ``input.messages`` + ``preferred_output``/``non_preferred_output``."""
+    if isinstance(pair.get("input"), dict) and "preferred_output" in pair:
+        prefix = list(pair["input"].get("messages") or [])
+        out = {k: v for k, v in pair.items() if k not in ("input", "preferred_output", "non_preferred_output")}
+        out["chosen"] = prefix + list(pair.get("preferred_output") or [])
+        out["rejected"] = prefix + list(pair.get("non_preferred_output") or [])
+        if pair["input"].get("tools") and "tools" not in out:
+            out["tools"] = pair["input"]["tools"]
+        return out
+    prompt = pair.get("prompt")
+    if isinstance(prompt, list) and isinstance(pair.get("chosen"), list) and isinstance(pair.get("rejected"), list):
+        out = dict(pair)
+        out["chosen"] = list(prompt) + list(pair["chosen"])
+        out["rejected"] = list(prompt) + list(pair["rejected"])
+        out["prompt"] = pair.get("prompt_text")
+        return out
+    return pair
+
+
+def conversation(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """User and agent turns from ``prompt`` + ``steps`` + ``final_text``.
+
+    Same semantics as ``whileai.simulations.conversation``: an ``opener`` is
+    the agent's first turn; a step is a user turn, a tool call (the call on
+    the assistant turn, its result as a tool message, the result JSON-encoded
+    unless it is text) or spoken text; trailing user turns are dropped unless
+    the agent errored; ``final_text`` fills an empty last assistant turn or is
+    appended, unless an assistant turn already said it.
+    """
+    messages: list[dict[str, Any]] = []
+    opener = str(row.get("opener") or "")
+    if opener:
+        messages.append({"role": "assistant", "content": opener})
+    ask = str(row.get("prompt") or "")
+    if ask:
+        messages.append({"role": "user", "content": ask})
+    for step in row.get("steps") or ():
+        if isinstance(step, dict):
+            _append_step(messages, step)
+    final = str(row.get("final_text") or "")
+    if not final.startswith("<agent error"):
+        while len(messages) > 1 and messages[-1].get("role") == "user":
+            messages.pop()
+    if not final:
+        return messages
+    said = {
+        str(m.get("content") or "")
+        for m in messages
+        if m.get("role") == "assistant" and str(m.get("content") or "").strip()
+    }
+    if final in said:
+        return messages
+    last = messages[-1] if messages else None
+    if last is not None and last.get("role") == "assistant":
+        if not str(last.get("content") or "").strip():
+            last["content"] = final
+    else:
+        messages.append({"role": "assistant", "content": final})
+    return messages
+
+
+def _append_step(messages: list[dict[str, Any]], step: dict[str, Any]) -> None:
+    if step.get("user"):
+        messages.append({"role": "user", "content": str(step["user"])})
+        return
+    text = str(step.get("text") or "")
+    tool = step.get("tool")
+    if tool:
+        call = {"name": tool, "arguments": step.get("arguments") or {}}
+        messages.append({"role": "assistant", "content": text, "tool_calls": [call]})
+        result = step.get("result")
+        content = result if isinstance(result, str) else json.dumps(result, default=str)
+        messages.append({"role": "tool", "name": tool, "content": content})
+    elif text:
+        messages.append({"role": "assistant", "content": text})
+
+
+# ---------------------------------------------------------------- messages
+
+
+def decode_arguments(arguments: Any) -> Any:
+    """Unwrap up to three layers of JSON string encoding."""
+    value = arguments
+    for _ in range(3):
+        if not isinstance(value, str):
+            break
+        try:
+            value = json.loads(value)
+        except ValueError:
+            break
+    return value
+
+
+def wire_arguments(arguments: Any) -> str:
+    """Arguments as OpenAI wire JSON text, encoded exactly as whileai does."""
+    value = decode_arguments(arguments)
+    if isinstance(value, str):
+        return value
+    return _ARGUMENTS_ENCODER.encode(value or {})
+
+
+def _content(message: dict[str, Any], ctx: RowContext, path: str) -> str:
+    value = message.get("content")
+    if isinstance(value, (list, dict)):
+        raise ctx.error(
+            f"{path}.content",
+            f"expected text, got {_type_name(value)}",
+            "Content parts (multimodal messages) are not supported; join the text parts first.",
+        )
+    return str(value or "")
+
+
+class _Linker:
+    """Tool-call ids in call order (``call_0000``, ...) and their FIFO link
+    to the tool messages that answer them."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.pending: list[str] = []
+
+    def call(self, call: Any, ctx: RowContext, path: str) -> dict[str, Any]:
+        if not isinstance(call, dict):
+            raise ctx.error(path, f"expected a tool-call object, got {_type_name(call)}", "Fix the row.")
+        function = call["function"] if isinstance(call.get("function"), dict) else call
+        call_id = str(call.get("id") or f"call_{self.count:04d}")
+        self.count += 1
+        self.pending.append(call_id)
+        return {
+            "id": call_id,
+            "type": "function",
+            "function": {
+                "name": str(function.get("name") or ""),
+                "arguments": wire_arguments(function.get("arguments")),
+            },
+        }
+
+    def answer(self, message: dict[str, Any]) -> str | None:
+        if message.get("tool_call_id"):
+            return str(message["tool_call_id"])
+        return self.pending.pop(0) if self.pending else None
+
+
+def convert_messages(
+    messages: Sequence[Any], *, system: str, ctx: RowContext, column: str = "messages", keep_keys: bool = False
+) -> list[dict[str, Any]]:
+    """Messages in the canonical wire form, as whileai's ``_convert_messages``
+    builds them (without think-stripping or truncation: those are transforms).
+
+    ``keep_keys`` keeps per-message keys whileai drops (``extra``)."""
+    out: list[dict[str, Any]] = []
+    if system:
+        out.append(_storage("system", system))
+    linker = _Linker()
+    for i, message in enumerate(messages):
+        path = f"{column}[{i}]"
+        if not isinstance(message, dict):
+            raise ctx.error(path, f"expected a message object, got {_type_name(message)}", "Fix or drop the row.")
+        role = message.get("role")
+        if role not in ROLES:
+            got = "no role" if role is None else repr(role)
+            raise ctx.error(
+                f"{path}.role",
+                f"expected one of {', '.join(repr(r) for r in ROLES)}, got {got}",
+                "Fix the exporter that wrote the row, or skip bad rows with on_bad_row='skip'.",
+            )
+        entry = _storage(role, _content(message, ctx, path))
+        if role == "assistant":
+            calls = message.get("tool_calls") or []
+            if calls:
+                if not isinstance(calls, list):
+                    raise ctx.error(f"{path}.tool_calls", f"expected a list, got {_type_name(calls)}", "Fix the row.")
+                entry["tool_calls"] = [linker.call(c, ctx, f"{path}.tool_calls[{j}]") for j, c in enumerate(calls)]
+        elif role == "tool":
+            if message.get("name"):
+                entry["name"] = str(message["name"])
+            entry["tool_call_id"] = linker.answer(message)
+        if keep_keys:
+            rest = {k: v for k, v in message.items() if k not in _TYPED}
+            entry["extra"] = JSON_ENCODER.encode(rest) if rest else None
+        out.append(entry)
+    return out
+
+
+_TYPED = frozenset(("role", "content", "tool_calls", "name", "tool_call_id"))
+
+
+def _storage(role: str, content: str) -> dict[str, Any]:
+    return {"role": role, "content": content, "tool_calls": None, "name": None, "tool_call_id": None, "extra": None}
+
+
+def loss_mask(messages: Sequence[dict[str, Any]], mode: str) -> list[int]:
+    """1 for each assistant message (``"assistant"``) or for the last one only
+    (``"final"``); 0 for everything else."""
+    mask = [1 if m["role"] == "assistant" else 0 for m in messages]
+    if mode == "final" and any(mask):
+        last = len(mask) - 1 - mask[::-1].index(1)
+        mask = [0] * len(mask)
+        mask[last] = 1
+    return mask
+
+
+# ---------------------------------------------------------------- scalars
+
+#: One encoder each, built once: ``json.dumps`` with keyword options builds a
+#: new encoder per call, which shows up at a million rows.
+_ARGUMENTS_ENCODER = json.JSONEncoder(separators=(",", ": "), default=str)
+JSON_ENCODER = json.JSONEncoder(ensure_ascii=False)
+
+#: column kind -> the Python types a value may have (None: any JSON value)
+_ALLOWED: dict[str, frozenset[type] | None] = {
+    "string": frozenset((str,)),
+    "float64": frozenset((int, float)),
+    "int64": frozenset((int,)),
+    "int8": frozenset((int,)),
+    "bool": frozenset((bool,)),
+    "list<float64>": frozenset((list,)),
+    "json": None,
+}
+_EXPECTED = {
+    "string": "a string",
+    "float64": "a number",
+    "int64": "an integer",
+    "int8": "an integer",
+    "bool": "true or false",
+    "list<float64>": "a list of numbers",
+}
+
+
+def column_kinds(features: dict[str, Any]) -> dict[str, str]:
+    """Each column's converter name, from its ``datasets`` feature."""
+    kinds: dict[str, str] = {}
+    for name, feature in features.items():
+        kind = type(feature).__name__
+        if kind == "Value":
+            kinds[name] = feature.dtype
+        elif kind == "Json":
+            kinds[name] = "json"
+        elif kind == "List" and type(feature.feature).__name__ == "Value":
+            kinds[name] = f"list<{feature.feature.dtype}>"
+        else:
+            kinds[name] = "object"
+    return kinds
+
+
+def typed_value(value: Any, kind: str, ctx: RowContext, key: str) -> Any:
+    """``value`` converted for a column of ``kind``, or an error naming the row
+    and key. Null stays null (the row did not carry the key). Booleans are not
+    numbers here: ``True`` in a reward column is an error, not ``1.0``."""
+    if value is None:
+        return None
+    allowed = _ALLOWED[kind]
+    if allowed is None:
+        return JSON_ENCODER.encode(value)
+    if type(value) in allowed and (kind != "list<float64>" or all(type(x) in (int, float) for x in value)):
+        return value
+    raise ctx.error(
+        key,
+        f"expected {_EXPECTED[kind]}, got {_type_name(value)} {json.dumps(value, default=str)[:60]}",
+        "Fix the row, or load it with the 'raw' config, which keeps any value.",
+    )

@@ -1,0 +1,71 @@
+"""The one place that touches ``datasets``' private module table.
+
+``datasets`` has no plugin hook for builders. ``load_dataset(path)`` first
+looks ``path`` up in ``datasets.packaged_modules._PACKAGED_DATASETS_MODULES``
+(name -> (module path, source hash)), so adding ``"whileai/export"`` there makes
+``load_dataset("whileai/export", data_files=...)`` resolve to our builder,
+offline and streaming included. The hash covers the builder's and the
+normalizer's source, so a changed builder rebuilds cached datasets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+
+import datasets
+from packaging.version import Version
+
+from whileai_datasets.errors import UnsupportedVersionError
+
+NAME = "whileai/export"
+BUILDER_MODULE = "whileai_datasets.builders.whileai_export"
+#: Modules whose source decides what the builder writes.
+_HASHED_MODULES = (
+    BUILDER_MODULE,
+    "whileai_datasets.canonical",
+    "whileai_datasets.normalize",
+    "whileai_datasets.reader",
+    "whileai_datasets.schema",
+    "whileai_datasets.features",
+)
+SUPPORTED = (Version("5.2"), Version("6"))
+
+
+def _source_hash() -> str:
+    digest = hashlib.sha256()
+    for name in _HASHED_MODULES:
+        digest.update(inspect.getsource(importlib.import_module(name)).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def _table() -> dict[str, tuple[str, str]]:
+    installed = Version(datasets.__version__)
+    low, high = SUPPORTED
+    try:
+        from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES as table
+    except ImportError as err:
+        raise UnsupportedVersionError(
+            f"datasets {installed} has no packaged-module table to register 'whileai/export' in",
+            hint=f"Install datasets>={low},<{high}.",
+        ) from err
+    sample = next(iter(table.values()), None)
+    if not isinstance(table, dict) or not (isinstance(sample, tuple) and len(sample) == 2):
+        raise UnsupportedVersionError(
+            f"datasets {installed} keeps its packaged-module table in a shape this package does not know",
+            hint=f"Install datasets>={low},<{high}.",
+        )
+    return table
+
+
+def register() -> None:
+    """Make ``load_dataset("whileai/export", ...)`` find our builder. Idempotent."""
+    table = _table()
+    entry = (BUILDER_MODULE, _source_hash())
+    if table.get(NAME) != entry:
+        table[NAME] = entry
+
+
+def is_registered() -> bool:
+    return NAME in _table()
