@@ -24,6 +24,13 @@ _CARRY = frozenset(schema.CARRY_KEYS)
 _SOURCE = frozenset(schema.SOURCE_KEYS)
 _PAIR = frozenset(schema.PAIR_KEYS)
 _RAW = frozenset(schema.RAW_SCALAR_FEATURES)
+#: column kind -> Python types stored as they are
+_FAST_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "float64": (float, int),
+    "int64": (int,),
+    "bool": (bool,),
+}
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,7 @@ class Normalizer:
             "raw": schema.RAW_FEATURES,
         }[config_name]
         self.kinds = nz.column_kinds(self.features)
+        self._fast_types = {key: _FAST_TYPES[kind] for key, kind in self.kinds.items() if kind in _FAST_TYPES}
         self.record = {"default": self._training, "preference": self._preference, "raw": self._raw}[config_name]
 
     # ------------------------------------------------------------ default
@@ -138,10 +146,16 @@ class Normalizer:
 
     def _scalars(self, row: dict[str, Any], ctx: RowContext, record: dict[str, Any], keys: frozenset[str]) -> None:
         # Only the keys the row has: a record leaves absent (null) columns out.
-        kinds = self.kinds
+        # Plain scalars of the right type pass straight through; everything
+        # else (Json, lists, a wrong type to report) goes through typed_value.
+        kinds, fast = self.kinds, self._fast_types
         for key in keys.intersection(row):
             value = row[key]
-            if value is not None:
+            if value is None:
+                continue
+            if type(value) in fast.get(key, ()):
+                record[key] = value
+            else:
                 record[key] = nz.typed_value(value, kinds[key], ctx, key)
 
     def to_table(self, records: list[dict[str, Any]]) -> pa.Table:

@@ -64,6 +64,8 @@ def expand_flat(row: dict[str, Any], ctx: RowContext) -> dict[str, Any]:
     ``_normalize_legacy``): ``steps_json`` -> ``steps``, ``messages_json`` ->
     ``messages`` (each only where the row has none), ``metadata_json`` ->
     ``metadata``. Unparseable JSON is an error here, not a kept string."""
+    if "steps_json" not in row and "messages_json" not in row and "metadata_json" not in row:
+        return row
     if not any(isinstance(row.get(k), str) for k in _JSON_STRING_KEYS):
         return row
     out = dict(row)
@@ -223,8 +225,9 @@ def wire_arguments(arguments: Any) -> str:
     return _ARGUMENTS_ENCODER.encode(value or {})
 
 
-def _content(message: dict[str, Any], ctx: RowContext, path: str) -> str:
-    value = message.get("content")
+def _content(value: Any, ctx: RowContext, path: str) -> str:
+    """Non-text content as whileai reads it (``str(content or "")``); content
+    parts (lists, objects) are refused."""
     if isinstance(value, (list, dict)):
         raise ctx.error(
             f"{path}.content",
@@ -242,8 +245,9 @@ class _Linker:
         self.count = 0
         self.pending: list[str] = []
 
-    def call(self, call: Any, ctx: RowContext, path: str) -> dict[str, Any]:
-        if not isinstance(call, dict):
+    def call(self, call: Any, ctx: RowContext, column: str, i: int, j: int) -> dict[str, Any]:
+        if type(call) is not dict:
+            path = f"{column}[{i}].tool_calls[{j}]"
             raise ctx.error(path, f"expected a tool-call object, got {_type_name(call)}", "Fix the row.")
         function = call["function"] if isinstance(call.get("function"), dict) else call
         call_id = str(call.get("id") or f"call_{self.count:04d}")
@@ -270,33 +274,32 @@ def convert_messages(
     """Messages in the canonical wire form, as whileai's ``_convert_messages``
     builds them (without think-stripping or truncation: those are transforms).
 
-    ``keep_keys`` keeps per-message keys whileai drops (``extra``)."""
+    ``keep_keys`` keeps per-message keys whileai drops (``extra``). This is the
+    builder's hottest loop: error paths build their messages only when raised."""
     out: list[dict[str, Any]] = []
     if system:
-        out.append(_storage("system", system))
+        out.append({"role": "system", "content": system, "tool_calls": None, "name": None, "tool_call_id": None, "extra": None})
     linker = _Linker()
     for i, message in enumerate(messages):
-        path = f"{column}[{i}]"
-        if not isinstance(message, dict):
-            raise ctx.error(path, f"expected a message object, got {_type_name(message)}", "Fix or drop the row.")
+        if type(message) is not dict:
+            raise ctx.error(f"{column}[{i}]", f"expected a message object, got {_type_name(message)}", "Fix or drop the row.")
         role = message.get("role")
-        if role not in ROLES:
-            got = "no role" if role is None else repr(role)
-            raise ctx.error(
-                f"{path}.role",
-                f"expected one of {', '.join(repr(r) for r in ROLES)}, got {got}",
-                "Fix the exporter that wrote the row, or skip bad rows with on_bad_row='skip'.",
-            )
-        entry = _storage(role, _content(message, ctx, path))
+        if role not in _ROLE_SET:
+            _bad_role(ctx, f"{column}[{i}]", role)
+        content = message.get("content")
+        if type(content) is not str:
+            content = _content(content, ctx, f"{column}[{i}]")
+        entry = {"role": role, "content": content, "tool_calls": None, "name": None, "tool_call_id": None, "extra": None}
         if role == "assistant":
-            calls = message.get("tool_calls") or []
+            calls = message.get("tool_calls")
             if calls:
-                if not isinstance(calls, list):
-                    raise ctx.error(f"{path}.tool_calls", f"expected a list, got {_type_name(calls)}", "Fix the row.")
-                entry["tool_calls"] = [linker.call(c, ctx, f"{path}.tool_calls[{j}]") for j, c in enumerate(calls)]
+                if type(calls) is not list:
+                    raise ctx.error(f"{column}[{i}].tool_calls", f"expected a list, got {_type_name(calls)}", "Fix the row.")
+                entry["tool_calls"] = [linker.call(c, ctx, column, i, j) for j, c in enumerate(calls)]
         elif role == "tool":
-            if message.get("name"):
-                entry["name"] = str(message["name"])
+            name = message.get("name")
+            if name:
+                entry["name"] = str(name)
             entry["tool_call_id"] = linker.answer(message)
         if keep_keys:
             rest = {k: v for k, v in message.items() if k not in _TYPED}
@@ -305,11 +308,21 @@ def convert_messages(
     return out
 
 
+_ROLE_SET = frozenset(ROLES)
+
+
+def _bad_role(ctx: RowContext, path: str, role: Any) -> None:
+    got = "no role" if role is None else repr(role)
+    raise ctx.error(
+        f"{path}.role",
+        f"expected one of {', '.join(repr(r) for r in ROLES)}, got {got}",
+        "Fix the exporter that wrote the row, or skip bad rows with on_bad_row='skip'.",
+    )
+
+
 _TYPED = frozenset(("role", "content", "tool_calls", "name", "tool_call_id"))
 
 
-def _storage(role: str, content: str) -> dict[str, Any]:
-    return {"role": role, "content": content, "tool_calls": None, "name": None, "tool_call_id": None, "extra": None}
 
 
 def loss_mask(messages: Sequence[dict[str, Any]], mode: str) -> list[int]:

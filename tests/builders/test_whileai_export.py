@@ -214,3 +214,19 @@ def test_preference_config_equals_whileai_pairs(tmp_path: Path, load: Any) -> No
     for mine, ref in zip(ds, expected):
         for key in ("prompt", "chosen", "rejected", "tools", "margin", "chosen_score", "rejected_score", "lineage"):
             assert mine[key] == ref.get(key), key
+
+
+def test_streaming_reads_compressed_jsonl(tmp_path: Path, load: Any) -> None:
+    rows = read_jsonl(DATA / "engine_multiturn.jsonl")
+    path = tmp_path / "run.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(r) + "\n" for r in rows)
+    streamed = list(load(path, streaming=True))
+    assert [row["messages"] for row in streamed] == [row["messages"] for row in training_rows(rows, strip_think=False)]
+
+
+def test_streaming_reads_parquet(tmp_path: Path, load: Any) -> None:
+    rows = read_jsonl(DATA / "hf_flat.jsonl")
+    path = tmp_path / "flat.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    assert list(load(path, streaming=True)) == list(load(path))

@@ -1,0 +1,103 @@
+"""Loading a whileai export: our builder vs load_dataset("json") vs an orjson parse.
+
+Each measurement runs in a fresh subprocess (its own peak RSS, a cold datasets
+cache), alternating the methods so machine noise hits all of them alike; the
+report is the median per method and the ratios between them.
+
+    python benchmarks/bench_builder.py --rows 100000 --repeat 3
+    python benchmarks/bench_builder.py --rows 1000000 --methods builder   # peak RSS at 1M rows
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._data import make_export_file  # noqa: E402
+
+CHILD = r"""
+import json, os, resource, sys, tempfile, time
+method, path = sys.argv[1], sys.argv[2]
+os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
+start = time.perf_counter()
+rows = 0
+if method == "orjson":
+    import orjson
+    with open(path, "rb") as handle:
+        for line in handle:
+            orjson.loads(line)
+            rows += 1
+else:
+    import datasets
+    import whileai_datasets  # noqa: F401
+    cache = tempfile.mkdtemp()
+    name = "whileai/export" if method == "builder" else "json"
+    ds = datasets.load_dataset(name, data_files=path, split="train", cache_dir=cache)
+    rows = ds.num_rows
+seconds = time.perf_counter() - start
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"method": method, "rows": rows, "seconds": seconds, "peak_rss_mb": peak}))
+"""
+
+METHODS = ("builder", "json", "orjson")
+
+
+def measure(method: str, path: Path) -> dict[str, float]:
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, method, str(path)], check=True, capture_output=True, text=True, timeout=3600
+    )
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of %(default)s")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args()
+    methods = [m for m in args.methods.split(",") if m]
+    path = make_export_file(None, args.rows)
+    size_mb = path.stat().st_size / 1e6
+    runs: dict[str, list[dict[str, float]]] = {m: [] for m in methods}
+    for round_no in range(args.repeat):
+        for method in methods:
+            runs[method].append(measure(method, path))
+            print(f"  round {round_no + 1}/{args.repeat} {method}: {runs[method][-1]['seconds']:.2f} s", file=sys.stderr)
+    summary = {
+        m: {
+            "seconds": statistics.median(r["seconds"] for r in rs),
+            "peak_rss_mb": max(r["peak_rss_mb"] for r in rs),
+            "rows": rs[0]["rows"],
+        }
+        for m, rs in runs.items()
+    }
+    ratios = {}
+    if "builder" in summary and "json" in summary:
+        ratios["json_over_builder"] = summary["json"]["seconds"] / summary["builder"]["seconds"]
+    if "builder" in summary and "orjson" in summary:
+        ratios["builder_over_orjson_floor"] = summary["builder"]["seconds"] / summary["orjson"]["seconds"]
+    report = {"rows": args.rows, "file_mb": round(size_mb, 1), "repeat": args.repeat, "methods": summary, "ratios": ratios}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    print(f"load {args.rows:,} whileai rows ({size_mb:.0f} MB JSONL), median of {args.repeat}, fresh process and cache each")
+    print(f"  {'method':<28} {'seconds':>8} {'rows/s':>10} {'peak RSS':>10}")
+    labels = {"builder": 'load_dataset("whileai/export")', "json": 'load_dataset("json")', "orjson": "orjson parse (floor)"}
+    for m, s in summary.items():
+        print(f"  {labels[m]:<28} {s['seconds']:>8.2f} {s['rows'] / s['seconds']:>10,.0f} {s['peak_rss_mb']:>8.0f} MB")
+    for name, value in ratios.items():
+        print(f"  {name.replace('_', ' ')}: {value:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
