@@ -25,6 +25,7 @@ from whileai_datasets.errors import (
     UnsupportedVersionError,
     WhileaiError,
 )
+from whileai_datasets.hub import publish, split_by
 from whileai_datasets.report import bad_rows
 from whileai_datasets.schema import EXPORT_FEATURES, PREFERENCE_FEATURES, RAW_FEATURES
 
@@ -44,6 +45,8 @@ __all__ = [
     "WhileaiError",
     "WhileaiExportConfig",
     "bad_rows",
+    "publish",
+    "split_by",
 ]
 
 _registry.register()

@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 
+from whileai_datasets import hub_cli
 from whileai_datasets.errors import WhileaiError
 
 
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="whileai-sample.parquet", help="Parquet file to write (default: %(default)s)")
     demo.add_argument("--json", action="store_true", help="print the summary as JSON")
     demo.set_defaults(run=_demo)
+    hub_cli.add_parser(commands)
     return parser
 
 
@@ -39,8 +41,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.run(args)
     except WhileaiError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        print(f"whileai-datasets {args.command}: {err}", file=sys.stderr)
+        return 1
     return code
 
 

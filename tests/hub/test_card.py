@@ -1,0 +1,138 @@
+"""The card says what a trainer trains on, keeps datasets' YAML, and records provenance (no server needed)."""
+
+from __future__ import annotations
+
+import hashlib
+from importlib import metadata
+
+import pytest
+from datasets import Features, Json, List, Value
+from datasets.info import DatasetInfo, DatasetInfosDict
+from huggingface_hub import DatasetCard, DatasetCardData
+
+from whileai_datasets import card as card_module
+from whileai_datasets.card import SourceFile, describe_mask, hash_sources, package_versions, render_card
+from whileai_datasets.errors import PublishError
+
+FEATURES = Features({"messages": List({"role": Value("string"), "content": Value("string")}), "tools": Json(),
+                     "scenario_id": Value("string")})
+VERSIONS = {"whileai": "0.131", "whileai-datasets": "0.1.0", "datasets": "5.2.0", "huggingface_hub": "2.4.0",
+            "pyarrow": "26.0.1"}
+TRL_EVERY_TOKEN = ("TRL trains on every token of every turn (trl 0.19.1 SFTTrainer reads no per-message mask); set "
+                   "assistant_only_loss=True in SFTConfig to train the assistant turns only")
+
+
+def _base() -> DatasetCardData:
+    """The card data push_to_hub writes: dataset_info from the features, configs per split."""
+    data = DatasetCardData()
+    DatasetInfosDict({"default": DatasetInfo(features=FEATURES)}).to_dataset_card_data(data)
+    data["configs"] = [{"config_name": "default", "data_files": [{"split": "train", "path": "data/train-*"}]}]
+    return data
+
+
+def _render(**options: object) -> DatasetCard:
+    defaults: dict[str, object] = {"repo_id": "alice/rollouts", "private": True, "splits": {"train": 4, "holdout": 2},
+                                   "features": FEATURES, "versions": VERSIONS}
+    return render_card(_base(), **{**defaults, **options})  # type: ignore[arg-type]
+
+
+def test_card_says_what_trl_trains_on_and_the_supervised_share():
+    report = {"n": 6, "format": "trl", "mask_mode": TRL_EVERY_TOKEN, "trained_messages": 30, "masked_messages": 0,
+              "groups": 3, "warnings": []}
+
+    text = _render(report=report).text
+
+    assert f"- **Mask:** {TRL_EVERY_TOKEN}." in text
+    assert "- **Supervised:** 30 of 30 messages (100.0%) are trained on; 0 are context only" in text
+    assert "- **Groups:** 3 distinct `group_id` values" in text
+    assert "The export raised no warnings." in text
+
+
+def test_card_explains_the_loss_mask_of_openai_rows():
+    assert describe_mask({"format": "openai", "mask_mode": "final"}) == (
+        "`final`: only the last assistant message of each row is a target; earlier turns are context. "
+        "The mask is the per-message `loss_mask` column: it only applies if the training code reads it.")
+
+
+def test_card_without_a_report_says_the_mask_is_unknown():
+    text = _render().text
+
+    assert "cannot say which mask a\ntrainer will apply" in text
+    assert "**Mask:**" not in text
+
+
+def test_card_keeps_the_yaml_datasets_wrote_and_adds_provenance():
+    sources = [SourceFile(name="run-07.jsonl", size=26, sha256="ab" * 32)]
+
+    card = _render(split_key="scenario_id", split_groups={"train": 2, "holdout": 1}, sources=sources)
+    reloaded = DatasetCard(str(card)).data
+
+    assert DatasetInfosDict.from_dataset_card_data(reloaded)["default"].features == FEATURES
+    assert reloaded["configs"] == _base()["configs"]
+    assert reloaded["tags"] == ["whileai"]
+    assert reloaded["whileai_datasets"] == {"version": "0.1.0", "whileai": "0.131", "split_key": "scenario_id",
+                                            "sources": [{"name": "run-07.jsonl", "sha256": "ab" * 32}]}
+    assert "every value of it lives in exactly one split (2 in train, 1 in holdout)" in card.text
+
+
+def test_card_shows_tool_output_cuts_and_row_count_mismatch():
+    report = {"n": 9, "format": "openai", "mask_mode": "assistant", "tool_output_truncated": 1,
+              "tool_output_chars_cut": 1, "max_tool_output_chars": 50}
+
+    text = _render(report=report).text
+
+    assert "- **Tool output:** 1 tool message cut to 50 characters, 1 character removed in total" in text
+    assert "- **Rows:** 9 rows in the export, 6 published" in text
+
+
+def test_card_table_cells_escape_pipes_and_warnings_stay_on_one_line():
+    report = {"format": "openai", "mask_mode": "assistant", "warnings": ["rows | cut\nby the cap"]}
+    sources = [SourceFile(name="a|b.jsonl", size=1, sha256="cd" * 32)]
+
+    text = _render(report=report, sources=sources).text
+
+    assert f"| a\\|b.jsonl | 1 | `{'cd' * 32}` |" in text
+    assert "- rows | cut by the cap\n" in text
+
+
+def test_card_report_block_outlasts_backticks_inside_the_report():
+    report = {"format": "openai", "mask_mode": "assistant", "note": "a ```` fence"}
+
+    text = _render(report=report).text
+
+    assert "`````json\n" in text
+    assert text.count("`````") == 2
+
+
+def test_hash_sources_hashes_files_and_the_files_of_a_folder(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "b.jsonl").write_bytes(b"two\n")
+    (tmp_path / "a.jsonl").write_bytes(b"one\n")
+
+    found = hash_sources([tmp_path / "a.jsonl", tmp_path / "run"])
+
+    assert found == [SourceFile("a.jsonl", 4, hashlib.sha256(b"one\n").hexdigest()),
+                     SourceFile("run/b.jsonl", 4, hashlib.sha256(b"two\n").hexdigest())]
+
+
+def test_hash_sources_rejects_a_missing_file(tmp_path):
+    with pytest.raises(PublishError, match=r"gone\.jsonl: the source file to hash does not exist"):
+        hash_sources([tmp_path / "gone.jsonl"])
+
+
+def test_package_versions_say_not_installed_instead_of_guessing(monkeypatch):
+    real = metadata.version
+
+    def version(name: str) -> str:
+        if name in ("whileai", "whileai-datasets"):
+            raise metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(card_module.metadata, "version", version)
+    monkeypatch.setattr("whileai_datasets.__version__", "9.9.9", raising=False)
+
+    versions = package_versions()
+
+    assert versions["whileai"] == "not installed"
+    assert versions["whileai-datasets"] == "9.9.9"
+    assert versions["datasets"] == real("datasets")

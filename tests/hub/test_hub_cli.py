@@ -1,0 +1,116 @@
+"""`whileai-datasets push SOURCE REPO_ID`, through the same argparse wiring the main console entry uses.
+
+Functions without a `test_` prefix run in a client process (see conftest: `Identity.run`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import whileai_datasets
+from whileai_datasets import hub_cli
+from whileai_datasets.errors import PublishError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="whileai-datasets")
+    hub_cli.add_parser(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+# --- client side ---------------------------------------------------------------------------------
+def push(argv: list[str]) -> dict[str, Any]:
+    import contextlib
+    import io
+
+    args = _parser().parse_args(["push", *argv])
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = args.run(args)
+    return {"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
+
+
+def load_groups(repo_id: str, token: str, key: str) -> dict[str, list[str]]:
+    from datasets import load_dataset
+
+    return {name: sorted(set(split[key])) for name, split in load_dataset(repo_id, token=token).items()}
+
+
+# --- tests ---------------------------------------------------------------------------------------
+def test_push_publishes_a_parquet_file_split_by_key_and_prints_json(alice, hub, repo_id, rollouts, tmp_path):
+    source = tmp_path / "rows.parquet"
+    rollouts["train"].to_parquet(str(source))
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"n": 4, "format": "openai", "mask_mode": "assistant"}))
+    alice.env_token = True
+
+    done = alice.run(push, argv=[str(source), repo_id, "--split-by", "scenario_id", "--test-size", "0.5",
+                                 "--report", str(report), "--json"])
+
+    result = json.loads(done["stdout"])
+    groups = alice.run(load_groups, repo_id=repo_id, token=alice.token, key="scenario_id")
+    assert done["code"] == 0
+    assert result["private"] is True
+    assert result["splits"] == {"train": 2, "holdout": 2}
+    assert result["commit"] == hub.head(repo_id, alice.token)
+    assert sorted(groups) == ["holdout", "train"]
+    assert not set(groups["train"]) & set(groups["holdout"])
+
+
+def load_decoded(repo_id: str, token: str) -> dict[str, Any]:
+    from datasets import load_dataset
+
+    import whileai_datasets  # noqa: F401  (registers the Message feature type)
+
+    loaded = load_dataset(repo_id, token=token)
+    return {"features": repr(loaded["train"].features["messages"]), "first": loaded["train"][0]["messages"][0],
+            "rows": {name: split.num_rows for name, split in loaded.items()}}
+
+
+def test_push_reads_a_whileai_jsonl_export_through_the_builder(alice, repo_id):
+    sample = Path(whileai_datasets.__file__).parent / "data" / "sample.jsonl.gz"
+    alice.env_token = True
+
+    done = alice.run(push, argv=[str(sample), repo_id, "--split-by", "scenario_id", "--test-size", "0.2"])
+    loaded = alice.run(load_decoded, repo_id=repo_id, token=alice.token)
+
+    assert done["code"] == 0, done["stderr"]
+    assert done["stdout"].startswith(f"Published {repo_id} (private; train ")
+    assert loaded["features"] == "List(Message(decode=True))"
+    assert None not in loaded["first"].values()  # decoded by Message: no invented None keys
+    assert sum(loaded["rows"].values()) == 72
+
+
+def test_push_without_a_token_exits_1_with_the_reason(anonymous, hub, saved_rollouts):
+    mark = hub.mark()
+
+    done = anonymous.run(push, argv=[saved_rollouts, "alice/never-pushed"])
+
+    assert done["code"] == 1
+    assert done["stderr"].startswith("whileai-datasets push: publish(token=None): no Hugging Face token was found")
+    assert hub.requests(mark) == []
+
+
+def test_push_refuses_split_by_on_a_source_that_already_has_splits(saved_rollouts, capsys):
+    args = _parser().parse_args(["push", saved_rollouts, "alice/x", "--split-by", "scenario_id"])
+
+    assert hub_cli.run(args) == 1
+    assert "--split-by needs one table, but SOURCE already has splits ['holdout', 'train']" in capsys.readouterr().err
+
+
+def test_load_source_rejects_an_unknown_file_type(tmp_path):
+    source = tmp_path / "rows.csv"
+    source.write_text("a,b\n1,2\n")
+
+    with pytest.raises(PublishError, match=r"rows\.csv: expected a \.parquet or \.jsonl file, got \.csv"):
+        hub_cli.load_source(source)
+
+
+def test_load_source_reports_a_missing_path(tmp_path):
+    with pytest.raises(PublishError, match=r"missing\.parquet: SOURCE does not exist"):
+        hub_cli.load_source(tmp_path / "missing.parquet")

@@ -1,0 +1,222 @@
+"""publish() through the real huggingface_hub and datasets clients, against the local hub.
+
+Functions without a `test_` prefix run in a client process (see conftest: `Identity.run`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+from datasets import DatasetDict, load_from_disk
+
+PUBLISH_ERROR = "whileai_datasets.errors.PublishError"
+UPLOAD_ROUTES = {"repo-create", "preupload", "lfs-batch", "lfs-upload", "commit"}
+
+
+# --- client side ---------------------------------------------------------------------------------
+def publish_saved(path: str, repo_id: str, **options: Any) -> dict[str, Any]:
+    from whileai_datasets.hub import publish
+
+    return dict(publish(load_from_disk(path), repo_id, **options))
+
+
+def load_to_disk(repo_id: str, out: str, token: str | None = None, revision: str | None = None,
+                 register: bool = False) -> dict[str, int]:
+    """Load as a reader would; `register` imports whileai_datasets first (its feature types)."""
+    from datasets import load_dataset
+
+    if register:
+        import whileai_datasets  # noqa: F401
+
+    loaded = load_dataset(repo_id, token=token, revision=revision)
+    loaded.save_to_disk(out)
+    return {name: split.num_rows for name, split in loaded.items()}
+
+
+def read_card(repo_id: str, token: str) -> dict[str, Any]:
+    from huggingface_hub import DatasetCard, hf_hub_download
+
+    path = hf_hub_download(repo_id, "README.md", repo_type="dataset", token=token)
+    card = DatasetCard.load(path)
+    return {"text": card.text, "data": card.data.to_dict()}
+
+
+# --- tests ---------------------------------------------------------------------------------------
+def test_publish_round_trips_rows_and_features_of_every_split(alice, repo_id, rollouts, saved_rollouts, tmp_path):
+    alice.run(publish_saved, path=saved_rollouts, repo_id=repo_id, token=alice.token)
+    alice.on_another_machine().run(load_to_disk, repo_id=repo_id, out=str(tmp_path / "back"), token=alice.token)
+
+    back = load_from_disk(str(tmp_path / "back"))
+    assert sorted(back) == ["holdout", "train"]
+    for name in ("train", "holdout"):
+        assert back[name].features == rollouts[name].features
+        assert back[name].to_list() == rollouts[name].to_list()
+
+
+def test_publish_round_trips_a_feature_type_the_package_registers(alice, repo_id, tmp_path):
+    from datasets import Dataset, Features, List, Value
+
+    from whileai_datasets.features import Message
+
+    features = Features({"messages": List(Message()), "scenario_id": Value("string")})
+    call = {"id": "c1", "type": "function", "function": {"name": "book", "arguments": "{}"}}
+    rows: dict[str, list[Any]] = {"messages": [[{"role": "user", "content": "hi", "lang": "en"}],
+                         [{"role": "assistant", "content": "", "tool_calls": [call]}]],
+            "scenario_id": ["s1", "s2"]}
+    Dataset.from_dict(rows, features=features).save_to_disk(str(tmp_path / "messages"))
+    alice.run(publish_saved, path=str(tmp_path / "messages"), repo_id=repo_id, token=alice.token)
+
+    reader = alice.on_another_machine()
+    reader.run(load_to_disk, repo_id=repo_id, out=str(tmp_path / "back"), token=alice.token, register=True)
+    card = reader.run(read_card, repo_id=repo_id, token=alice.token)
+
+    back = load_from_disk(str(tmp_path / "back"))["train"]
+    assert "`WhileaiMessage` is a feature type registered by the `whileai_datasets` package" in card["text"]
+    assert back.features == features
+    expected = [{"messages": m, "scenario_id": s} for m, s in zip(rows["messages"], rows["scenario_id"], strict=True)]
+    assert list(back) == expected
+
+
+def test_publish_creates_a_private_repo_and_returns_its_head(alice, hub, repo_id, saved_rollouts):
+    result = alice.run(publish_saved, path=saved_rollouts, repo_id=repo_id, token=alice.token)
+
+    _, _, info = hub.call("GET", f"/api/datasets/{repo_id}", token=alice.token)
+    assert info["private"] is True
+    assert result["repo_id"] == repo_id
+    assert result["url"] == f"{hub.url}/datasets/{repo_id}"
+    assert re.fullmatch(r"[0-9a-f]{40}", result["commit"])
+    assert result["commit"] == info["sha"]
+    assert result["splits"] == {"train": 4, "holdout": 2}
+
+
+def test_second_publish_replaces_the_splits_and_the_old_revision_still_loads(alice, hub, repo_id, rollouts,
+                                                                             saved_rollouts, tmp_path):
+    first = alice.run(publish_saved, path=saved_rollouts, repo_id=repo_id, token=alice.token)
+    changed = DatasetDict({"train": rollouts["train"].select([0]), "test": rollouts["holdout"]})
+    changed.save_to_disk(str(tmp_path / "changed"))
+    second = alice.run(publish_saved, path=str(tmp_path / "changed"), repo_id=repo_id, token=alice.token)
+
+    reader = alice.on_another_machine()
+    latest = reader.run(load_to_disk, repo_id=repo_id, out=str(tmp_path / "latest"), token=alice.token)
+    old = reader.run(load_to_disk, repo_id=repo_id, out=str(tmp_path / "old"), token=alice.token,
+                     revision=first["commit"])
+    _, _, history = hub.call("GET", f"/api/datasets/{repo_id}/commits/main", token=alice.token)
+    assert second["commit"] != first["commit"]
+    assert first["commit"] in [c["id"] for c in history]
+    assert latest == {"train": 1, "test": 2}
+    assert old == {"train": 4, "holdout": 2}
+    assert load_from_disk(str(tmp_path / "old"))["holdout"].to_list() == rollouts["holdout"].to_list()
+
+
+def test_republishing_the_same_data_makes_no_commit(alice, hub, repo_id, saved_rollouts):
+    first = alice.run(publish_saved, path=saved_rollouts, repo_id=repo_id, token=alice.token)
+    mark = hub.mark()
+    again = alice.run(publish_saved, path=saved_rollouts, repo_id=repo_id, token=alice.token)
+
+    routes = [e["route"] for e in hub.requests(mark, repo=repo_id)]
+    assert again["commit"] == first["commit"]
+    assert "commit" not in routes
+    assert "lfs-upload" not in routes
+
+
+def test_publish_refuses_an_existing_public_repo_without_private_false(alice, hub, saved_rollouts):
+    name = f"public-{uuid.uuid4().hex[:8]}"
+    hub.call("POST", "/api/repos/create", token=alice.token, body={"name": name, "type": "dataset", "private": False})
+    mark = hub.mark()
+
+    error = alice.run_error(publish_saved, path=saved_rollouts, repo_id=f"alice/{name}", token=alice.token)
+
+    assert error.type == PUBLISH_ERROR
+    assert f"alice/{name} exists and is public" in error.message
+    assert "Pass private=False (CLI: --public)" in error.message
+    assert not [e for e in hub.requests(mark) if e["route"] in UPLOAD_ROUTES]
+
+
+def test_publish_with_private_false_makes_a_repo_anyone_can_load(alice, anonymous, hub, repo_id, saved_rollouts,
+                                                                 tmp_path):
+    alice.run(publish_saved, path=saved_rollouts, repo_id=repo_id, token=alice.token, private=False)
+
+    rows = anonymous.run(load_to_disk, repo_id=repo_id, out=str(tmp_path / "anon"))
+
+    assert hub.call("GET", f"/api/datasets/{repo_id}")[2]["private"] is False
+    assert rows == {"train": 4, "holdout": 2}
+
+
+def test_publish_without_any_token_fails_before_sending_anything(anonymous, hub, saved_rollouts):
+    mark = hub.mark()
+
+    error = anonymous.run_error(publish_saved, path=saved_rollouts, repo_id="alice/never-created")
+
+    assert error.type == PUBLISH_ERROR
+    assert error.message.startswith("publish(token=None): no Hugging Face token was found")
+    assert "set HF_TOKEN, or run `hf auth login`" in error.message
+    assert hub.requests(mark) == []
+
+
+def test_publish_uses_the_login_cached_by_hf_auth_login(alice, hub, repo_id, saved_rollouts):
+    alice.login()
+    mark = hub.mark()
+
+    result = alice.run(publish_saved, path=saved_rollouts, repo_id=repo_id)
+
+    assert result["repo_id"] == repo_id
+    assert {e["user"] for e in hub.requests(mark, repo=repo_id) if e["route"] != "lfs-upload"} == {"alice"}
+
+
+def test_publish_with_hf_token_puts_a_bare_name_in_the_token_owners_namespace(alice, hub, repo_id, saved_rollouts):
+    alice.env_token = True
+    bare = repo_id.split("/")[1]
+
+    result = alice.run(publish_saved, path=saved_rollouts, repo_id=bare)
+
+    assert result["repo_id"] == f"alice/{bare}"
+    assert hub.head(f"alice/{bare}", alice.token) == result["commit"]
+
+
+def test_publish_with_a_rejected_token_says_which_token(anonymous, hub, saved_rollouts):
+    error = anonymous.run_error(publish_saved, path=saved_rollouts, repo_id="alice/x", token="not-a-real-token")
+
+    assert error.type == PUBLISH_ERROR
+    assert "the Hub rejected the token from the token argument (HTTP 401)" in error.message
+
+
+def test_publish_into_a_namespace_the_token_cannot_write_is_refused(bob, hub, repo_id, saved_rollouts):
+    mark = hub.mark()
+
+    error = bob.run_error(publish_saved, path=saved_rollouts, repo_id=repo_id, token=bob.token)
+
+    assert error.type == PUBLISH_ERROR
+    assert "creating the private dataset repo failed: HTTP 403 on POST /api/repos/create" in error.message
+    assert not [e for e in hub.requests(mark) if e["route"] in UPLOAD_ROUTES - {"repo-create"}]
+
+
+def test_card_on_the_hub_records_report_sources_versions_and_split_key(alice, repo_id, saved_rollouts, tmp_path):
+    source = tmp_path / "run-07.jsonl"
+    source.write_bytes(b'{"prompt": "book a room"}\n')
+    report = {"n": 6, "format": "openai", "mask_mode": "assistant", "trained_messages": 12, "masked_messages": 18,
+              "tool_output_truncated": 2, "tool_output_chars_cut": 340, "max_tool_output_chars": 200,
+              "groups": 0, "warnings": ["2 of 6 rows have reward below 0.5 and are exported as SFT targets"]}
+    alice.run(publish_saved, path=saved_rollouts, repo_id=repo_id, token=alice.token, report=report,
+              sources=[str(source)], split_key="scenario_id")
+
+    card = alice.run(read_card, repo_id=repo_id, token=alice.token)
+
+    provenance = card["data"]["whileai_datasets"]
+    assert provenance["split_key"] == "scenario_id"
+    assert provenance["sources"] == [{"name": "run-07.jsonl", "sha256": _sha256(source)}]
+    assert provenance["export"]["mask_mode"] == "assistant"
+    assert [s["num_examples"] for s in card["data"]["dataset_info"]["splits"]] == [4, 2]
+    assert "12 of 30 messages (40.0%) are trained on; 18 are context only" in card["text"]
+    assert "2 tool messages cut to 200 characters, 340 characters removed in total" in card["text"]
+    assert "- 2 of 6 rows have reward below 0.5 and are exported as SFT targets" in card["text"]
+    assert "Rows are split by `scenario_id`: every value of it lives in exactly one split (2 in train, 1 in holdout)" \
+        in card["text"]
+    assert f"| run-07.jsonl | 26 | `{_sha256(source)}` |" in card["text"]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

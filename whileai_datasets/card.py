@@ -1,0 +1,231 @@
+"""The dataset card `publish` writes: datasets' own YAML plus a body from templates/dataset_card.md.
+
+The YAML `dataset_info` and `configs` blocks come from `push_to_hub` itself (it serialises
+`ds.features`, so a `Json()` column or a feature type registered later round-trips unchanged); this
+module adds provenance under `whileai_datasets` and renders the readable body. Everything the body
+says is computed here as plain strings; the template only lays them out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import metadata, resources
+from pathlib import Path
+from typing import Any
+
+from datasets import Features
+from huggingface_hub import DatasetCard, DatasetCardData
+
+from whileai_datasets.errors import PublishError
+
+CARD_TEMPLATE = "dataset_card.md"
+CARD_TAG = "whileai"
+
+#: What each non-TRL `mask_mode` of whileai's export report means for the `loss_mask` column.
+#: (For format "trl", whileai already writes a sentence saying what TRL trains on; it is shown as is.)
+MASK_MEANINGS = {
+    "assistant": "every assistant message is a target (`loss_mask` 1); system, user and tool messages are "
+    "context (`loss_mask` 0)",
+    "final": "only the last assistant message of each row is a target; earlier turns are context",
+    "final (unrolled)": "rows are unrolled, one per assistant turn, and only the last assistant message of "
+    "each row is a target",
+}
+MASK_COLUMN_NOTE = "The mask is the per-message `loss_mask` column: it only applies if the training code reads it."
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """A file the rows were made from, by name (not full path: the card is shared) and sha256."""
+
+    name: str
+    size: int
+    sha256: str
+
+
+def hash_sources(paths: Iterable[str | os.PathLike[str]]) -> list[SourceFile]:
+    """sha256 of each file; a directory contributes each file under it, named relative to it."""
+    found: list[SourceFile] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.is_file())
+            found += [_hash_file(p, f"{path.name}/{p.relative_to(path).as_posix()}") for p in files]
+        elif path.is_file():
+            found.append(_hash_file(path, path.name))
+        else:
+            raise PublishError("the source file to hash does not exist", location=str(path),
+                               hint="Pass sources= with the files the rows were exported from")
+    return found
+
+
+def _hash_file(path: Path, name: str) -> SourceFile:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return SourceFile(name=name, size=path.stat().st_size, sha256=digest.hexdigest())
+
+
+def package_versions() -> dict[str, str]:
+    """Installed versions of the packages that shaped the rows; never guessed."""
+    versions = {"whileai": _version("whileai") or "not installed",
+                "whileai-datasets": _version("whileai-datasets") or _own_version()}
+    for name in ("datasets", "huggingface_hub", "pyarrow"):
+        versions[name] = _version(name) or "not installed"
+    return versions
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _own_version() -> str:
+    """`whileai_datasets.__version__` when the package is imported from a source tree, else "unknown"."""
+    import whileai_datasets
+
+    return str(getattr(whileai_datasets, "__version__", "unknown"))
+
+
+def describe_mask(report: Mapping[str, Any]) -> str:
+    mode = report.get("mask_mode")
+    if not isinstance(mode, str):
+        return "The export report does not say which mask was applied."
+    if report.get("format") == "trl" or mode not in MASK_MEANINGS:
+        return mode[0].upper() + mode[1:] + ("" if mode.endswith(".") else ".")
+    return f"`{mode}`: {MASK_MEANINGS[mode]}. {MASK_COLUMN_NOTE}"
+
+
+def _supervised(report: Mapping[str, Any]) -> str:
+    trained, masked = report.get("trained_messages"), report.get("masked_messages")
+    if not isinstance(trained, int) or not isinstance(masked, int):
+        return "not in the export report"
+    total = trained + masked
+    share = f" ({100 * trained / total:.1f}%)" if total else ""
+    return f"{trained} of {total} messages{share} are trained on; {masked} are context only"
+
+
+def _tool_output(report: Mapping[str, Any]) -> str:
+    cut, chars, limit = (report.get(k) for k in ("tool_output_truncated", "tool_output_chars_cut",
+                                                 "max_tool_output_chars"))
+    if not cut:
+        return "not truncated" + ("" if limit is None else f" (limit {limit} characters per message)")
+    return f"{_count(cut, 'tool message')} cut to {limit} characters, {_count(chars, 'character')} removed in total"
+
+
+def _count(n: object, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _groups(report: Mapping[str, Any]) -> str:
+    groups = report.get("groups")
+    if not groups:
+        return "no `group_id` in the rows"
+    return f"{groups} distinct `group_id` values"
+
+
+def registered_feature_types(features: Features) -> dict[str, str]:
+    """Feature types not built into datasets (name -> package): readers must import that package first."""
+    found: dict[str, str] = {}
+
+    def walk(feature: object) -> None:
+        if isinstance(feature, dict):
+            for child in feature.values():
+                walk(child)
+        elif isinstance(feature, (list, tuple)):
+            for child in feature:
+                walk(child)
+        elif hasattr(feature, "feature"):  # List, LargeList
+            walk(feature.feature)
+        elif not type(feature).__module__.startswith("datasets."):
+            name = str(getattr(feature, "_type", type(feature).__name__))
+            found[name] = type(feature).__module__.split(".")[0]
+
+    walk(features)
+    return found
+
+
+def _cell(value: object) -> str:
+    """Text that stays inside one Markdown table cell."""
+    return str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _fence(*texts: str) -> str:
+    """A code fence longer than any backtick run in `texts`, so the block cannot end early."""
+    longest = max((len(run) for text in texts for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _report_view(report: Mapping[str, Any] | None, rows: int) -> dict[str, Any] | None:
+    if report is None:
+        return None
+    full = json.dumps(report, indent=2, sort_keys=True, default=str)
+    n = report.get("n")
+    return {
+        "format": report.get("format", "not in the report"),
+        "mask": describe_mask(report),
+        "supervised": _supervised(report),
+        "tool_output": _tool_output(report),
+        "groups": _groups(report),
+        "rows": f"{n} rows in the export, {rows} published" if isinstance(n, int) and n != rows else None,
+        "warnings": [" ".join(str(w).split()) for w in report.get("warnings") or []],
+        "json": full,
+        "fence": _fence(full),
+    }
+
+
+def _yaml_block(report: Mapping[str, Any] | None, sources: Sequence[SourceFile], split_key: str | None,
+                versions: Mapping[str, str]) -> dict[str, Any]:
+    block: dict[str, Any] = {"version": versions["whileai-datasets"], "whileai": versions["whileai"],
+                             "split_key": split_key}
+    if report is not None:
+        block["export"] = {k: report[k] for k in ("format", "mask_mode", "trained_messages", "masked_messages",
+                                                  "groups") if k in report}
+    block["sources"] = [{"name": s.name, "sha256": s.sha256} for s in sources]
+    return block
+
+
+def _card_template() -> str:
+    try:
+        return resources.files("whileai_datasets.templates").joinpath(CARD_TEMPLATE).read_text("utf-8")
+    except (ModuleNotFoundError, FileNotFoundError) as err:
+        raise PublishError(f"the dataset card template is not installed ({err})",
+                           location=f"whileai_datasets.templates/{CARD_TEMPLATE}",
+                           hint="Install the package (pip install -e . in a checkout) so templates/ is found") from err
+
+
+def render_card(base: DatasetCardData, *, repo_id: str, private: bool, splits: Mapping[str, int],
+                features: Features, report: Mapping[str, Any] | None = None,
+                sources: Sequence[SourceFile] = (), split_key: str | None = None,
+                split_groups: Mapping[str, int] | None = None,
+                versions: Mapping[str, str] | None = None) -> DatasetCard:
+    """The card for `repo_id`. `base` is the card data push_to_hub wrote (features, configs): kept as is."""
+    versions = dict(versions or package_versions())
+    data = DatasetCardData(**base.to_dict())  # type: ignore[no-untyped-call]
+    tags = list(data.get("tags") or [])
+    data["tags"] = tags if CARD_TAG in tags else [*tags, CARD_TAG]
+    if not data.get("pretty_name"):
+        data["pretty_name"] = repo_id.split("/")[-1]
+    data["whileai_datasets"] = _yaml_block(report, sources, split_key, versions)
+    feature_lines = "\n".join(f"{name}: {feature!r}" for name, feature in features.items())
+    template = _card_template()
+    card: DatasetCard = DatasetCard.from_template(
+        data, template_str=template,
+        repo_id=repo_id, title=data["pretty_name"], visibility="private" if private else "public",
+        splits=[{"name": _cell(name), "rows": rows} for name, rows in splits.items()],
+        total_rows=sum(splits.values()), split_key=split_key,
+        split_groups=", ".join(f"{n} in {name}" for name, n in (split_groups or {}).items()),
+        report=_report_view(report, sum(splits.values())),
+        features=feature_lines, features_fence=_fence(feature_lines),
+        registered_types=sorted(registered_feature_types(features).items()),
+        versions=[(_cell(k), _cell(v)) for k, v in versions.items()],
+        sources=[{"name": _cell(s.name), "size": s.size, "sha256": s.sha256} for s in sources],
+    )
+    return card

@@ -1,0 +1,105 @@
+"""`whileai-datasets push SOURCE REPO_ID`: publish a file or a saved dataset to a private Hub repo.
+
+The main console entry (`whileai_datasets.cli:main`) calls `add_parser(subparsers)` to register the
+command and `run(args)` to execute it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
+
+from whileai_datasets.errors import PublishError, WhileaiError
+from whileai_datasets.hub import publish, split_by
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register `push` on the `subparsers` of the main parser, with `run` as its `run` default."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "push", help="publish rows to a private Hub dataset repo, as Parquet splits with a card",
+        description="Publish SOURCE to the Hub dataset repo REPO_ID: Parquet splits plus a dataset card. "
+        "The repo is private unless --public is given. The token is HF_TOKEN or the `hf auth login` one.")
+    parser.add_argument("source", metavar="SOURCE", type=Path,
+                        help="a .parquet file, a whileai .jsonl export, or a folder written by save_to_disk")
+    parser.add_argument("repo_id", metavar="REPO_ID", help="namespace/name (a bare name goes to your namespace)")
+    parser.add_argument("--public", action="store_true", help="create (or push to) a public repo")
+    parser.add_argument("--split-by", metavar="KEY", help="hold out whole groups of KEY (e.g. scenario_id)")
+    parser.add_argument("--test-size", type=float, default=0.1,
+                        help="share of KEY groups held out with --split-by (default 0.1)")
+    parser.add_argument("--seed", type=int, default=0, help="which groups --split-by holds out (default 0)")
+    parser.add_argument("--report", type=Path, metavar="FILE", help="the export report as JSON, shown on the card")
+    parser.add_argument("--revision", help="branch to push to (default main)")
+    parser.add_argument("--message", help="commit message")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.set_defaults(run=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        data = load_source(args.source)
+        if args.split_by:
+            if isinstance(data, DatasetDict):
+                raise PublishError(f"--split-by needs one table, but SOURCE already has splits {sorted(data)}",
+                                   location=str(args.source), hint="Drop --split-by to keep those splits")
+            data = split_by(data, args.split_by, test_size=args.test_size, seed=args.seed)
+        result = publish(data, args.repo_id, private=not args.public, revision=args.revision,
+                         commit_message=args.message, report=_read_report(args.report), sources=[args.source],
+                         split_key=args.split_by)
+    except (WhileaiError, ValueError) as err:
+        print(f"whileai-datasets push: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        splits = ", ".join(f"{name} {rows}" for name, rows in result["splits"].items())
+        visibility = "private" if result["private"] else "public"
+        print(f"Published {result['repo_id']} ({visibility}; {splits} rows) at {result['commit']}\n{result['url']}")
+    return EXIT_OK
+
+
+def load_source(path: Path) -> Dataset | DatasetDict:
+    """SOURCE as a Dataset (one file) or what save_to_disk wrote (a Dataset or a DatasetDict)."""
+    if path.is_dir():
+        return load_from_disk(str(path))
+    if not path.is_file():
+        raise PublishError("SOURCE does not exist", location=str(path),
+                           hint="Pass a .parquet or .jsonl file, or a folder written by save_to_disk")
+    suffixes = "".join(path.suffixes[-2:]).lower()
+    if path.suffix.lower() == ".parquet":
+        return load_dataset("parquet", data_files=str(path), split="train")
+    if suffixes.endswith((".jsonl", ".jsonl.gz")):
+        return _load_whileai_export(path)
+    raise PublishError(f"expected a .parquet or .jsonl file, got {path.suffix or 'no suffix'}",
+                       location=str(path), hint="Convert the rows to Parquet, or save them with save_to_disk")
+
+
+def _load_whileai_export(path: Path) -> Dataset:
+    """whileai JSONL through the package's own builder (every row shape, canonical schema)."""
+    import whileai_datasets  # noqa: F401  (registers "whileai/export")
+
+    ds = load_dataset("whileai/export", data_files=str(path), split="train")
+    assert isinstance(ds, Dataset)
+    return ds
+
+
+def _read_report(path: Path | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    try:
+        report = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as err:
+        raise PublishError(f"could not read the export report: {err}", location=str(path),
+                           hint="Pass the JSON that export_dataset returned (json.dump(report, f))") from err
+    if not isinstance(report, dict):
+        raise PublishError(f"expected the report to be a JSON object, got {type(report).__name__}",
+                           location=str(path), hint="Pass the dict export_dataset returned")
+    return report
