@@ -23,6 +23,8 @@ import datasets
 import whileai_datasets
 assert "site-packages" in whileai_datasets.__file__, whileai_datasets.__file__
 templates = sorted(p.name for p in files("whileai_datasets.templates").iterdir() if p.name.endswith((".jinja", ".md")))
+qwen = whileai_datasets.ChatTemplate.shipped("qwen2_5")
+assert qwen.inspect().has_generation_block
 ds = datasets.load_dataset("whileai/export", data_files=sys.argv[1], split="train", cache_dir=sys.argv[2])
 print(json.dumps({"rows": ds.num_rows, "first": ds[0]["messages"][0], "templates": templates,
                   "builder": whileai_datasets.builders.whileai_export.__file__}))
@@ -50,6 +52,7 @@ def test_wheel_installs_and_loads_in_a_fresh_venv(tmp_path: Path) -> None:
     assert report["rows"] == 1
     assert report["first"] == {"role": "user", "content": "Look up ORD-5"}
     assert str(env_dir) in report["builder"]
+    assert {"qwen2_5.jinja", "llama3_1.jinja", "dataset_card.md"} <= set(report["templates"])
     demo = subprocess.run(
         [str(env_dir / "bin" / "whileai-datasets"), "demo", "--out", str(tmp_path / "demo.parquet")],
         check=True, capture_output=True, text=True, timeout=600, cwd=tmp_path,

@@ -17,6 +17,7 @@ with _warnings.catch_warnings():
 
 from whileai_datasets import registry as _registry
 from whileai_datasets.builders.whileai_export import BadRowsWarning, WhileaiExportConfig
+from whileai_datasets.chat_template import ChatTemplate, TemplateReport
 from whileai_datasets.errors import (
     ExportFormatError,
     PublishError,
@@ -33,6 +34,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BadRowsWarning",
+    "ChatTemplate",
     "EXPORT_FEATURES",
     "ExportFormatError",
     "Message",
@@ -41,6 +43,7 @@ __all__ = [
     "RAW_FEATURES",
     "SchemaError",
     "TemplateError",
+    "TemplateReport",
     "UnsupportedVersionError",
     "WhileaiError",
     "WhileaiExportConfig",

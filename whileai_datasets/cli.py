@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from whileai_datasets import hub_cli
+from whileai_datasets.chat_template import cli as template_cli
 from whileai_datasets.errors import WhileaiError
 
 
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--json", action="store_true", help="print the summary as JSON")
     demo.set_defaults(run=_demo)
     hub_cli.add_parser(commands)
+    template_cli.add_parser(commands)
     return parser
 
 

@@ -1,0 +1,65 @@
+"""`whileai-datasets template inspect|patch` through the argparse parser the lead's main() uses."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from whileai_datasets.chat_template import ChatTemplate
+from whileai_datasets.chat_template.cli import add_parser, run
+
+
+def _parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="whileai-datasets")
+    add_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(argv)
+
+
+def _run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    return run(_parse(*argv), out, err), out.getvalue(), err.getvalue()
+
+
+def test_inspect_prints_readable_report(trl_dir: Path) -> None:
+    code, out, _ = _run("template", "inspect", str(trl_dir / "qwen2_5.jinja"))
+    assert code == 0
+    assert "generation blocks:        none" in out and "tool calls rendered:      yes" in out
+
+
+def test_inspect_json_is_machine_readable(trl_dir: Path) -> None:
+    code, out, _ = _run("template", "inspect", str(trl_dir / "qwen2_5_training.jinja"), "--json")
+    assert code == 0 and json.loads(out)["has_generation_block"] is True
+
+
+def test_patch_writes_verified_template(trl_dir: Path, tmp_path: Path) -> None:
+    target = tmp_path / "qwen.jinja"
+    code, out, _ = _run("template", "patch", str(trl_dir / "qwen2_5.jinja"), str(target))
+    assert code == 0 and f"wrote 3 generation block(s): {target}" in out
+    assert ChatTemplate.from_file(target).inspect().covers_assistant_output is True
+
+
+def test_patch_refusal_exits_1_with_reason(trl_dir: Path, tmp_path: Path) -> None:
+    code, _, err = _run("template", "patch", str(trl_dir / "llama3.jinja"), str(tmp_path / "out.jinja"))
+    assert code == 1 and err.startswith("error: llama3.jinja:3:") and "role header" in err
+    assert not (tmp_path / "out.jinja").exists()
+
+
+def test_inspect_syntax_error_exits_1_with_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jinja"
+    path.write_text("{% for m in messages %}\n{{ m }\n{% endfor %}")
+    code, out, _ = _run("template", "inspect", str(path))
+    assert code == 1 and "bad.jinja: syntax error at line 2" in out
+
+
+def test_template_needs_a_subcommand() -> None:
+    with pytest.raises(SystemExit, match="2"):
+        _parse("template")
+
+
+def test_unknown_source_is_an_error(tmp_path: Path) -> None:
+    code, _, err = _run("template", "inspect", str(tmp_path / "missing.jinja"))
+    assert code == 1 and "no such file or directory" in err

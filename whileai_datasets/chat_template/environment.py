@@ -1,0 +1,224 @@
+"""The sandboxed Jinja environment chat templates are parsed and rendered in.
+
+Template text from the Hub is untrusted code. Everything here runs in jinja2's
+``ImmutableSandboxedEnvironment`` with the names transformers gives templates:
+``raise_exception``, ``strftime_now``, a ``tojson`` filter that does not escape
+HTML, ``dict``, a ``namespace`` that refuses underscore-prefixed attributes, the
+``loopcontrols`` extension and the ``{% generation %}`` tag. Two differences, both
+deliberate:
+
+* an unsafe attribute access (``__class__``, ``__globals__``, a mutating list
+  method, ...) raises ``SecurityError`` at once. Jinja's default would hand back
+  an undefined value that prints as an empty string, so a probing template
+  would silently keep running;
+* a ``{% generation %}`` block can emit position markers (private-use
+  characters, see ``MARK_OPEN``) when the environment is built with
+  ``track=True``. Markers travel with the text through macros and
+  ``{% set %}`` captures, so a block's offsets stay right where transformers'
+  tracker (which measures the output already yielded) shifts them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+import jinja2
+from jinja2 import nodes
+from jinja2.exceptions import SecurityError
+from jinja2.exceptions import TemplateError as JinjaTemplateError
+from jinja2.ext import Extension
+from jinja2.parser import Parser
+from jinja2.runtime import Macro, Undefined
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import Namespace
+from packaging.version import Version
+
+MIN_JINJA = Version("3.1.6")
+
+# Markers are private-use code points: U+E000 opens a marker, U+E001 closes it.
+# The character after U+E000 says what the marker means (see render.py).
+MARK_OPEN = "\ue000"
+MARK_CLOSE = "\ue001"
+MARK_CHARS = (MARK_OPEN, MARK_CLOSE)
+GENERATION_METHOD = "_generation"
+
+
+def marker(kind: str, *payload: int) -> str:
+    """One position marker: ``kind`` is a single letter, ``payload`` integers."""
+    return f"{MARK_OPEN}{kind}{','.join(str(p) for p in payload)}{MARK_CLOSE}"
+
+
+class GenerationExtension(Extension):
+    """Parses ``{% generation %}...{% endgeneration %}`` into a call block.
+
+    The block renders its body unchanged, in its own scope like transformers'
+    (a ``{% set %}`` inside does not leak out). Its call carries the opening
+    and closing line numbers as constants, so the AST says where each block is.
+    """
+
+    tags = frozenset({"generation"})  # type: ignore[assignment]
+
+    def parse(self, parser: Parser) -> nodes.Node:
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        end_lineno = parser.stream.current.lineno
+        call = self.call_method(GENERATION_METHOD, [nodes.Const(lineno), nodes.Const(end_lineno)])
+        return nodes.CallBlock(call, [], [], body).set_lineno(lineno)
+
+    def _generation(self, start_line: int, end_line: int, caller: Macro) -> str:
+        body = str(caller())
+        if getattr(self.environment, "track_generation", False):
+            return marker("G", start_line) + body + marker("g", start_line)
+        return body
+
+
+def is_generation_block(node: nodes.Node) -> bool:
+    """True for the call block a ``{% generation %}`` tag parses into."""
+    if not isinstance(node, nodes.CallBlock) or not isinstance(node.call, nodes.Call):
+        return False
+    target = node.call.node
+    return isinstance(target, nodes.ExtensionAttribute) and target.name == GENERATION_METHOD
+
+
+def generation_lines(node: nodes.CallBlock) -> tuple[int, int]:
+    """(opening line, closing line) of a generation block."""
+    call = node.call
+    assert isinstance(call, nodes.Call)
+    first, last = call.args[0], call.args[1]
+    assert isinstance(first, nodes.Const) and isinstance(last, nodes.Const)
+    return int(first.value), int(last.value)
+
+
+MUTATING_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "update",
+                              "setdefault", "popitem", "add", "discard", "difference_update", "intersection_update",
+                              "symmetric_difference_update"})
+
+
+class _RaisingUndefined(Undefined):
+    """Jinja's default undefined, except that an unsafe access raises at once."""
+
+    def __init__(
+        self,
+        hint: str | None = None,
+        obj: Any = jinja2.utils.missing,
+        name: str | None = None,
+        exc: type[Exception] = jinja2.exceptions.UndefinedError,
+    ) -> None:
+        if isinstance(exc, type) and issubclass(exc, SecurityError):
+            if name in MUTATING_METHODS:
+                raise SecurityError(f"the template calls .{name}() on a {type(obj).__name__}, which changes it in "
+                                    "place; the immutable sandbox (transformers' too) refuses that")
+            raise SecurityError(hint or f"access to {name!r} is not allowed in a chat template")
+        super().__init__(hint, obj, name, exc)  # type: ignore[arg-type]
+
+
+class _TemplateNamespace(Namespace):
+    """``namespace()`` for templates: refuses underscore-prefixed attribute names."""
+
+    def __init__(*args: Any, **kwargs: Any) -> None:
+        self, rest = args[0], args[1:]
+        attrs = dict(*rest, **kwargs)
+        for name in attrs:
+            _check_attribute_name(name)
+        Namespace.__init__(self, attrs)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        _check_attribute_name(name)
+        Namespace.__setitem__(self, name, value)
+
+
+def _check_attribute_name(name: Any) -> None:
+    if isinstance(name, str) and name.startswith("_"):
+        raise SecurityError(f"a chat template cannot store the underscore-prefixed attribute {name!r}")
+
+
+class _TemplateDict:
+    """``dict(...)`` for templates, without exposing the ``dict`` type itself."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
+        return dict(*args, **kwargs)
+
+    def fromkeys(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
+        return dict.fromkeys(*args, **kwargs)
+
+
+def _raise_exception(message: str) -> None:
+    raise JinjaTemplateError(message)
+
+
+def _tojson(
+    value: Any,
+    ensure_ascii: bool = False,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+def pinned_strftime(moment: datetime) -> Callable[[str], str]:
+    """A ``strftime_now`` that always formats ``moment`` (deterministic renders)."""
+
+    def strftime_now(fmt: str) -> str:
+        return moment.strftime(fmt)
+
+    return strftime_now
+
+
+class ChatEnvironment(ImmutableSandboxedEnvironment):
+    """The sandbox plus the globals and filters transformers gives chat templates."""
+
+    track_generation: bool = False
+
+
+def _check_jinja_version() -> None:
+    from whileai_datasets.errors import UnsupportedVersionError
+
+    if Version(jinja2.__version__) < MIN_JINJA:
+        raise UnsupportedVersionError(
+            f"jinja2 {jinja2.__version__} is installed; chat templates need jinja2>={MIN_JINJA}",
+            hint="Older versions have known sandbox escapes. Run `pip install -U 'jinja2>=3.1.6'`.",
+        )
+
+
+@lru_cache(maxsize=2)
+def chat_environment(track: bool = False) -> ChatEnvironment:
+    """The shared environment; ``track=True`` makes generation blocks emit markers."""
+    _check_jinja_version()
+    env = ChatEnvironment(
+        trim_blocks=True,
+        lstrip_blocks=True,
+        extensions=[GenerationExtension, "jinja2.ext.loopcontrols"],
+        undefined=_RaisingUndefined,
+    )
+    env.track_generation = track
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = _strftime_now
+    env.globals["dict"] = _TemplateDict()
+    env.globals["namespace"] = _TemplateNamespace
+    return env
+
+
+def normalize_newlines(text: str) -> str:
+    """The text with ``\\r\\n`` and ``\\r`` as ``\\n``, as Jinja's lexer reads it."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def statement_lists(node: nodes.Node) -> Iterator[list[nodes.Node]]:
+    """The lists of statements directly held by ``node`` (bodies, else branches)."""
+    for field in ("body", "else_"):
+        value = getattr(node, field, None)
+        if isinstance(value, list):
+            yield value
+    if isinstance(node, nodes.If):
+        for branch in node.elif_:
+            yield from statement_lists(branch)

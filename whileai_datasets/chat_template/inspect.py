@@ -1,0 +1,270 @@
+"""``ChatTemplate.inspect()``: what a chat template does, read from its AST and its renders.
+
+Structural facts (generation blocks and where they are, use of
+``add_generation_prompt``) come from jinja2's AST: a ``{% generation %}`` in a
+comment, a ``{% raw %}`` block or a string literal is not a block, and
+``{%+ generation %}`` or one inside a macro is. Behavioural facts (which roles
+the blocks cover, prefix preservation, tools, system message, ``<think>`` in
+history) come from rendering the probe conversations in the sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from jinja2 import nodes
+from jinja2.exceptions import TemplateSyntaxError
+
+from whileai_datasets.chat_template.analysis import Analysis, ProbeResult, analyse
+from whileai_datasets.chat_template.environment import (
+    chat_environment,
+    generation_lines,
+    is_generation_block,
+    normalize_newlines,
+)
+from whileai_datasets.chat_template.patch import span_problems
+from whileai_datasets.chat_template.probes import PINNED_NOW, common_prefix
+from whileai_datasets.chat_template.render import render_plain
+from whileai_datasets.chat_template.source import syntax_error
+from whileai_datasets.chat_template.spans import RenderedChat
+from whileai_datasets.errors import TemplateError
+
+
+@dataclass(frozen=True)
+class GenerationBlockInfo:
+    """Where a ``{% generation %}`` block is, and whether transformers measures it right."""
+
+    line: int
+    end_line: int
+    in_macro: bool
+    in_capture: bool
+
+    @property
+    def transformers_offsets_exact(self) -> bool:
+        """False inside a macro or ``{% set %}`` capture, where transformers shifts offsets."""
+        return not (self.in_macro or self.in_capture)
+
+
+@dataclass(frozen=True)
+class ProbeStatus:
+    """Whether one probe conversation rendered."""
+
+    name: str
+    ok: bool
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class TemplateReport:
+    """Everything ``inspect()`` found; ``None`` means the probes could not tell."""
+
+    name: str
+    syntax_error: str | None = None
+    syntax_error_line: int | None = None
+    has_generation_block: bool = False
+    generation_blocks: tuple[GenerationBlockInfo, ...] = ()
+    generation_roles: tuple[str, ...] = ()
+    covers_assistant_output: bool | None = None
+    coverage_problems: tuple[str, ...] = ()
+    end_of_turn_in_span: bool | None = None
+    prefix_preserving: bool | None = None
+    prefix_break: str | None = None
+    supports_tools: bool | None = None
+    renders_tool_calls: bool | None = None
+    supports_system: bool | None = None
+    think_in_history: str = "unknown"
+    uses_add_generation_prompt: bool = False
+    generation_prompt: str | None = None
+    content_format: str = "string"
+    span_tracking_exact: bool | None = None
+    probes: tuple[ProbeStatus, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data."""
+        data = asdict(self)
+        data["generation_blocks"] = [
+            {**asdict(b), "transformers_offsets_exact": b.transformers_offsets_exact}
+            for b in self.generation_blocks
+        ]
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
+
+    def format(self) -> str:
+        """A readable multi-line report."""
+        from whileai_datasets.chat_template.report_text import format_report
+
+        return format_report(self)
+
+
+# ---------------------------------------------------------------- structure
+
+
+def _walk(node: nodes.Node, macro: bool, capture: bool) -> Iterator[GenerationBlockInfo]:
+    for child in node.iter_child_nodes():
+        if is_generation_block(child):
+            start, end = generation_lines(child)  # type: ignore[arg-type]
+            yield GenerationBlockInfo(start, end, macro, capture)
+        yield from _walk(child, macro or isinstance(child, nodes.Macro),
+                         capture or isinstance(child, nodes.AssignBlock))
+
+
+def generation_blocks(ast: nodes.Template) -> tuple[GenerationBlockInfo, ...]:
+    """Every generation block of a parsed template, in source order."""
+    return tuple(sorted(_walk(ast, False, False), key=lambda b: b.line))
+
+
+def _uses_name(ast: nodes.Template, name: str) -> bool:
+    return any(n.name == name for n in ast.find_all(nodes.Name))
+
+
+# ---------------------------------------------------------------- behaviour
+
+
+def _result(analysis: Analysis, name: str) -> ProbeResult | None:
+    return next((r for r in analysis.results if r.run.probe.name == name), None)
+
+
+def _rendered(analysis: Analysis, name: str) -> RenderedChat | None:
+    result = _result(analysis, name)
+    return None if result is None else result.rendered
+
+
+def _roles(analysis: Analysis) -> tuple[str, ...]:
+    roles = set()
+    for result in analysis.ok:
+        assert result.rendered is not None
+        for block in result.rendered.generation_blocks:
+            if block.end > block.start and block.message is not None:
+                roles.add(str(result.run.probe.messages[block.message].get("role")))
+    return tuple(sorted(roles))
+
+
+def _eot_in_span(analysis: Analysis) -> bool | None:
+    verdicts = []
+    for result in analysis.ok:
+        assert result.rendered is not None
+        covered: set[int] = set()
+        for start, end in result.rendered.generation_spans:
+            covered.update(range(start, end))
+        for turn in result.run.turns:
+            content = result.run.probe.messages[turn.message].get("content")
+            if not isinstance(content, str) or not content.strip():
+                continue
+            text = result.run.text
+            at = text.rfind(content.strip(), turn.must[0], turn.must[1])
+            tail = range(at + len(content.strip()), turn.must[1]) if at >= 0 else range(0)
+            if len(tail):
+                verdicts.append(all(i in covered for i in tail))
+    return all(verdicts) if verdicts else None
+
+
+def _coverage(analysis: Analysis) -> tuple[bool | None, tuple[str, ...]]:
+    problems = [p for r in analysis.ok for p in span_problems(r.run, r.rendered)]  # type: ignore[arg-type]
+    return not problems, tuple(problems)
+
+
+def _prefix_break(analysis: Analysis) -> tuple[bool | None, str | None]:
+    checked = False
+    for result in analysis.ok:
+        probe = result.run.probe
+        if probe.add_generation_prompt:
+            continue
+        previous = None
+        for end in range(1, len(probe.messages) + 1):
+            try:
+                text = analysis.plain(probe, probe.messages[:end], False)
+            except TemplateError:
+                previous = None
+                continue
+            if previous is not None and not text.startswith(previous):
+                at = common_prefix(previous, text)
+                return False, (f"probe {probe.name!r}: adding message {end - 1} changes the rendering "
+                               f"of earlier messages at character {at} ({previous[at:at + 30]!r})")
+            previous, checked = text, True
+    return (True, None) if checked else (None, None)
+
+
+def _supports_tools(analysis: Analysis) -> bool | None:
+    result = _result(analysis, "tools_no_call")
+    if result is None or result.rendered is None:
+        return None
+    try:
+        bare = render_plain(analysis.text, result.run.probe.messages, kwargs=analysis.kwargs, now=PINNED_NOW)
+    except TemplateError:
+        return None
+    return "get_weather" in result.rendered.text and "get_weather" not in bare
+
+
+def _renders_tool_calls(analysis: Analysis) -> bool | None:
+    rendered = _rendered(analysis, "tool_call")
+    if rendered is None:
+        return None
+    start, end = rendered.message_spans[1]
+    region = rendered.text[start:end] if end > start else rendered.text
+    return "get_weather" in region and "Paris" in region
+
+
+def _supports_system(analysis: Analysis) -> bool | None:
+    result = _result(analysis, "system")
+    if result is None:
+        return None
+    return result.rendered is not None and "You are a terse assistant." in result.rendered.text
+
+
+def _think_in_history(analysis: Analysis) -> str:
+    rendered = _rendered(analysis, "think")
+    if rendered is None:
+        return "unknown"
+    return "keeps" if "Add them." in rendered.text else "drops"
+
+
+def _tracking_exact(analysis: Analysis) -> bool | None:
+    for result in analysis.ok:
+        probe = result.run.probe
+        try:
+            plain = render_plain(analysis.text, probe.messages, tools=probe.tools,
+                                 add_generation_prompt=probe.add_generation_prompt, kwargs=analysis.kwargs,
+                                 now=PINNED_NOW)
+        except TemplateError:
+            return None
+        if result.rendered is not None and plain != result.rendered.text:
+            return False
+    return True if analysis.ok else None
+
+
+def inspect_template(text: str, kwargs: Mapping[str, Any] | None = None, name: str = "<template>",
+                     analysis: Analysis | None = None) -> TemplateReport:
+    """Build the report for one template text (never raises for a broken template)."""
+    try:
+        ast = chat_environment().parse(normalize_newlines(text), name)
+    except TemplateSyntaxError as err:
+        return TemplateReport(name, syntax_error=syntax_error(err, name).problem, syntax_error_line=err.lineno)
+    blocks = generation_blocks(ast)
+    analysis = analysis or analyse(text, kwargs, name)
+    covers, problems = _coverage(analysis) if blocks else (None, ())
+    preserving, prefix_break = _prefix_break(analysis)
+    return TemplateReport(
+        name=name,
+        has_generation_block=bool(blocks),
+        generation_blocks=blocks,
+        generation_roles=_roles(analysis),
+        covers_assistant_output=covers,
+        coverage_problems=problems,
+        end_of_turn_in_span=_eot_in_span(analysis) if blocks else None,
+        prefix_preserving=preserving,
+        prefix_break=prefix_break,
+        supports_tools=_supports_tools(analysis),
+        renders_tool_calls=_renders_tool_calls(analysis),
+        supports_system=_supports_system(analysis),
+        think_in_history=_think_in_history(analysis),
+        uses_add_generation_prompt=_uses_name(ast, "add_generation_prompt"),
+        generation_prompt=analysis.generation_prompt,
+        content_format=analysis.content_format,
+        span_tracking_exact=_tracking_exact(analysis),
+        probes=tuple(ProbeStatus(r.run.probe.name, r.rendered is not None, r.run.error) for r in analysis.results),
+    )

@@ -1,0 +1,312 @@
+"""Add ``{% generation %}`` blocks to a template, found from its structure, proven by rendering.
+
+1. Render the probe set with the original and work out, per assistant turn,
+   which characters the model generates (``probes.py``, ``analysis.py``).
+2. Render it again with every top-level output unit reporting what it wrote
+   (``trace.py``), and decide per unit what to wrap (``plan.py``).
+3. Group the wrapped units into runs of siblings and insert one block per run
+   (``edits.py`` picks each inserted tag's whitespace signs).
+4. Render the patched text on every probe: it must give exactly the original
+   text, its blocks must cover every expected assistant span and nothing
+   outside assistant turns. Otherwise ``Unpatchable`` is raised and no text is
+   returned.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from jinja2 import nodes
+
+from whileai_datasets.chat_template.analysis import Analysis, ProbeResult, analyse
+from whileai_datasets.chat_template.edits import (
+    Composer,
+    Edit,
+    Part,
+    Raw,
+    Tag,
+    Var,
+    literal,
+)
+from whileai_datasets.chat_template.plan import (
+    Item,
+    MixedHeader,
+    Observation,
+    Plan,
+    Run,
+    Unpatchable,
+    decide,
+    group_runs,
+    observe,
+)
+from whileai_datasets.chat_template.plan import _message_loop_var as message_loop_var
+from whileai_datasets.chat_template.probes import ProbeRun, common_prefix
+from whileai_datasets.chat_template.repair import sink_into_previous_if
+from whileai_datasets.chat_template.source import SourceMap, Tok, data_token
+from whileai_datasets.chat_template.spans import RenderedChat
+from whileai_datasets.chat_template.trace import TracedTemplate, Unit
+from whileai_datasets.errors import TemplateError
+
+_BEGINS = ("block_begin", "variable_begin", "comment_begin", "raw_begin")
+MAX_REPAIRS = 4
+_HINT = "Add the {% generation %} tags by hand, or report the template so the patcher can learn its shape."
+
+
+# ---------------------------------------------------------------- planning
+
+
+def build_plan(traced: TracedTemplate, analysis: Analysis) -> Plan:
+    """Trace every rendered probe and decide what each unit needs."""
+    observations: dict[int, list[Observation]] = defaultdict(list)
+    message_loops: set[int] = set()
+    dropped: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for result in analysis.ok:
+        run = result.run
+        trace = traced.run(run.probe.messages, run.probe.tools, run.probe.add_generation_prompt,
+                           dict(analysis.kwargs))
+        if trace.text != run.text:
+            raise Unpatchable(f"tracing the template changed its output on probe {run.probe.name!r}",
+                              location=traced.name, hint=_HINT)
+        message_loops |= trace.message_loops
+        for obs in observe(traced, run, trace.executions):
+            observations[obs.execution.uid].append(obs)
+            if obs.dropped is not None:
+                dropped[run.probe.name].append(obs.dropped)
+    decisions = {}
+    for unit in traced.units:
+        loop_var = message_loop_var(unit, traced, message_loops)
+        decision = decide(unit, observations.get(unit.uid, []), loop_var)
+        if decision is not None:
+            decisions[unit.uid] = decision
+    units_under: dict[int, list[Unit]] = defaultdict(list)
+    for unit in traced.units:
+        for ancestor in unit.ancestors:
+            units_under[id(ancestor)].append(unit)
+    written = {uid for uid, obs in observations.items() if obs}
+    return Plan(decisions, {id(u.node): u for u in traced.units}, dict(units_under), written, dict(dropped))
+
+
+# ---------------------------------------------------------------- editing
+
+
+def _bounds(item: Item, source: SourceMap) -> tuple[Tok, Tok]:
+    found = source.tag_range(item.node)
+    if found is None:
+        raise Unpatchable("could not find this statement's tags in the template text",
+                          location=f"{source.name}:{item.node.lineno}", hint=_HINT)
+    return found
+
+
+def _run_range(run: Run, source: SourceMap) -> tuple[int, int]:
+    first, _ = _bounds(run.items[0], source)
+    _, last = _bounds(run.items[-1], source)
+    if last.kind != "data":
+        return first.start, last.core_end
+    following = source.next_token(last)
+    end = following.start if following is not None and following.type in _BEGINS else last.end
+    return first.start, end
+
+
+def _segment(unit: Unit, source: SourceMap, begin: tuple[int, int], end: tuple[int, int]) -> str | None:
+    if begin >= end or not unit.pieces:
+        return None
+    pieces = unit.pieces
+    (i, j), (k, offset) = begin, end
+    if i == k:
+        return literal((pieces[i].const or "")[j:offset])
+    parts = []
+    first_full = i
+    if j > 0:
+        parts.append(literal((pieces[i].const or "")[j:]))
+        first_full = i + 1
+    if first_full <= k - 1:
+        parts.append(source.text[pieces[first_full].start : pieces[k - 1].end].strip())
+    if offset > 0:
+        parts.append(literal((pieces[k].const or "")[:offset]))
+    joiner = " ~ " if isinstance(unit.node, nodes.Concat) else " + "
+    return joiner.join(parts)
+
+
+def _split_variable(item: Item, source: SourceMap) -> list[Part]:
+    assert item.unit is not None and item.decision is not None
+    unit, decision = item.unit, item.decision
+    first, last = _bounds(item, source)
+    bounds = [(0, 0), decision.start, decision.end, (unit.n_pieces, 0)]
+    segments = [_segment(unit, source, bounds[n], bounds[n + 1]) for n in range(3)]
+    parts: list[Part | None] = [None, None, None, None, None]
+    for slot, segment in zip((0, 2, 4), segments):
+        if segment is not None:
+            parts[slot] = Var(segment, "", "")
+    if decision.opens:
+        parts[1] = Tag("generation")
+    if decision.closes:
+        parts[3] = Tag("endgeneration")
+    kept = [p for p in parts if p is not None]
+    variables = [i for i, p in enumerate(kept) if isinstance(p, Var)]
+    if variables:
+        head, tail = variables[0], variables[-1]
+        kept[head] = Var(kept[head].expr, first.mod, kept[head].right)  # type: ignore[union-attr]
+        kept[tail] = Var(kept[tail].expr, kept[tail].left, last.mod)  # type: ignore[union-attr]
+    return kept
+
+
+def _split_data(item: Item, source: SourceMap) -> list[Part]:
+    assert item.decision is not None and isinstance(item.node, nodes.TemplateData)
+    tok, decision = data_token(item.node), item.decision
+    data = str(item.node.data)
+    if tok is None or source.text[tok.start : tok.start + len(data)] != data:
+        raise Unpatchable("text data could not be located exactly in the template",
+                          location=f"{source.name}:{item.node.lineno}", hint=_HINT)
+    at = [tok.start + (c[1] if c[0] == 0 else len(data)) for c in (decision.start, decision.end)]
+    parts: list[Part] = [Raw(tok.start, at[0])]
+    if decision.opens:
+        parts.append(Tag("generation"))
+    parts.append(Raw(at[0], at[1]))
+    if decision.closes:
+        parts.append(Tag("endgeneration"))
+    parts.append(Raw(at[1], tok.end))
+    return parts
+
+
+def run_edit(run: Run, source: SourceMap) -> Edit:
+    """The edit that puts one run of items into a generation block."""
+    start, end = _run_range(run, source)
+    first, last = run.items[0], run.items[-1]
+    opens_inside = first.kind == "split" and first.decision is not None and first.decision.opens
+    closes_inside = last.kind == "split" and last.decision is not None and last.decision.closes
+    patched: list[Part] = [] if opens_inside else [Tag("generation")]
+    position = start
+    for item in run.items:
+        if item.kind != "split":
+            continue
+        begin_tok, end_tok = _bounds(item, source)
+        is_data = item.unit is not None and item.unit.is_data
+        split = _split_data(item, source) if is_data else _split_variable(item, source)
+        patched += [Raw(position, begin_tok.start), *split]
+        position = end_tok.end if is_data else end_tok.core_end
+    patched.append(Raw(position, end))
+    if not closes_inside:
+        patched.append(Tag("endgeneration"))
+    if run.condition is None:
+        return Edit(start, end, tuple(patched))
+    return Edit(start, end, (Tag(f"if {run.condition}"), *patched, Tag("else"), Raw(start, end), Tag("endif")))
+
+
+# ---------------------------------------------------------------- verifying
+
+
+def _covered(text: str, rendered: RenderedChat) -> bytearray:
+    covered = bytearray(len(text))
+    for start, end in rendered.generation_spans:
+        covered[start:end] = b"\x01" * (end - start)
+    return covered
+
+
+def span_problems(run: ProbeRun, rendered: RenderedChat, excused: list[tuple[int, int]] | None = None) -> list[str]:
+    """What is wrong with the generation spans of one render, against the expectations.
+
+    ``excused`` ranges of expected text may stay uncovered (see ``plan._cuts``).
+    """
+    text, problems = rendered.text, []
+    covered = _covered(text, rendered)
+    for start, end in excused or []:
+        covered[start:end] = b"\x02" * (end - start)
+    for turn in run.turns:
+        a, e = turn.must
+        missing = [i for i in range(a, e) if not covered[i]]
+        if missing:
+            snippet = text[missing[0] : missing[-1] + 1]
+            problems.append(f"probe {run.probe.name!r}: assistant message {turn.message} is not covered "
+                            f"({snippet[:60]!r})")
+    for k, message in enumerate(run.probe.messages):
+        start, end = rendered.message_spans[k] if k < len(rendered.message_spans) else (0, 0)
+        if message.get("role") == "assistant" and end > start and not any(covered[start:end]):
+            problems.append(f"probe {run.probe.name!r}: assistant message {k} has no generation span "
+                            f"({text[start:end][:60]!r})")
+    allowed = bytearray(len(text))
+    for turn in run.turns:
+        for start, end in turn.allowed:
+            allowed[start:end] = b"\x01" * (end - start)
+    stray = [i for i in range(len(text)) if covered[i] == 1 and not allowed[i]]
+    if stray:
+        line = next((b.line for b in rendered.generation_blocks if b.start <= stray[0] < b.end), 0)
+        problems.append(f"probe {run.probe.name!r}: the generation block at line {line} covers "
+                        f"{text[stray[0]:stray[-1] + 1][:60]!r}, which is not assistant output")
+    return problems
+
+
+def _verify_probe(result: ProbeResult, analysis: Analysis, patched: str,
+                  excused: list[tuple[int, int]]) -> list[str]:
+    probe = result.run.probe
+    try:
+        rendered = analysis.tracked(probe, patched)
+    except TemplateError as err:
+        return [] if result.rendered is None else [f"probe {probe.name!r}: the patched template fails ({err})"]
+    if result.rendered is None:
+        return [f"probe {probe.name!r}: the original fails but the patched template renders"]
+    if rendered.text != result.rendered.text:
+        at = common_prefix(rendered.text, result.rendered.text)
+        return [(f"probe {probe.name!r}: the patched template renders differently from character {at} "
+                 f"({result.rendered.text[at:at + 40]!r} became {rendered.text[at:at + 40]!r})")]
+    return span_problems(result.run, rendered, excused)
+
+
+def verify(patched: str, analysis: Analysis, excused: dict[str, list[tuple[int, int]]] | None = None) -> None:
+    """Raise Unpatchable unless ``patched`` renders like the original with correct spans."""
+    excused = excused or {}
+    problems = [p for result in analysis.results
+                for p in _verify_probe(result, analysis, patched, excused.get(result.run.probe.name, []))]
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise Unpatchable(f"the patched template failed verification: {problems[0]}{more}",
+                          location=analysis.name, hint=_HINT)
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def require_assistant_turns(analysis: Analysis) -> None:
+    """Raise unless some probe renders an assistant turn with text to learn."""
+    if not analysis.ok:
+        first = next((r.run.error for r in analysis.results if r.run.error), "")
+        raise Unpatchable(f"the template fails on every probe conversation: {first}",
+                          location=analysis.name, hint="Check that it is a chat template for this message shape.")
+    if not any(t.must[1] > t.must[0] for r in analysis.ok for t in r.run.turns):
+        raise Unpatchable("no probe conversation renders an assistant turn whose output could be located",
+                          location=analysis.name, hint=_HINT)
+
+
+def _patch_once(text: str, analysis: Analysis) -> str:
+    traced = TracedTemplate(text, analysis.name)
+    plan = build_plan(traced, analysis)
+    if not plan.decisions:
+        raise Unpatchable("no top-level output writes the assistant text (it may be built inside a macro "
+                          "or a {% set %} block whose result is printed together with other text)",
+                          location=analysis.name, hint=_HINT)
+    runs = group_runs(traced.source.ast.body, plan)
+    patched = Composer(traced.source).apply([run_edit(run, traced.source) for run in runs])
+    verify(patched, analysis, plan.dropped)
+    return patched
+
+
+def add_generation(text: str, kwargs: Mapping[str, Any] | None = None, name: str = "<template>",
+                   analysis: Analysis | None = None) -> str:
+    """``text`` with generation blocks around assistant output, verified on the probe set.
+
+    Raises:
+        Unpatchable: the structure does not allow a safe patch; the message says why and where.
+    """
+    analysis = analysis or analyse(text, kwargs, name)
+    require_assistant_turns(analysis)
+    current = analysis.text
+    for _ in range(MAX_REPAIRS):
+        try:
+            return _patch_once(current, analysis)
+        except MixedHeader as err:
+            repaired = sink_into_previous_if(current, err.unit_start, name)
+            if repaired is None:
+                raise
+            current = repaired
+    return _patch_once(current, analysis)
