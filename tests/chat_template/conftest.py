@@ -8,6 +8,9 @@ from typing import Any
 
 import pytest
 
+from whileai_datasets.chat_template import ChatTemplate
+from whileai_datasets.errors import TemplateError
+
 TRL_PIN = "1.16.0"
 
 
@@ -33,6 +36,18 @@ def trl_names(kind: str) -> list[str]:
 @pytest.fixture(scope="session")
 def trl_dir() -> Path:
     return trl_template_dir()
+
+
+@pytest.fixture(scope="session")
+def patched(trl_dir: Path) -> dict[str, ChatTemplate | TemplateError]:
+    """with_generation() of every trl original: a ChatTemplate, or the TemplateError it raised."""
+    results: dict[str, ChatTemplate | TemplateError] = {}
+    for stem in trl_names("original"):
+        try:
+            results[stem] = ChatTemplate.from_file(trl_dir / f"{stem}.jinja").with_generation()
+        except TemplateError as err:
+            results[stem] = err
+    return results
 
 
 @pytest.fixture(scope="session")

@@ -38,7 +38,7 @@ def test_inspect_json_is_machine_readable(trl_dir: Path) -> None:
 def test_patch_writes_verified_template(trl_dir: Path, tmp_path: Path) -> None:
     target = tmp_path / "qwen.jinja"
     code, out, _ = _run("template", "patch", str(trl_dir / "qwen2_5.jinja"), str(target))
-    assert code == 0 and f"wrote 3 generation block(s): {target}" in out
+    assert code == 0 and f"wrote 4 generation block(s): {target}" in out
     assert ChatTemplate.from_file(target).inspect().covers_assistant_output is True
 
 

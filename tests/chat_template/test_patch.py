@@ -31,9 +31,9 @@ KNOWN_TWIN_DIFFERENCES = {
     # The prompt is `<|im_start|>assistant\n`: the newline is prompt. Ours matches inference exactly;
     # the twin's extra newline is harmless.
     "qwen2_5": {("twin", "\n")},
-    # The prompt pre-fills `<think>\n`; the model never writes it. Ours matches inference; the twin also
-    # trains the pre-filled tag (harmless, arguably useful when thinking is not pre-filled).
-    "qwen3_5_nothink": {("twin", "<think>\n")},
+    # The prompt pre-fills an empty `<think>\n\n</think>\n\n`; the model never writes it. Ours starts after
+    # it (the template writes it in the same output as the reasoning, split under a prompt test).
+    "qwen3_5_nothink": {("twin", "<think>\n\n</think>\n\n")},
     "qwen3_5_think": {("twin", "<think>\n")},
     "qwen3_6": {("twin", "<think>\n")},
     "qwen3_8": {("twin", "<think>\n")},
@@ -44,17 +44,6 @@ KNOWN_TWIN_DIFFERENCES = {
     # (and with sentencepiece the space belongs to the first content token anyway).
     "llava_next": {("ours", " ")},
 }
-
-
-@pytest.fixture(scope="module")
-def patched(trl_dir: Any) -> dict[str, ChatTemplate | TemplateError]:
-    results: dict[str, ChatTemplate | TemplateError] = {}
-    for stem in trl_names("original"):
-        try:
-            results[stem] = ChatTemplate.from_file(trl_dir / f"{stem}.jinja").with_generation()
-        except TemplateError as err:
-            results[stem] = err
-    return results
 
 
 def _render(template: ChatTemplate, probe: Probe, kwargs: dict[str, Any]) -> RenderedChat:

@@ -3,7 +3,10 @@
 1. Render the probe set with the original and work out, per assistant turn,
    which characters the model generates (``probes.py``, ``analysis.py``).
 2. Render it again with every top-level output unit reporting what it wrote
-   (``trace.py``), and decide per unit what to wrap (``plan.py``).
+   (``trace.py``), and decide per unit what to wrap (``plan.py``); a unit
+   whose span starts at different places in different turns gets a test that
+   tells them apart (``prompt_split.py``), or, if that fails verification, the
+   earliest start everywhere.
 3. Group the wrapped units into runs of siblings and insert one block per run
    (``edits.py`` picks each inserted tag's whitespace signs).
 4. Render the patched text on every probe: it must give exactly the original
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from jinja2 import nodes
@@ -28,7 +32,6 @@ from whileai_datasets.chat_template.edits import (
     Raw,
     Tag,
     Var,
-    literal,
 )
 from whileai_datasets.chat_template.plan import (
     Item,
@@ -43,6 +46,11 @@ from whileai_datasets.chat_template.plan import (
 )
 from whileai_datasets.chat_template.plan import _message_loop_var as message_loop_var
 from whileai_datasets.chat_template.probes import ProbeRun, common_prefix
+from whileai_datasets.chat_template.prompt_split import (
+    resolve,
+    segment,
+    with_late_start,
+)
 from whileai_datasets.chat_template.repair import sink_into_previous_if
 from whileai_datasets.chat_template.source import SourceMap, Tok, data_token
 from whileai_datasets.chat_template.spans import RenderedChat
@@ -57,8 +65,18 @@ _HINT = "Add the {% generation %} tags by hand, or report the template so the pa
 # ---------------------------------------------------------------- planning
 
 
-def build_plan(traced: TracedTemplate, analysis: Analysis) -> Plan:
-    """Trace every rendered probe and decide what each unit needs."""
+@dataclass
+class Observed:
+    """Every probe traced: each unit's observations, the message loops, text a span may leave out."""
+
+    traced: TracedTemplate
+    observations: dict[int, list[Observation]]
+    message_loops: set[int]
+    dropped: dict[str, list[tuple[int, int]]]
+
+
+def observe_probes(traced: TracedTemplate, analysis: Analysis) -> Observed:
+    """Trace every rendered probe and classify each unit's executions."""
     observations: dict[int, list[Observation]] = defaultdict(list)
     message_loops: set[int] = set()
     dropped: dict[str, list[tuple[int, int]]] = defaultdict(list)
@@ -74,18 +92,26 @@ def build_plan(traced: TracedTemplate, analysis: Analysis) -> Plan:
             observations[obs.execution.uid].append(obs)
             if obs.dropped is not None:
                 dropped[run.probe.name].append(obs.dropped)
+    return Observed(traced, dict(observations), message_loops, dict(dropped))
+
+
+def build_plan(observed: Observed, exact_starts: bool = True) -> Plan:
+    """Decide what each unit needs; with ``exact_starts``, starts that differ by turn get a prompt test."""
+    traced, observations = observed.traced, observed.observations
     decisions = {}
     for unit in traced.units:
-        loop_var = message_loop_var(unit, traced, message_loops)
+        loop_var = message_loop_var(unit, traced, observed.message_loops)
         decision = decide(unit, observations.get(unit.uid, []), loop_var)
         if decision is not None:
-            decisions[unit.uid] = decision
+            late = with_late_start(decision, observations.get(unit.uid, [])) if exact_starts else decision
+            decisions[unit.uid] = late
+    decisions = resolve(decisions, traced, observed.message_loops)
     units_under: dict[int, list[Unit]] = defaultdict(list)
     for unit in traced.units:
         for ancestor in unit.ancestors:
             units_under[id(ancestor)].append(unit)
     written = {uid for uid, obs in observations.items() if obs}
-    return Plan(decisions, {id(u.node): u for u in traced.units}, dict(units_under), written, dict(dropped))
+    return Plan(decisions, {id(u.node): u for u in traced.units}, dict(units_under), written, observed.dropped)
 
 
 # ---------------------------------------------------------------- editing
@@ -109,47 +135,34 @@ def _run_range(run: Run, source: SourceMap) -> tuple[int, int]:
     return first.start, end
 
 
-def _segment(unit: Unit, source: SourceMap, begin: tuple[int, int], end: tuple[int, int]) -> str | None:
-    if begin >= end or not unit.pieces:
-        return None
-    pieces = unit.pieces
-    (i, j), (k, offset) = begin, end
-    if i == k:
-        return literal((pieces[i].const or "")[j:offset])
-    parts = []
-    first_full = i
-    if j > 0:
-        parts.append(literal((pieces[i].const or "")[j:]))
-        first_full = i + 1
-    if first_full <= k - 1:
-        parts.append(source.text[pieces[first_full].start : pieces[k - 1].end].strip())
-    if offset > 0:
-        parts.append(literal((pieces[k].const or "")[:offset]))
-    joiner = " ~ " if isinstance(unit.node, nodes.Concat) else " + "
-    return joiner.join(parts)
-
-
 def _split_variable(item: Item, source: SourceMap) -> list[Part]:
     assert item.unit is not None and item.decision is not None
     unit, decision = item.unit, item.decision
     first, last = _bounds(item, source)
-    bounds = [(0, 0), decision.start, decision.end, (unit.n_pieces, 0)]
-    segments = [_segment(unit, source, bounds[n], bounds[n + 1]) for n in range(3)]
-    parts: list[Part | None] = [None, None, None, None, None]
-    for slot, segment in zip((0, 2, 4), segments):
-        if segment is not None:
-            parts[slot] = Var(segment, "", "")
+    late = decision.late or decision.start
+    bounds = [(0, 0), decision.start, late, decision.end, (unit.n_pieces, 0)]
+    head, shared, rest, tail = (segment(unit, source, bounds[n], bounds[n + 1]) for n in range(4))
+    test, parts = decision.prompt_test, list[Part]()
+    if head is not None:
+        parts.append(Var(head, "", ""))
+    if shared is not None:  # written before the block where the prompt supplies it, inside it elsewhere
+        parts += [Tag(f"if {test}"), Var(shared, "", ""), Tag("endif")]
     if decision.opens:
-        parts[1] = Tag("generation")
+        parts.append(Tag("generation"))
+    if shared is not None:
+        parts += [Tag(f"if not ({test})"), Var(shared, "", ""), Tag("endif")]
+    if rest is not None:
+        parts.append(Var(rest, "", ""))
     if decision.closes:
-        parts[3] = Tag("endgeneration")
-    kept = [p for p in parts if p is not None]
-    variables = [i for i, p in enumerate(kept) if isinstance(p, Var)]
+        parts.append(Tag("endgeneration"))
+    if tail is not None:
+        parts.append(Var(tail, "", ""))
+    variables = [i for i, p in enumerate(parts) if isinstance(p, Var)]
     if variables:
-        head, tail = variables[0], variables[-1]
-        kept[head] = Var(kept[head].expr, first.mod, kept[head].right)  # type: ignore[union-attr]
-        kept[tail] = Var(kept[tail].expr, kept[tail].left, last.mod)  # type: ignore[union-attr]
-    return kept
+        head_at, tail_at = variables[0], variables[-1]
+        parts[head_at] = Var(parts[head_at].expr, first.mod, parts[head_at].right)  # type: ignore[union-attr]
+        parts[tail_at] = Var(parts[tail_at].expr, parts[tail_at].left, last.mod)  # type: ignore[union-attr]
+    return parts
 
 
 def _split_data(item: Item, source: SourceMap) -> list[Part]:
@@ -278,16 +291,27 @@ def require_assistant_turns(analysis: Analysis) -> None:
                           location=analysis.name, hint=_HINT)
 
 
-def _patch_once(text: str, analysis: Analysis) -> str:
-    traced = TracedTemplate(text, analysis.name)
-    plan = build_plan(traced, analysis)
+def _compose(observed: Observed, analysis: Analysis, exact_starts: bool) -> tuple[str, Plan]:
+    plan = build_plan(observed, exact_starts)
     if not plan.decisions:
         raise Unpatchable("no top-level output writes the assistant text (it may be built inside a macro "
                           "or a {% set %} block whose result is printed together with other text)",
                           location=analysis.name, hint=_HINT)
-    runs = group_runs(traced.source.ast.body, plan)
-    patched = Composer(traced.source).apply([run_edit(run, traced.source) for run in runs])
-    verify(patched, analysis, plan.dropped)
+    source = observed.traced.source
+    runs = group_runs(source.ast.body, plan)
+    return Composer(source).apply([run_edit(run, source) for run in runs]), plan
+
+
+def _patch_once(text: str, analysis: Analysis) -> str:
+    observed = observe_probes(TracedTemplate(text, analysis.name), analysis)
+    patched, plan = _compose(observed, analysis, exact_starts=True)
+    try:
+        verify(patched, analysis, plan.dropped)
+    except Unpatchable:
+        if not any(d.late is not None for d in plan.decisions.values()):
+            raise
+        patched, plan = _compose(observed, analysis, exact_starts=False)  # the earliest cut everywhere
+        verify(patched, analysis, plan.dropped)
     return patched
 
 

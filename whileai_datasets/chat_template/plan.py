@@ -58,11 +58,14 @@ class Decision:
     start: Cut
     end: Cut
     condition: str | None
+    late: Cut | None = None  # the start in turns whose prompt supplies start..late (prompt_split.py)
+    late_text: str | None = None  # what start..late writes in those turns
+    prompt_test: str | None = None  # the Jinja test that tells those turns apart
 
     @property
     def opens(self) -> bool:
         """The block starts inside the unit (header text before it)."""
-        return self.start != (0, 0)
+        return self.start != (0, 0) or self.late is not None
 
     @property
     def closes(self) -> bool:
@@ -90,7 +93,7 @@ def _to_cut(offset: int, lengths: tuple[int, ...], consts: Sequence[str | None],
     return (len(lengths), 0)
 
 
-def _offset(cut: Cut, lengths: tuple[int, ...]) -> int:
+def offset_of(cut: Cut, lengths: tuple[int, ...]) -> int:
     return sum(lengths[: cut[0]]) + cut[1]
 
 
@@ -126,12 +129,12 @@ def _cuts(
     start = _to_cut(gen[0], lengths, consts, True)
     dropped = None
     end = _to_cut(gen[1], lengths, whole, False)
-    if not _inside(base + gen[0], base + _offset(end, lengths), allowed):
+    if not _inside(base + gen[0], base + offset_of(end, lengths), allowed):
         end = _to_cut(gen[1], lengths, consts, False)
         at_turn_end = any(base + gen[1] == e for _, e in musts)
-        if not _inside(base + gen[0], base + _offset(end, lengths), allowed) and at_turn_end:
+        if not _inside(base + gen[0], base + offset_of(end, lengths), allowed) and at_turn_end:
             end = _to_cut(gen[1], lengths, whole, True)
-            dropped = (base + _offset(end, lengths), base + gen[1])
+            dropped = (base + offset_of(end, lengths), base + gen[1])
     return ((start, end) if end > start else None), dropped
 
 
@@ -193,8 +196,8 @@ def _covered_range(decision: Decision, obs: Observation) -> tuple[int, int] | No
         if not decision.full:
             return None
         return obs.execution.start, obs.execution.end
-    return (obs.execution.start + _offset(decision.start, obs.lengths),
-            obs.execution.start + _offset(decision.end, obs.lengths))
+    return (obs.execution.start + offset_of(decision.start, obs.lengths),
+            obs.execution.start + offset_of(decision.end, obs.lengths))
 
 
 def _harmless(decision: Decision, obs: Observation) -> bool:

@@ -5,11 +5,12 @@ produce at inference: it is prompted with ``render(messages[:k],
 add_generation_prompt=True)`` and generates until ``render(messages[:k+1])``
 ends. In the full rendering ``R`` that gives
 
-* start ``a``: where ``R`` leaves the prompt (the longest common prefix),
-  taken as the minimum over the turn and a copy of it whose content and
-  reasoning start with a different character, so that template text that
-  merely happens to agree with the prompt (``<t`` of ``<tool_call>`` against
-  ``<think>``) is not counted as header;
+* start ``a``: the end of the prompt when ``R`` starts with all of it (the
+  model writes everything after it, the prefix-diff rule). Otherwise where ``R``
+  leaves the prompt (the longest common prefix), taken as the minimum over the
+  turn and a copy of it whose content and reasoning start with a different
+  character, so that template text that merely happens to agree with the
+  prompt (``<t`` of ``<tool_call>`` against ``<think>``) is not counted as header;
 * end ``e``: the end of ``R`` for the last message; otherwise where ``R``
   stops agreeing with ``render(messages[:k+1])``, clamped to the end of the
   message's own loop iteration.
@@ -17,7 +18,8 @@ ends. In the full rendering ``R`` that gives
 Text the template renders for the turn outside ``[a, e)`` but inside the turn
 (a tool response a template folds into the assistant turn, say) is
 *allowed* in a span but not required; whitespace just before ``a`` is
-allowed too (``<|im_start|>assistant`` then ``\\n<tool_call>`` in one string).
+allowed too (``<|im_start|>assistant`` then ``\\n<tool_call>`` in one string),
+though the patcher first tries to start exactly at ``a`` (``prompt_split.py``).
 Text that repeats another message's content (a tool result) is never allowed.
 """
 
@@ -207,8 +209,8 @@ def _turn_start(run: ProbeRun, k: int, render: Renderer, prompt_suffix: str) -> 
     if prompt is None:
         return None
     header = common_prefix(prompt, text)
-    variant = _try(render, [*messages[:k], marked(messages[k])], False)
-    if variant is not None:
+    variant = _try(render, [*messages[:k], marked(messages[k])], False) if header < len(prompt) else None
+    if variant is not None:  # the prompt is not all there: text agreeing with it by chance is the model's
         header = min(header, common_prefix(prompt, variant))
     if header < start_k and end_k > start_k:
         # the history renders differently once the turn exists (gpt-oss drops an
