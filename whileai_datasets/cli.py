@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from whileai_datasets import hub_cli
+from whileai_datasets import hub_cli, show_mask
 from whileai_datasets.chat_template import cli as template_cli
 from whileai_datasets.errors import WhileaiError
 
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(run=_demo)
     hub_cli.add_parser(commands)
     template_cli.add_parser(commands)
+    show_mask.add_parser(commands)
     return parser
 
 

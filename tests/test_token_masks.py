@@ -1,0 +1,215 @@
+"""Token-level masks: one render, one tokenization, spans mapped to tokens."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.conftest import DATA, SYSTEM_PROMPT, TOOLS, read_jsonl, seeded_rows, write_jsonl
+from tests.prefix_diff import prefix_diff_mask
+from tests.tiny_lm import train_tokenizer, trl_template
+from whileai_datasets import ChatTemplate, SchemaError
+from whileai_datasets.token_masks import UnsupervisedRowsWarning, mask_report, spans_to_token_mask, tokenize
+
+
+def test_spans_to_token_mask_marks_tokens_overlapping_a_span() -> None:
+    offsets = np.array([[0, 3], [3, 5], [5, 9], [9, 9], [9, 12], [12, 15]])
+    assert spans_to_token_mask(offsets, [(4, 9), (12, 13)]).tolist() == [0, 1, 1, 0, 0, 1]
+
+
+def test_spans_to_token_mask_without_spans_is_all_zero() -> None:
+    assert spans_to_token_mask(np.array([[0, 2], [2, 4]]), []).tolist() == [0, 0]
+
+
+@pytest.fixture(scope="module")
+def rows_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    rows = seeded_rows(seed=5, mode="rl", repeats=2) + read_jsonl(DATA / "engine_multiturn.jsonl")
+    return write_jsonl(tmp_path_factory.mktemp("tok") / "rows.jsonl", rows)
+
+
+@pytest.fixture(scope="module")
+def qwen_tokenizer(rows_file: Path) -> Any:
+    texts = [json.dumps(row) for row in read_jsonl(rows_file)]
+    return train_tokenizer(texts, chat_template=trl_template("qwen2_5"))
+
+
+def _canonical(load: Any, rows_file: Path, **kwargs: Any) -> Any:
+    return load(rows_file, system_prompt=SYSTEM_PROMPT, tools=TOOLS, **kwargs)
+
+
+def _supervised_text(tokenizer: Any, row: dict[str, Any]) -> list[str]:
+    return [tokenizer.decode([i]) for i, m in zip(row["input_ids"], row["assistant_masks"]) if m]
+
+
+def test_tokenize_equals_the_prefix_diff_method_on_a_prefix_preserving_template(
+    load: Any, rows_file: Path, qwen_tokenizer: Any
+) -> None:
+    ds = _canonical(load, rows_file)
+    ours = ds.map(tokenize(qwen_tokenizer), batched=True)
+    template = ChatTemplate(trl_template("qwen2_5")).with_generation().text
+    from whileai_datasets.token_masks import template_messages
+
+    checked = 0
+    for source, row in zip(ds, ours):
+        messages = template_messages(source["messages"])
+        if any(a["role"] == b["role"] == "tool" for a, b in zip(messages, messages[1:])):
+            continue  # parallel tool results: qwen2_5 is not prefix-preserving there
+        ids, mask = prefix_diff_mask(qwen_tokenizer, template, messages, source["loss_mask"], tools=source["tools"])
+        assert row["input_ids"] == ids
+        assert row["assistant_masks"] == mask
+        checked += 1
+    assert checked >= len(ds) - 1
+
+
+def test_supervised_tokens_are_the_assistant_output_and_end_of_turn(load: Any, rows_file: Path, qwen_tokenizer: Any) -> None:
+    ds = _canonical(load, rows_file)
+    row = ds.map(tokenize(qwen_tokenizer), batched=True)[0]
+    text = "".join(_supervised_text(qwen_tokenizer, row))
+    assistant = [m for m in ds[0]["messages"] if m["role"] == "assistant"]
+    assert text.count("<|im_end|>") == len(assistant)
+    assert "<|im_start|>" not in text
+    assert SYSTEM_PROMPT not in text
+    assert ds[0]["prompt"] not in text
+
+
+def test_final_mask_mode_supervises_only_the_last_assistant_turn(load: Any, rows_file: Path, qwen_tokenizer: Any) -> None:
+    every = _canonical(load, rows_file).map(tokenize(qwen_tokenizer), batched=True)
+    final = _canonical(load, rows_file, mask_mode="final").map(tokenize(qwen_tokenizer), batched=True)
+    for a, f in zip(every, final):
+        assert a["input_ids"] == f["input_ids"]
+        assert sum(f["assistant_masks"]) <= sum(a["assistant_masks"])
+        assert "".join(_supervised_text(qwen_tokenizer, f)).count("<|im_end|>") == 1
+
+
+def test_a_hand_edited_mask_survives_to_the_tokens(load: Any, rows_file: Path, qwen_tokenizer: Any) -> None:
+    ds = _canonical(load, rows_file).select(range(1))
+
+    def silence(batch: dict[str, Any]) -> dict[str, Any]:
+        batch["loss_mask"] = [[0] * len(mask) for mask in batch["loss_mask"]]
+        return batch
+
+    with pytest.warns(UnsupervisedRowsWarning, match=r"dropped 1 of 1 rows in this batch: no token of theirs"):
+        out = ds.map(silence, batched=True).map(tokenize(qwen_tokenizer), batched=True)
+    assert out.num_rows == 0
+
+
+def test_arrow_and_python_batches_and_batch_sizes_agree(load: Any, rows_file: Path, qwen_tokenizer: Any) -> None:
+    ds = _canonical(load, rows_file)
+    transform = tokenize(qwen_tokenizer)
+    python = ds.map(transform, batched=True)
+    arrow = ds.with_format("arrow").map(transform, batched=True).with_format(None)
+    one = ds.map(transform, batched=True, batch_size=1)
+    sliced = ds.select(range(1, len(ds))).with_format("arrow").map(transform, batched=True).with_format(None)
+    columns = ["input_ids", "attention_mask", "assistant_masks", "num_supervised_tokens"]
+    assert python.select_columns(columns).to_list() == arrow.select_columns(columns).to_list()
+    assert python.select_columns(columns).to_list() == one.select_columns(columns).to_list()
+    assert python.select_columns(columns).to_list()[1:] == sliced.select_columns(columns).to_list()
+
+
+def test_truncation_is_reported_and_rows_left_unsupervised_are_dropped(load: Any, rows_file: Path, qwen_tokenizer: Any) -> None:
+    ds = _canonical(load, rows_file)
+    full = ds.map(tokenize(qwen_tokenizer), batched=True)
+    # a limit that cuts some rows before their first supervised token and others after it
+    firsts = sorted(row["assistant_masks"].index(1) for row in full)
+    limit = firsts[len(firsts) // 2] + 1
+    assert firsts[0] < limit <= firsts[-1]
+    with pytest.warns(UnsupervisedRowsWarning, match=r"dropped \d+ of \d+ rows"):
+        cut = ds.map(tokenize(qwen_tokenizer, max_length=limit), batched=True)
+    report = mask_report(cut, len(ds))
+    kept_full = [row for row in full if sum(row["assistant_masks"][:limit]) > 0]
+    assert cut.num_rows == len(kept_full)
+    assert report["rows_dropped_unsupervised"] == len(ds) - len(kept_full)
+    assert all(len(row["input_ids"]) <= limit for row in cut)
+    for short, long in zip(cut, kept_full):
+        assert short["tokens_truncated"] == len(long["input_ids"]) - len(short["input_ids"])
+        assert short["supervised_tokens_truncated"] == sum(long["assistant_masks"][limit:])
+
+
+def test_mask_report_compares_with_the_naive_route(load: Any, rows_file: Path, qwen_tokenizer: Any) -> None:
+    out = _canonical(load, rows_file).map(tokenize(qwen_tokenizer), batched=True)
+    report = mask_report(out)
+    assert report["tokens"] == sum(len(r["input_ids"]) for r in out)
+    assert report["supervised_tokens"] == sum(sum(r["assistant_masks"]) for r in out)
+    assert report["naive_over_masked"] == report["tokens"] / report["supervised_tokens"] > 1
+
+
+def test_a_raw_tokenizers_tokenizer_gives_the_same_masks(load: Any, rows_file: Path, qwen_tokenizer: Any) -> None:
+    ds = _canonical(load, rows_file)
+    template = ChatTemplate(trl_template("qwen2_5"))
+    fast = ds.map(tokenize(qwen_tokenizer), batched=True)
+    raw = ds.map(tokenize(qwen_tokenizer.backend_tokenizer, template=template), batched=True)
+    assert fast["assistant_masks"] == raw["assistant_masks"]
+    assert fast["input_ids"] == raw["input_ids"]
+
+
+def test_a_tokenizer_without_template_needs_one(qwen_tokenizer: Any) -> None:
+    with pytest.raises(SchemaError, match=r"no chat template: the tokenizer \(Tokenizer\) has none and none was given"):
+        tokenize(qwen_tokenizer.backend_tokenizer)
+
+
+def test_rows_of_a_wire_shape_are_refused_with_a_hint(qwen_tokenizer: Any) -> None:
+    import pyarrow as pa
+
+    with pytest.raises(SchemaError, match=r"no 'messages' and 'loss_mask' columns .*Tokenize canonical rows"):
+        tokenize(qwen_tokenizer)(pa.table({"prompt": ["x"]}))
+
+
+def test_think_dropping_template_prefix_diff_misaligns_where_one_render_does_not(
+    tmp_path: Path, load: Any
+) -> None:
+    """Qwen3 drops <think> from assistant turns before the last user message,
+    so the conversation's rendering is not a prefix of its continuation. The
+    prefix-diff method then marks token positions computed on other renderings;
+    one render marks exactly the turns as the final text shows them."""
+    rows = [{
+        "prompt": "first ask",
+        "messages": [
+            {"role": "user", "content": "first ask"},
+            {"role": "assistant", "content": "<think>\nplan A\n</think>\n\nanswer A"},
+            {"role": "user", "content": "second ask"},
+            {"role": "assistant", "content": "<think>\nplan B\n</think>\n\nanswer B"},
+        ],
+    }]
+    path = write_jsonl(tmp_path / "think.jsonl", rows)
+    ds = load(path)
+    texts = [m["content"] for m in rows[0]["messages"]] * 20
+    tokenizer = train_tokenizer(texts, chat_template=trl_template("qwen3"))
+    ours = ds.map(tokenize(tokenizer), batched=True)[0]
+    supervised = "".join(_supervised_text(tokenizer, ours))
+    # the final text shows turn 1 without its reasoning, turn 2 with it: that is what is trained
+    assert "answer A<|im_end|>" in supervised and "plan A" not in supervised
+    assert "plan B" in supervised and "answer B<|im_end|>" in supervised
+    template = ChatTemplate(trl_template("qwen3")).with_generation().text
+    from whileai_datasets.token_masks import template_messages
+
+    ids, mask = prefix_diff_mask(tokenizer, template, template_messages(ds[0]["messages"]), ds[0]["loss_mask"])
+    assert ids == ours["input_ids"]
+    theirs = "".join(tokenizer.decode([i]) for i, m in zip(ids, mask) if m)
+    assert theirs != supervised  # prefix-diff marks positions taken from renderings the final text does not have
+
+
+def test_show_mask_highlights_the_supervised_text(
+    tmp_path: Path, rows_file: Path, qwen_tokenizer: Any, load: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from whileai_datasets import cli
+
+    tokenizer_dir = tmp_path / "tok"
+    qwen_tokenizer.save_pretrained(str(tokenizer_dir))
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(TOOLS))
+    page = tmp_path / "row.html"
+    args = ["show-mask", str(rows_file), "--tokenizer", str(tokenizer_dir), "--row", "1", "--no-color",
+            "--system-prompt", SYSTEM_PROMPT, "--tools", str(tools), "--html", str(page)]
+    assert cli.main(args) == 0
+    out = capsys.readouterr().out
+    row = _canonical(load, rows_file).map(tokenize(qwen_tokenizer), batched=True)[1]
+    assert f"{len(row['input_ids'])} tokens, {row['num_supervised_tokens']} supervised" in out
+    marked = [chunk.split("]]")[0] for chunk in out.split("[[")[1:]]
+    final = [m for m in _canonical(load, rows_file)[1]["messages"] if m["role"] == "assistant"][-1]["content"]
+    assert any(final in chunk for chunk in marked)
+    assert all(SYSTEM_PROMPT not in chunk for chunk in marked)
+    assert '<span class="sup">' in page.read_text() and "&lt;|im_end|&gt;" in page.read_text()
