@@ -26,9 +26,11 @@ from whileai_datasets.errors import (
     UnsupportedVersionError,
     WhileaiError,
 )
+from whileai_datasets.export import export_dataset, export_preference, export_training
 from whileai_datasets.hub import publish, split_by
 from whileai_datasets.report import bad_rows
 from whileai_datasets.schema import EXPORT_FEATURES, PREFERENCE_FEATURES, RAW_FEATURES
+from whileai_datasets.transforms.groups import stamp_groups
 
 __version__ = "0.1.0"
 
@@ -48,8 +50,12 @@ __all__ = [
     "WhileaiError",
     "WhileaiExportConfig",
     "bad_rows",
+    "export_dataset",
+    "export_preference",
+    "export_training",
     "publish",
     "split_by",
+    "stamp_groups",
 ]
 
 _registry.register()

@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from whileai_datasets import hub_cli, show_mask
+from whileai_datasets import export_cli, hub_cli, show_mask
 from whileai_datasets.chat_template import cli as template_cli
 from whileai_datasets.errors import WhileaiError
 
@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="whileai-sample.parquet", help="Parquet file to write (default: %(default)s)")
     demo.add_argument("--json", action="store_true", help="print the summary as JSON")
     demo.set_defaults(run=_demo)
+    export_cli.add_parser(commands)
     hub_cli.add_parser(commands)
     template_cli.add_parser(commands)
     show_mask.add_parser(commands)

@@ -18,7 +18,7 @@ from whileai_datasets.errors import TemplateError
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``template`` (with ``inspect`` and ``patch``) on an argparse subparsers object."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "template", help="inspect chat templates and add {% generation %} blocks",
+        "template", help="inspect chat templates and add {%% generation %%} blocks",
         description="Inspect a chat template, or write a copy with {% generation %} blocks around "
                     "assistant output (verified by rendering).")
     actions = parser.add_subparsers(dest="template_command", metavar="{inspect,patch}")

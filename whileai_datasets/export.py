@@ -1,0 +1,364 @@
+"""``export_dataset`` / ``export_training`` / ``export_preference``: whileai's
+exporters, drop-in, composed of the Arrow transforms.
+
+Same arguments, same rows (JSON-equal), same report keys and values as
+``whileai.simulations.export_dataset`` and ``export_preference``; the work is
+column-wise and streams a chunk at a time, so memory stays flat with the row
+count. Differences, on purpose:
+
+* ``source`` may also be a canonical ``Dataset`` (``load_dataset("whileai/export", ...)``);
+  it then carries no ``privileged`` blocks, so the leak report is vacuous and
+  says so, as whileai's does for exported rows. ``system_prompt`` is prepended
+  to its rows unless a row already opens with exactly that system message
+  (the one the dataset was loaded with).
+* A path source is read by the ``whileai/export`` builder (cached by
+  ``datasets``: a second export of the same file skips parsing), and the leak
+  check reads only the lines that hold a ``privileged`` key.
+* ``output`` ending in ``.parquet`` writes Parquet (typed, with the
+  ``datasets`` features); anything else writes JSONL.
+* Rows whileai would silently drop or mangle (a message with an unknown role,
+  a non-object tool call) raise ``ExportFormatError`` with their location:
+  that is the builder's contract.
+* ``push_to`` publishes the written rows with ``whileai_datasets.hub.publish``
+  (private Parquet splits and a dataset card) where whileai uploads the file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from whileai_datasets.errors import ExportFormatError
+from whileai_datasets.transforms import _arrow as A
+from whileai_datasets.transforms import _pipeline as P
+from whileai_datasets.transforms import _reports as R
+from whileai_datasets.transforms import _sources as S
+from whileai_datasets.transforms import _writer as W
+from whileai_datasets.transforms import gates as G
+from whileai_datasets.transforms import groups as GR
+from whileai_datasets.transforms import think as TH
+from whileai_datasets.transforms import wire as WR
+
+MASK_MODES = ("assistant", "final")
+#: Called with the source rows each finished chunk held, and the total.
+Progress = Callable[[int, int], None]
+
+
+# ---------------------------------------------------------------- training
+
+
+def export_training(
+    source: Any,
+    output: str | None = None,
+    *,
+    system_prompt: str | None = None,
+    tools: Sequence[dict[str, Any]] | None = None,
+    strip_think: bool = True,
+    validate: bool = True,
+    mask_mode: str = "assistant",
+    unroll: bool = False,
+    max_tool_output_chars: int | None = None,
+    format: str = "openai",
+    push_to: str | None = None,
+) -> dict[str, Any]:
+    """Write training rows as whileai's ``export_dataset`` does, gated, and return its report.
+
+    Args:
+        source: whileai's ``SimulationData``, a list of rows, a JSONL (or
+            Parquet) path, or a canonical ``Dataset``.
+        output: The file to write (``.parquet`` for Parquet, else JSONL). With
+            a path source and no ``output``: ``<name>.train<suffix>`` next to it.
+        system_prompt, tools, strip_think, mask_mode, unroll, max_tool_output_chars:
+            As whileai's ``training_rows``.
+        validate: Refuse (``ValueError``) rows whose tool-call arguments are
+            not structured, or whose assistant turns quote ``privileged``.
+        format: ``"openai"``, ``"trl"`` or ``"fireworks"``.
+        push_to: A Hub dataset repo to publish the written rows to, privately
+            (``whileai_datasets.hub.publish``); the report gains ``hub``.
+    Returns:
+        whileai's report: ``n``, ``format``, ``with_system``, ``with_tools``,
+        ``groups``, ``tool_call_roundtrip``, ``mask_mode``, ``unrolled``,
+        ``max_tool_output_chars``, ``tool_output_truncated``,
+        ``tool_output_chars_cut``, ``trained_messages``, ``masked_messages``,
+        ``privileged_leaks``, ``rewards``, and when they apply ``warnings``,
+        ``no_completion_dropped``, ``path``, ``n_written``.
+    Raises:
+        ValueError: a bad ``format`` / ``mask_mode``, a gate refused the rows
+            (``validate=True``), a row has no messages, or ``push_to`` without an output.
+        PublishError: the Hub refused the upload (``push_to``).
+    """
+    return run_training(
+        source,
+        output,
+        system_prompt=system_prompt,
+        tools=tools,
+        strip_think=strip_think,
+        validate=validate,
+        mask_mode=mask_mode,
+        unroll=unroll,
+        max_tool_output_chars=max_tool_output_chars,
+        format=format,
+        push_to=push_to,
+    )
+
+
+export_dataset = export_training
+
+
+def _check_options(format: str, mask_mode: str) -> None:
+    G.check_format(format)
+    if mask_mode not in MASK_MODES:
+        raise ExportFormatError(
+            f"mask_mode must be one of {', '.join(map(repr, MASK_MODES))}, got {mask_mode!r}",
+            location="mask_mode",
+            hint="Pick one of those.",
+        )
+
+
+def run_training(
+    source: Any, output: str | None, *, progress: Progress | None = None, **options: Any
+) -> dict[str, Any]:
+    """``export_training`` with a progress callback (source rows done per chunk)."""
+    _check_options(options["format"], options["mask_mode"])
+    src = S.Source(source, options["system_prompt"], options["tools"])
+    dest = output or (S.default_output(src.path) if src.path else None)
+    if options.get("push_to") and not dest:
+        raise ExportFormatError(
+            "push_to needs an output path: the file that is written is what is pushed",
+            location=f"push_to={options['push_to']!r}",
+            hint="Pass output='train.jsonl' (or .parquet) as well.",
+        )
+    keys = src.keys()
+    groups = None if options["unroll"] else GR.group_columns(*GR._key_columns(keys))
+    stats = R.TrainingStats(options)
+    writer = W.open_writer(dest, W.TRAINING_NULLS) if dest else None
+    memoize = writer is not None and not writer.parquet
+
+    def work(chunk: pa.Table, offset: int) -> tuple[pa.Table, Any, int, int]:
+        rows, written, before = P.training_chunk(chunk, offset, groups, src.tools_json, options, memoize)
+        return rows, writer.encode(written) if writer is not None else None, before, chunk.num_rows
+
+    try:
+        with P.reused_memory():
+            for rows, payload, before, done in P.pipelined(work, src.chunks()):
+                _check_messages(rows, before, stats.n)
+                stats.add(rows, before)
+                if writer is not None:
+                    writer.write_encoded(payload)
+                if progress is not None:
+                    progress(done, src.n_raw)
+        report = stats.report(src.leaks, keys, src.n_raw)
+        _gate(report, options["validate"])
+        if writer is not None:
+            report["path"] = writer.commit()
+            report["n_written"] = report["n"]
+    finally:
+        if writer is not None:
+            writer.abort()
+    if options.get("push_to"):
+        report["hub"] = push_file(report["path"], options["push_to"], report)
+    return report
+
+
+def push_file(path: str, repo_id: str, report: dict[str, Any]) -> dict[str, Any]:
+    """Publish the written rows to a private Hub dataset repo (``whileai_datasets.hub.publish``:
+    Parquet splits with a card, where whileai uploads the file as is); returns
+    whileai's ``repo_id``, ``repo_type``, ``url``, ``commit`` and ``private``,
+    with ``splits`` (rows per split) in place of its ``files``."""
+    import datasets
+
+    from whileai_datasets.hub import publish
+
+    loader = "parquet" if path.lower().endswith(".parquet") else "json"
+    data = datasets.load_dataset(loader, data_files=path, split="train")
+    result = publish(data, repo_id, private=True, report=report, sources=[path])
+    return {
+        "repo_id": result["repo_id"],
+        "repo_type": "dataset",
+        "url": result["url"],
+        "commit": result["commit"],
+        "private": result["private"],
+        "splits": result["splits"],
+    }
+
+
+def _check_messages(rows: pa.Table, before: int, offset: int) -> None:
+    """whileai's ``check(rows, "training")``: every row has messages."""
+    if before >= 0:
+        return
+    first = offset - 1 - before
+    raise ExportFormatError(
+        f"schema_invalid in training_rows: {first}:messages_missing",
+        location=f"row {first}",
+        hint="A row needs at least one message: pass system_prompt=, or drop rows with no conversation.",
+    )
+
+
+def _gate(report: dict[str, Any], validate: bool) -> None:
+    """whileai's two gates, in its order: tool-call round trip, then privileged leaks."""
+    roundtrip = report["tool_call_roundtrip"]
+    if validate and roundtrip["invalid"]:
+        raise ExportFormatError(
+            f"tool_call_roundtrip_invalid: {roundtrip['invalid']} of {roundtrip['checked']} tool calls do not "
+            f"parse back to structured arguments (rows {roundtrip['rows']}); training on them teaches "
+            "string-wrapped arguments",
+            location="tool_calls[].function.arguments",
+            hint="Fix the rows or pass validate=False.",
+        )
+    leaks = report["privileged_leaks"]
+    if validate and leaks["n_leaked"]:
+        raise ExportFormatError(
+            f"privileged_leak: {leaks['n_leaked']} of {leaks['n_checked']} rows quote their own privileged "
+            "context (reference, principle or hidden state) in an assistant turn; the export scrubs the key, "
+            "not the reply, so training on them teaches the model to say what only the grader was told",
+            location="assistant turns",
+            hint="Drop those rows (report['privileged_leaks']['leaked'] names them) or pass validate=False.",
+        )
+
+
+# ---------------------------------------------------------------- preference
+
+
+def export_preference(
+    pairs: Any,
+    output: str | None = None,
+    *,
+    system_prompt: str | None = None,
+    tools: Sequence[dict[str, Any]] | None = None,
+    strip_think: bool = True,
+    validate: bool = True,
+    drop_ties: bool = True,
+    format: str = "openai",
+) -> dict[str, Any]:
+    """Write chosen/rejected pairs as whileai's ``export_preference`` does, and return its report.
+
+    Args:
+        pairs: Pair dicts (``build_preference_pairs`` / ``select_for_preference``
+            output: ``chosen`` and ``rejected`` rollout rows), or a ``Dataset``
+            of the ``whileai/export`` ``preference`` config.
+        output: The file to write (``.parquet`` for Parquet, else JSONL).
+        format: ``"openai"`` (whole conversations per side), ``"trl"`` or
+            ``"fireworks"`` (one-turn preferences).
+    Returns:
+        whileai's report: ``pairs``, ``format``, ``tool_call_roundtrip``, and
+        when they apply ``fireworks_turns_cut``, ``trl_turns_cut``,
+        ``ties_dropped``, ``no_completion_dropped``, ``chosen_longer_frac``,
+        ``first_turn_identical``, ``mean_margin``, ``warnings``, ``path``.
+    Raises:
+        ValueError: not pairs, a side with no messages, a gate refused the
+            pairs, or (``validate=True``) no pair is left to write.
+    """
+    G.check_format(format)
+    table, ties = _pair_table(pairs, str(system_prompt or ""), drop_ties)
+    tools_json = json.dumps(list(tools), ensure_ascii=False) if tools else None
+    table = A.set_column(table, "tools", pa.array([tools_json] * table.num_rows, pa.string()).cast(pa.json_()))
+    if strip_think:
+        table = TH.strip_table(table)
+    rows = WR.openai_preference_table(table)
+    dropped = trl_cut = fireworks_cut = 0
+    if format == "trl":
+        rows, dropped, trl_cut = WR.trl_preference_table(rows)
+    _check_sides(rows)
+    roundtrip = _pair_roundtrip(rows, format)
+    if validate and roundtrip["invalid"]:
+        raise ExportFormatError(
+            f"tool_call_roundtrip_invalid: {roundtrip['invalid']} of {roundtrip['checked']} tool calls in the "
+            "pairs do not parse back to structured arguments",
+            location="chosen/rejected tool_calls[].function.arguments",
+            hint="Fix the rows or pass validate=False.",
+        )
+    stats_rows, written = rows, rows
+    if format == "fireworks":
+        written, lost, fireworks_cut = WR.fireworks_preference_table(rows)
+        dropped += lost
+    report: dict[str, Any] = {"pairs": written.num_rows, "format": format, "tool_call_roundtrip": roundtrip}
+    for key, value in (
+        ("fireworks_turns_cut", fireworks_cut),
+        ("trl_turns_cut", trl_cut),
+        ("ties_dropped", ties),
+        ("no_completion_dropped", dropped),
+    ):
+        if value:
+            report[key] = value
+    R.pair_stats(report, stats_rows, written.num_rows)
+    if not written.num_rows:
+        if validate:
+            raise ExportFormatError(
+                "no_preference_pairs: nothing had a chosen and a rejected side; all-pass or all-fail runs "
+                "produce no contrast",
+                location="pairs",
+                hint="Regrade or raise difficulty, or pass validate=False to get the empty report without a file.",
+            )
+        report["path"] = None
+        return report
+    if output:
+        writer = W.open_writer(output, W.PREFERENCE_NULLS)
+        try:
+            writer.write(written)
+            report["path"] = writer.commit()
+        finally:
+            writer.abort()
+    return report
+
+
+def _pair_table(pairs: Any, system: str, drop_ties: bool) -> tuple[pa.Table, int]:
+    """Canonical preference rows (ties dropped when asked) and the tie count."""
+    import datasets
+
+    if isinstance(pairs, datasets.Dataset):
+        table = pairs.with_format("arrow")[:]
+        if system:
+            for side in ("chosen", "rejected"):
+                table = S.PrependSystem(system, column=side)(table)
+        if not drop_ties or "tie" not in table.column_names:
+            return table, 0
+        tie = pc.fill_null(A.column(table, "tie"), False)
+        return table.filter(pc.invert(tie)), int(pc.sum(tie).as_py() or 0)
+    entries = [p for p in pairs if isinstance(p, dict)]
+    not_pairs = [
+        i
+        for i, p in enumerate(entries)
+        if not (isinstance(p.get("chosen"), dict) and isinstance(p.get("rejected"), dict))
+    ]
+    if not_pairs:
+        raise ExportFormatError(
+            f"export_preference takes chosen/rejected pairs, and {len(not_pairs)} of {len(entries)} entries have "
+            "no chosen/rejected side",
+            location=f"pairs[{not_pairs[0]}]",
+            hint="Build the pairs first: export_preference(build_preference_pairs(rows), ...) or "
+            "scored.select_for_preference().",
+        )
+    kept = [p for p in entries if not (drop_ties and p.get("tie"))]
+    return S.normalize_rows(kept, "preference", system), len(entries) - len(kept)
+
+
+def _check_sides(rows: pa.Table) -> None:
+    for side in ("chosen", "rejected"):
+        empty = np.flatnonzero(A.lengths(A.column(rows, side)) == 0)
+        if len(empty):
+            bad = "; ".join(f"{i}:{side}_missing" for i in empty[:5].tolist())
+            raise ExportFormatError(
+                f"schema_invalid in export_preference: {bad}",
+                location=f"pair {int(empty[0])}, {side}",
+                hint="Each side needs at least one message: pass system_prompt=, or drop the pair.",
+            )
+
+
+def _pair_roundtrip(rows: pa.Table, format: str) -> dict[str, Any]:
+    """The gate over both sides, counted as whileai does (chosen, rejected, chosen, ...)."""
+    gate = G.Roundtrip(format)
+    counts = [G.call_counts(A.column(rows, side), gate.encoding) for side in ("chosen", "rejected")]
+    checked = np.empty(2 * rows.num_rows, np.int64)
+    invalid = np.empty(2 * rows.num_rows, np.int64)
+    for k, (c, i) in enumerate(counts):
+        checked[k::2], invalid[k::2] = c, i
+    gate.add(checked, invalid, 0)
+    return gate.report()
+
+
+__all__ = ["export_dataset", "export_preference", "export_training", "run_training"]

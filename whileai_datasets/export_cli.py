@@ -1,0 +1,197 @@
+"""``whileai-datasets export IN OUT``: whileai's ``export_dataset`` (or
+``export_preference``) from the command line.
+
+The main console entry (``whileai_datasets.cli:main``) calls ``add_parser(subparsers)``
+to register the command and ``run(args)`` to execute it. The report prints as a
+table (``--json`` for the report as JSON); long runs show a progress bar on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from whileai_datasets.errors import ExportFormatError, WhileaiError
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+FORMATS = ("openai", "trl", "fireworks")
+MASK_MODES = ("assistant", "final")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``export`` on the ``subparsers`` of the main parser, with ``run`` as its ``run`` default."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "export",
+        help="write training rows (or preference pairs) as whileai's export_dataset does",
+        description="Read whileai rows from IN (JSONL, any row shape, or Parquet) and write training rows "
+        "to OUT (.parquet for Parquet, else JSONL), with the same rows and report as "
+        "whileai.simulations.export_dataset.",
+    )
+    parser.add_argument("source", metavar="IN", type=Path, help="whileai rows (.jsonl, .jsonl.gz or .parquet)")
+    parser.add_argument("output", metavar="OUT", type=Path, help="the file to write (.parquet or .jsonl)")
+    system = parser.add_mutually_exclusive_group()
+    system.add_argument("--system-prompt", metavar="TEXT", help="system message prepended to every conversation")
+    system.add_argument("--system-prompt-file", metavar="FILE", type=Path, help="read the system prompt from FILE")
+    parser.add_argument("--tools", metavar="FILE", type=Path, help="a JSON file holding the list of tool schemas")
+    parser.add_argument("--format", choices=FORMATS, default="openai", help="wire shape (default: %(default)s)")
+    parser.add_argument("--mask-mode", choices=MASK_MODES, default="assistant", help="which assistant turns carry loss")
+    parser.add_argument("--unroll", action="store_true", help="one sample per assistant turn")
+    parser.add_argument("--keep-think", action="store_true", help="keep <think> blocks (strip_think=False)")
+    parser.add_argument("--max-tool-output-chars", metavar="N", type=int, help="cut tool messages to N characters")
+    parser.add_argument("--no-validate", action="store_true", help="write even if a gate refuses the rows")
+    parser.add_argument("--push-to", metavar="REPO_ID", help="also publish the written rows to a private Hub repo")
+    parser.add_argument("--preference", action="store_true", help="IN holds chosen/rejected pairs: export_preference")
+    parser.add_argument("--keep-ties", action="store_true", help="with --preference, keep pairs marked tie")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(run=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the export; print the report; 0 on success, 1 with the reason on stderr."""
+    try:
+        report = _export(args)
+    except (WhileaiError, ValueError, OSError) as err:
+        print(f"whileai-datasets export: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    print(json.dumps(report, indent=2, default=str) if args.json else render(report))
+    return EXIT_OK
+
+
+def _export(args: argparse.Namespace) -> dict[str, Any]:
+    from whileai_datasets import export
+
+    system = args.system_prompt
+    if args.system_prompt_file is not None:
+        system = _read(args.system_prompt_file, "the system prompt file")
+    tools = _tools(args.tools) if args.tools is not None else None
+    if args.preference:
+        pairs = _pairs(args.source)
+        return export.export_preference(
+            pairs,
+            str(args.output),
+            system_prompt=system,
+            tools=tools,
+            strip_think=not args.keep_think,
+            validate=not args.no_validate,
+            drop_ties=not args.keep_ties,
+            format=args.format,
+        )
+    with _Progress(enabled=not args.json) as progress:
+        return export.run_training(
+            str(args.source),
+            str(args.output),
+            progress=progress,
+            system_prompt=system,
+            tools=tools,
+            strip_think=not args.keep_think,
+            validate=not args.no_validate,
+            mask_mode=args.mask_mode,
+            unroll=args.unroll,
+            max_tool_output_chars=args.max_tool_output_chars,
+            format=args.format,
+            push_to=args.push_to,
+        )
+
+
+def _read(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ExportFormatError(
+            f"cannot read {what} ({err.strerror})", location=str(path), hint="Check the path."
+        ) from err
+
+
+def _tools(path: Path) -> list[Any]:
+    text = _read(path, "the tools file")
+    try:
+        tools = json.loads(text)
+    except ValueError as err:
+        raise ExportFormatError(
+            f"the tools file is not valid JSON ({err})",
+            location=str(path),
+            hint="It must hold a JSON list of tool schemas.",
+        ) from err
+    if not isinstance(tools, list):
+        raise ExportFormatError(
+            f"expected a JSON list of tool schemas, got {type(tools).__name__}",
+            location=str(path),
+            hint='Write the tools as [{"type": "function", "function": {...}}, ...].',
+        )
+    return tools
+
+
+def _pairs(path: Path) -> list[Any]:
+    pairs = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                pairs.append(json.loads(line))
+            except ValueError as err:
+                raise ExportFormatError(
+                    f"not valid JSON ({err})", location=f"{path} line {number}", hint="Each line must hold one pair."
+                ) from err
+    return pairs
+
+
+class _Progress:
+    """A tqdm bar on stderr, shown only once a run has taken a second."""
+
+    def __init__(self, *, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bar: Any = None
+
+    def __enter__(self) -> _Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def __call__(self, done: int, total: int | None = None) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            from tqdm.auto import tqdm  # type: ignore[import-untyped]
+
+            self.bar = tqdm(total=total, unit="rows", desc="export", delay=1.0, file=sys.stderr, leave=False)
+        self.bar.update(done)
+
+
+def render(report: dict[str, Any]) -> str:
+    """The report as an aligned two-column table, warnings listed after it."""
+    rows = list(_flatten(report))
+    width = max((len(key) for key, _ in rows), default=0)
+    lines = [f"{key.ljust(width)}  {value}" for key, value in rows]
+    for warning in report.get("warnings") or ():
+        lines.append(f"warning: {warning}")
+    return "\n".join(lines)
+
+
+def _flatten(value: dict[str, Any], prefix: str = "") -> Any:
+    for key, item in value.items():
+        name = f"{prefix}{key}"
+        if key == "warnings" and not prefix:
+            continue
+        if isinstance(item, dict):
+            yield from _flatten(item, f"{name}.")
+        elif isinstance(item, list) and item and isinstance(item[0], dict):
+            for i, entry in enumerate(item):
+                yield from _flatten(entry, f"{name}[{i}].")
+        else:
+            yield name, _show(item)
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) if value else "-"
+    return str(value)

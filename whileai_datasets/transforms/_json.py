@@ -1,0 +1,389 @@
+"""JSON on Arrow columns: tool-call argument checks and the JSON text of rows.
+
+Two jobs that would otherwise be a Python loop over every row:
+
+* ``arguments_info``: whether each tool call's arguments text parses to a
+  JSON object, and the JSON text of whileai's decoded arguments (the TRL
+  encoding). The common case (a one-line ``{...}`` text) is validated by
+  Arrow's JSON parser in one call; anything else, or a batch the parser
+  refuses, goes through Python's ``json`` exactly as whileai does.
+* ``encode_rows``: the JSON text of every row of a wire table, built with
+  string kernels: escaping, joining fragments, skipping absent keys.
+"""
+
+from __future__ import annotations
+
+import json
+from json.encoder import encode_basestring
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
+
+from whileai_datasets.normalize import decode_arguments
+from whileai_datasets.transforms import _arrow as A
+
+# ---------------------------------------------------------------- arguments
+
+#: One-line JSON object texts; only these go through Arrow's parser.
+_OBJECT_CANDIDATE = r"^\{[^\x00-\x1f]*\}$"
+_EMPTY_SCHEMA_OPTIONS = pa_json.ParseOptions(explicit_schema=pa.schema([]), unexpected_field_behavior="ignore")
+
+
+def arguments_info(texts: pa.Array) -> tuple[np.ndarray, np.ndarray, pa.Array]:
+    """For argument texts (OpenAI wire): ``(parses_to_dict, decodes_to_dict,
+    trl_json)``: ``json.loads(text)`` is a dict; whileai's decoded arguments
+    (up to three layers of string encoding unwrapped) are a dict; and the JSON
+    text of those decoded arguments."""
+    texts = texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
+    if isinstance(texts, pa.ExtensionArray):
+        texts = texts.storage
+    n = len(texts)
+    candidate = A.to_numpy_bool(pc.match_substring_regex(texts, _OBJECT_CANDIDATE))
+    valid = np.zeros(n, dtype=bool)
+    if candidate.any():
+        picked = np.flatnonzero(candidate)
+        if _arrow_parses_objects(texts.take(pa.array(picked))):
+            valid[picked] = True
+    parses = valid.copy()
+    decodes = valid.copy()
+    trl = texts
+    rest = np.flatnonzero(~valid)
+    if len(rest):
+        values = texts.take(pa.array(rest)).to_pylist()
+        trl_rest = []
+        for j, text in zip(rest, values):
+            parsed = _loads_or_none(text)
+            parses[j] = isinstance(parsed, dict)
+            decoded = decode_arguments(text)
+            decodes[j] = isinstance(decoded, dict)
+            trl_rest.append(json.dumps(decoded))  # ASCII: a lone surrogate survives as an escape
+        mask = np.zeros(n, dtype=bool)
+        mask[rest] = True
+        trl = pc.replace_with_mask(texts, pa.array(mask), pa.array(trl_rest, pa.string()))
+    return parses, decodes, trl.cast(pa.json_())
+
+
+def _loads_or_none(text: Any) -> Any:
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _arrow_parses_objects(texts: pa.Array) -> bool:
+    """True when every text is one JSON object by Arrow's parser (which is
+    then also Python's verdict for these one-line ``{...}`` texts)."""
+    lines = pc.binary_join_element_wise(texts, "\n", "")
+    raw = lines_bytes(lines)  # the texts' own buffer, no copy into Python
+    try:
+        table = pa_json.read_json(
+            pa.BufferReader(pa.py_buffer(raw)),
+            read_options=pa_json.ReadOptions(use_threads=False, block_size=max(1 << 20, len(raw) + 1)),
+            parse_options=_EMPTY_SCHEMA_OPTIONS,
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
+    return bool(table.num_rows == len(texts))
+
+
+# ---------------------------------------------------------------- JSON text
+#
+# Every Arrow string op copies its output, and a JSONL file of unrolled rows is
+# hundreds of MB, so the text is assembled with as few passes as possible: a
+# value is escaped once, a message object is one join, a row is one join that
+# already ends in "\n", and the file is written straight from its buffer.
+
+_NEEDS_ESCAPE = r'["\\\x00-\x1f]'
+_NULL = pa.scalar(None, pa.string())
+
+
+def _plain(strings: Any) -> pa.Array:
+    if isinstance(strings, pa.ChunkedArray):
+        strings = strings.combine_chunks()
+    if isinstance(strings, pa.ExtensionArray):
+        strings = strings.storage
+    return strings
+
+
+def escape(strings: pa.Array) -> pa.Array:
+    """JSON-escaped text of each string, without the quotes (nulls stay null).
+
+    Only strings holding a quote, a backslash or a control character are
+    touched; they go through the C encoder of Python's ``json`` (one call per
+    string, several times faster than a chain of Arrow replace passes)."""
+    strings = _plain(strings)
+    needs = pc.fill_null(pc.match_substring_regex(strings, _NEEDS_ESCAPE), False)
+    if not pc.any(needs).as_py():
+        return strings
+    escaped = pa.array(list(map(encode_basestring, pc.filter(strings, needs).to_pylist())), pa.string())
+    return pc.replace_with_mask(strings, needs, pc.utf8_slice_codeunits(escaped, 1, -1))
+
+
+def quote(strings: pa.Array) -> pa.Array:
+    """JSON string literals of a string array (nulls stay null)."""
+    return _join('"', escape(strings), '"')
+
+
+def _join(*parts: Any) -> pa.Array:
+    """Concatenation per row; null when any part is null."""
+    return pc.binary_join_element_wise(*parts, "")
+
+
+def _concat(*parts: Any) -> pa.Array:
+    """Concatenation per row; a null part counts as empty."""
+    return pc.binary_join_element_wise(*parts, "", null_handling="replace", null_replacement="")
+
+
+def _or_null(values: pa.Array) -> pa.Array:
+    return pc.fill_null(values, "null") if values.null_count else values
+
+
+def encode(array: Any) -> pa.Array:
+    """The JSON text of every value of ``array`` (null where the value is null)."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    arrow_type = array.type
+    if isinstance(arrow_type, pa.JsonType):
+        return array.storage
+    if pa.types.is_dictionary(arrow_type):
+        return encode(array.dictionary).take(array.indices)
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return quote(array)
+    if pa.types.is_boolean(arrow_type):
+        return pc.if_else(array, "true", "false")
+    if pa.types.is_integer(arrow_type):
+        return pc.cast(array, pa.string())
+    if pa.types.is_floating(arrow_type):
+        return _floats(array)
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        if pa.types.is_struct(arrow_type.value_type) and "role" in arrow_type.value_type.names:
+            return _join("[", message_items(array), "]")
+        inner = _or_null(encode(A.flat(array)))
+        return _join("[", pc.binary_join(A.relist(array, inner), ", "), "]")
+    if pa.types.is_struct(arrow_type):
+        parts: list[Any] = ["{"]
+        for i, fld in enumerate(arrow_type):
+            parts += [
+                ("" if i == 0 else ", ") + json.dumps(fld.name) + ": ",
+                _or_null(encode(pc.struct_field(array, fld.name))),
+            ]
+        text = _join(*parts, "}")
+        return pc.if_else(array.is_null(), _NULL, text) if array.null_count else text
+    if pa.types.is_null(arrow_type):
+        return pa.nulls(len(array), pa.string())
+    raise TypeError(f"no JSON encoding for Arrow type {arrow_type}")
+
+
+def _floats(array: pa.Array) -> pa.Array:
+    text = pc.cast(array, pa.string())
+    if pc.any(pc.invert(pc.fill_null(pc.is_finite(array), True))).as_py():
+        text = pc.if_else(pc.is_nan(array), "NaN", text)
+        text = pc.if_else(pc.and_(pc.is_inf(array), pc.greater(array, 0)), "Infinity", text)
+        text = pc.if_else(pc.and_(pc.is_inf(array), pc.less(array, 0)), "-Infinity", text)
+    return text
+
+
+def message_items(lists: pa.Array) -> pa.Array:
+    """Per row, its message objects joined with ", " (the inside of the JSON
+    array; null for a null list). A message struct may carry its own JSON in a
+    ``__json`` field (computed before ``unroll`` repeated it), used as is."""
+    messages = A.flat(lists)
+    if A.MEMO_FIELD in messages.type.names:
+        objects = pc.struct_field(messages, A.MEMO_FIELD)
+    else:
+        objects = message_objects(messages)
+    return pc.binary_join(A.relist(lists, objects), ", ")
+
+
+def memoize_messages(lists: pa.Array, *, drop_content: bool = False) -> pa.Array:
+    """Message lists whose structs carry their own JSON object text
+    (``A.MEMO_FIELD``), so rows that repeat a message do not encode it again.
+    ``drop_content`` nulls the content the memo already holds, so repeating
+    the messages does not copy it (only the JSONL writer reads it after)."""
+    messages = A.flat(lists)
+    if A.MEMO_FIELD in messages.type.names:
+        return lists
+    children = [messages.field(i) for i in range(messages.type.num_fields)] + [message_objects(messages)]
+    if drop_content:
+        at = messages.type.get_field_index("content")
+        children[at] = pa.nulls(len(messages), children[at].type)
+    fields = list(messages.type) + [pa.field(A.MEMO_FIELD, pa.string())]
+    mask = messages.is_null() if messages.null_count else None
+    return A.relist(lists, pa.StructArray.from_arrays(children, fields=fields, mask=mask))
+
+
+def message_objects(messages: pa.Array) -> pa.Array:
+    """The JSON object of each message, with the keys ``Message`` decodes to:
+    a null ``tool_calls`` / ``name`` / ``tool_call_id`` is absent, ``extra``
+    is merged in."""
+    names = messages.type.names
+    parts: list[Any] = [
+        '{"role": ',
+        _or_null(quote(pc.struct_field(messages, "role"))),
+        ', "content": ',
+        _or_null(quote(pc.struct_field(messages, "content"))),
+    ]
+    if "tool_calls" in names:
+        calls = pc.struct_field(messages, "tool_calls")
+        if calls.null_count < len(calls):
+            parts.append(_join(', "tool_calls": ', _calls(calls)))
+    for key in ("name", "tool_call_id"):
+        if key in names:
+            values = pc.struct_field(messages, key)
+            if values.null_count < len(values):
+                parts.append(_join(f", {json.dumps(key)}: ", quote(values)))
+    if "extra" in names:
+        extra = pc.struct_field(messages, "extra")
+        if extra.null_count < len(extra):
+            parts.append(_join(", ", _extra_members(extra)))
+    parts.append("}")
+    return _concat(*parts)
+
+
+def _extra_members(extra: pa.Array) -> pa.Array:
+    """An ``extra`` object's members (its text without the braces), null when empty."""
+    text = _plain(extra)
+    inner = pc.utf8_trim_whitespace(pc.replace_substring_regex(text, r"(?s)^\s*\{(.*)\}\s*$", r"\1"))
+    return pc.if_else(pc.equal(inner, ""), _NULL, inner)
+
+
+def _calls(calls: pa.Array) -> pa.Array:
+    flat_calls = A.flat(calls)
+    function = pc.struct_field(flat_calls, "function")
+    arguments = pc.struct_field(function, "arguments")
+    arguments_text = arguments.storage if isinstance(arguments, pa.ExtensionArray) else quote(arguments)
+    function_text = _join(
+        '{"name": ',
+        _or_null(quote(pc.struct_field(function, "name"))),
+        ', "arguments": ',
+        _or_null(arguments_text),
+        "}",
+    )
+    if function.null_count:
+        function_text = pc.if_else(function.is_null(), "null", function_text)
+    objects = _join(
+        '{"id": ',
+        _or_null(quote(pc.struct_field(flat_calls, "id"))),
+        ', "type": ',
+        _or_null(quote(pc.struct_field(flat_calls, "type"))),
+        ', "function": ',
+        function_text,
+        "}",
+    )
+    return _join("[", pc.binary_join(A.relist(calls, objects), ", "), "]")
+
+
+#: A hidden column of pre-rendered members (``", \"key\": value, ..."``) and
+#: the schema metadata key listing the columns they stand for.
+MEMBERS_COLUMN = "__members"
+MEMBERS_COVER = b"whileai_datasets.members_cover"
+
+
+def render_members(table: pa.Table, names: list[str], *, keep_null: dict[str, str | bool] | None = None) -> pa.Array:
+    """``", \"key\": value"`` for each of ``names`` per row (absent keys left
+    out; "" when none is present): members written once per source row and
+    repeated by ``take`` (``unroll``) instead of encoded per sample."""
+    keep_null = keep_null or {}
+    texts = []
+    for name in names:
+        if keep_null.get(name) is False or keep_null.get(name) is None:
+            if table.column(name).null_count == table.num_rows:
+                continue
+        key, *values = _member(table, name, keep_null.get(name, False))
+        texts.append(_join(", " + key, *values))
+    if not texts:
+        return pa.array([""] * table.num_rows, pa.string())
+    return pc.binary_join_element_wise(*texts, "", null_handling="replace", null_replacement="")
+
+
+def encode_rows(table: pa.Table, *, keep_null: dict[str, str | bool] | None = None) -> pa.Array:
+    """One JSON object text per row, each ending in "\n". A null value leaves
+    its key out, unless ``keep_null[column]`` is True (always written) or
+    names another column (written as ``null`` where that column is not null).
+    Columns whose names start with "__" are not keys; ``MEMBERS_COLUMN``
+    (members rendered earlier) is spliced in, and the columns the schema
+    metadata says it covers are skipped."""
+    keep_null = keep_null or {}
+    covered = set(json.loads((table.schema.metadata or {}).get(MEMBERS_COVER, b"[]")))
+    names = [
+        n
+        for n in table.column_names
+        if not n.startswith("__")
+        and n not in covered
+        and (keep_null.get(n) is not False and n in keep_null or table.column(n).null_count < table.num_rows)
+    ]
+    members = [_member(table, name, keep_null.get(name, False)) for name in names]
+    if MEMBERS_COLUMN in table.column_names and members and not _has_nulls(members[0]):
+        members.append(["", A.column(table, MEMBERS_COLUMN)])  # already has its leading ", "
+        return _assemble(members, raw_last=True)
+    if MEMBERS_COLUMN in table.column_names:
+        members.append(["", pc.utf8_slice_codeunits(A.column(table, MEMBERS_COLUMN), 2)])
+    if not members:
+        return pa.array(["{}\n"] * table.num_rows, pa.string())
+    if _has_nulls(members[0]):  # the first key is absent on some rows: separators by join
+        texts = [_join(key, *values) for key, *values in members]
+        texts = [pc.if_else(pc.equal(t, ""), _NULL, t) for t in texts]
+        return _join("{", pc.binary_join_element_wise(*texts, ", ", null_handling="skip"), "}\n")
+    return _assemble(members)
+
+
+def _assemble(members: list[list[Any]], *, raw_last: bool = False) -> pa.Array:
+    """``{`` members ``}\n`` in one join; the first member is present on every row."""
+    parts: list[Any] = ["{"]
+    last = len(members) - 1
+    for i, (key, *values) in enumerate(members):
+        if raw_last and i == last:
+            parts.extend(values)
+            continue
+        key = key if i == 0 else ", " + key
+        if _has_nulls([key, *values]):
+            parts.append(_join(key, *values))  # absent on some rows: key and value go together
+        else:
+            parts.extend([key, *values])  # present on every row: no intermediate copy
+    parts.append("}\n")
+    return _concat(*parts)
+
+
+def _has_nulls(pieces: list[Any]) -> bool:
+    return any(isinstance(p, pa.Array) and p.null_count for p in pieces)
+
+
+def _member(table: pa.Table, name: str, rule: str | bool) -> list[Any]:
+    """``["\"key\": ", value text pieces...]``; the pieces are null where the key is absent."""
+    column = A.column(table, name)
+    key = json.dumps(name) + ": "
+    if _is_message_list(column.type) and not column.null_count:
+        return [key, "[", message_items(column), "]"]
+    constant = A.constant(column)
+    if constant is not None:  # one value on every row: spliced in, never repeated in memory
+        return [key, encode(constant)[0].as_py()]
+    values = encode(column)
+    if rule is True:
+        values = _or_null(values)
+    elif isinstance(rule, str) and rule in table.column_names:
+        present = A.column(table, rule).is_valid()
+        values = pc.if_else(present, _or_null(values), values)
+    return [key, values]
+
+
+def _is_message_list(arrow_type: pa.DataType) -> bool:
+    return (
+        pa.types.is_list(arrow_type)
+        and pa.types.is_struct(arrow_type.value_type)
+        and "role" in arrow_type.value_type.names
+    )
+
+
+def lines_bytes(lines: pa.Array) -> bytes | memoryview:
+    """The bytes of rows' texts that already end in "\n", straight from the buffer."""
+    if not len(lines):
+        return b""
+    if lines.null_count:
+        raise ValueError("a row has no JSON text")
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32, count=len(lines) + 1, offset=lines.offset * 4)
+    return memoryview(lines.buffers()[2])[int(offsets[0]) : int(offsets[-1])]

@@ -1,0 +1,227 @@
+"""The exporters' inputs: canonical Arrow chunks from any source whileai takes.
+
+whileai's exporters take a ``SimulationData`` (system prompt and tools from
+its profile), a list of rows, or a JSONL path; ours also take a canonical
+``Dataset``. Rows in memory are normalized by the builder's ``Normalizer``; a
+path is loaded by the ``whileai/export`` builder (cached by ``datasets``);
+a dataset's cache files are streamed without memory-mapping them, so
+resident memory stays at a few chunks however large the file is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from whileai_datasets.canonical import Normalizer, Options
+from whileai_datasets.errors import ExportFormatError
+from whileai_datasets.normalize import RowContext
+from whileai_datasets.reader import BadRows, iter_tables
+from whileai_datasets.transforms import _arrow as A
+from whileai_datasets.transforms import gates as G
+
+CHUNK_ROWS = 8192
+KEY_COLUMNS = ("scenario_id", "prompt", "reward", "finish_reason")
+
+
+class Source:
+    """Canonical training rows from ``source``, a chunk at a time, plus what
+    the report needs from the raw rows (their count and the leak report)."""
+
+    def __init__(self, source: Any, system_prompt: str | None, tools: Sequence[dict[str, Any]] | None) -> None:
+        import datasets
+
+        self.path = ""
+        system, resolved_tools = "", []
+        raw: list[Any] | None = None
+        if hasattr(source, "trajectories"):
+            profile = getattr(source, "profile", None)
+            system = str(getattr(profile, "policy", "") or "")
+            resolved_tools = list(getattr(profile, "tools", None) or [])
+            raw = list(source.trajectories)
+        elif isinstance(source, (str, os.PathLike)):
+            self.path = os.fspath(source)
+        elif not isinstance(source, datasets.Dataset):
+            system = str(getattr(source, "system_prompt", "") or "")
+            resolved_tools = list(getattr(source, "tools", None) or [])
+            raw = list(source)
+        self.system = str(system_prompt) if system_prompt is not None else system
+        self.tools = list(tools) if tools is not None else resolved_tools
+        self.tools_json = json.dumps(self.tools, ensure_ascii=False) if self.tools else None
+        self.table: pa.Table | None = None
+        self.dataset: Any = None
+        self.prepend: PrependSystem | None = None
+        if raw is not None:
+            self.n_raw = len(raw)
+            self.table = normalize_rows([r for r in raw if isinstance(r, dict)], "default", self.system)
+            self.leaks = G.leak_report(raw)
+            return
+        self.dataset = load_path(self.path, self.system) if self.path else canonical_dataset(source)
+        self.prepend = PrependSystem(self.system) if self.system and not self.path else None
+        self.n_raw = len(self.dataset)
+        if self.path:
+            self.leaks = G.scan_jsonl_leaks(self.path, self.n_raw)
+        else:
+            scan = G.LeakScan()
+            scan.n_rows, scan.exported = self.n_raw, "scenario_id" in self.dataset.column_names
+            self.leaks = scan.report()
+
+    def keys(self) -> pa.Table:
+        """The columns groups and warnings need, for every row."""
+        if self.table is not None:
+            return self.table.select([n for n in KEY_COLUMNS if n in self.table.column_names])
+        present = [n for n in KEY_COLUMNS if n in self.dataset.column_names]
+        return self.dataset.with_format("arrow").select_columns(present)[:]
+
+    def chunks(self) -> Iterator[pa.Table]:
+        """The rows, ``CHUNK_ROWS`` at a time (at least one chunk, maybe empty)."""
+        if self.table is not None:
+            for start in range(0, max(self.table.num_rows, 1), CHUNK_ROWS):
+                yield self.table.slice(start, CHUNK_ROWS)
+            return
+        for chunk in dataset_chunks(self.dataset):
+            yield chunk if self.prepend is None else self.prepend(chunk)
+
+
+def dataset_chunks(ds: Any, rows: int = CHUNK_ROWS) -> Iterator[pa.Table]:
+    """A dataset's rows as tables. Read from its cache files without a memory
+    map (resident memory stays at a chunk) when the dataset is exactly those
+    files, else through ``ds.iter``."""
+    if not len(ds):
+        yield ds.with_format("arrow")[:0]
+        return
+    files = _plain_files(ds)
+    if files is None:
+        yield from ds.with_format("arrow").iter(batch_size=rows)
+        return
+    schema = ds.data.schema
+    pending: list[pa.RecordBatch] = []
+    count = 0
+    for path in files:
+        with pa.OSFile(path) as handle:
+            for batch in pa.ipc.open_stream(handle):
+                pending.append(batch)
+                count += batch.num_rows
+                while count >= rows:
+                    table = pa.Table.from_batches(pending)
+                    yield _conform(table.slice(0, rows), schema)
+                    rest = table.slice(rows)
+                    pending, count = rest.to_batches(), rest.num_rows
+    if count:
+        yield _conform(pa.Table.from_batches(pending), schema)
+
+
+def _plain_files(ds: Any) -> list[str] | None:
+    """The cache files that hold exactly ``ds`` (no indices, no pending
+    operations, no in-memory columns), in order; else None."""
+    from datasets.table import ConcatenationTable, MemoryMappedTable
+
+    table = ds.data
+    if ds._indices is not None:
+        return None
+    if isinstance(table, MemoryMappedTable):
+        blocks = [table]
+    elif isinstance(table, ConcatenationTable) and all(len(row) == 1 for row in table.blocks):
+        blocks = [row[0] for row in table.blocks]
+    else:
+        return None
+    harmless = {"replace_schema_metadata"}
+    if any(not isinstance(b, MemoryMappedTable) or {r[0] for r in b.replays} - harmless for b in blocks):
+        return None
+    return [b.path for b in blocks]
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    if table.schema.names != schema.names:
+        table = table.select(schema.names)
+    return table.combine_chunks()
+
+
+def normalize_rows(rows: list[dict[str, Any]], config: str, system: str) -> pa.Table:
+    """Canonical rows (``config`` "default" or "preference") from rows in memory."""
+    normalizer = Normalizer(config, Options(system_prompt=system))
+    contexts = ((RowContext("rows", None, i), row) for i, row in enumerate(rows))
+    tables = list(iter_tables(contexts, normalizer, chunk_rows=CHUNK_ROWS, on_bad_row="raise", bad=BadRows()))
+    return pa.concat_tables(tables) if tables else normalizer.to_table([])
+
+
+def load_path(path: str, system: str) -> Any:
+    """The canonical dataset of a JSONL / Parquet export, through the builder."""
+    import datasets
+
+    import whileai_datasets  # noqa: F401  (registers the builder)
+
+    if not os.path.exists(path):
+        raise ExportFormatError("no such file", location=path, hint="Pass an existing JSONL or Parquet export.")
+    return datasets.load_dataset("whileai/export", data_files=path, split="train", system_prompt=system or None)
+
+
+def canonical_dataset(ds: Any) -> Any:
+    """``ds``, checked to hold canonical training rows."""
+    if "messages" not in ds.column_names:
+        raise ExportFormatError(
+            f"the dataset has no 'messages' column (columns: {', '.join(ds.column_names)})",
+            location="source",
+            hint='Pass rows, a JSONL path, or a dataset from load_dataset("whileai/export", ...).',
+        )
+    return ds
+
+
+@dataclass(frozen=True)
+class PrependSystem:
+    """Prepend a system message (loss 0) to every conversation of canonical
+    rows, except those that already open with exactly that system message
+    (the builder put it there when the dataset was loaded with it)."""
+
+    content: str
+    column: str = "messages"
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        lists = A.message_column(batch, self.column)
+        starts = A.offsets_of(A.lengths(lists))[:-1]
+        has = A.lengths(lists) > 0
+        already = np.zeros(len(lists), dtype=bool)
+        if has.any():
+            first = A.flat(lists).take(pa.array(starts[has]))
+            same = pc.and_(
+                pc.equal(pc.struct_field(first, "role"), "system"),
+                pc.equal(pc.struct_field(first, "content"), self.content),
+            )
+            already[has] = A.to_numpy_bool(same)
+        if already.all():
+            return batch
+        head = A._typed_array([{"role": "system", "content": self.content}] * len(lists), lists.type.value_type)
+        table = A.set_column(batch, self.column, prepend(lists, head, ~already))
+        if self.column == "messages" and "loss_mask" in batch.column_names:
+            mask = A.column(batch, "loss_mask")
+            zeros = pa.array([0] * len(mask), mask.type.value_type)
+            table = A.set_column(table, "loss_mask", prepend(mask, zeros, ~already))
+        return table
+
+
+def prepend(lists: pa.Array, head: pa.Array, where: np.ndarray) -> pa.ListArray:
+    """Each list with ``head[i]`` in front, on the rows ``where`` is True."""
+    lens = A.lengths(lists)
+    added = where.astype(np.int64)
+    offsets = A.offsets_of(lens + added)
+    take = np.empty(int(offsets[-1]), dtype=np.int64)
+    is_head = np.zeros(len(take), dtype=bool)
+    is_head[offsets[:-1][where]] = True
+    take[is_head] = np.flatnonzero(where)
+    take[~is_head] = len(lists) + np.arange(int(lens.sum()))
+    values = pa.concat_arrays([head, A.flat(lists)])
+    return A.build_list(offsets, values.take(pa.array(take)))
+
+
+def default_output(path: str) -> str:
+    """whileai's default output next to a path source: ``<name>.train<suffix>``."""
+    source = Path(path)
+    return str(source.with_name(source.stem + ".train" + (source.suffix or ".jsonl")))

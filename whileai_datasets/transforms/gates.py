@@ -1,0 +1,359 @@
+"""The export gates, as whileai runs them.
+
+* ``tool_call_roundtrip``: every tool call's arguments are structured, in the
+  encoding the wire format uses (``json_string``: the text parses to a JSON
+  object; ``dict``: the value *is* an object). Counted on Arrow columns.
+* ``leak_report``: which raw rows quote their own ``privileged`` block in an
+  assistant turn. It reads raw rows (the canonical schema never carries
+  ``privileged``); only rows that carry the block cost any work, and
+  ``scan_jsonl_leaks`` finds those in a JSONL file by a byte search, parsing
+  only the lines that hold the key.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from whileai_datasets.errors import ExportFormatError, SchemaError
+from whileai_datasets.normalize import conversation
+from whileai_datasets.transforms import _arrow as A
+from whileai_datasets.transforms import _json as J
+
+EXPORT_FORMATS = ("openai", "trl", "fireworks")
+ENCODINGS = {"openai": "json_string", "trl": "dict", "fireworks": "json_string"}
+ENCODING_NOTES = {
+    "json_string": (
+        "arguments parse back to a dict from their JSON string (OpenAI wire). "
+        "A chat-template trainer needs dicts: export format='trl' for that."
+    ),
+    "dict": "arguments are dicts, as HF chat templates render them (| tojson).",
+}
+LEAK_MIN_QUOTE_CHARS = 12
+_LEAK_KEYS = ("reference", "principle", "hidden_state")
+
+# ---------------------------------------------------------------- round trip
+
+
+def check_format(format: str) -> str:
+    if format not in EXPORT_FORMATS:
+        raise ExportFormatError(
+            f"format must be one of {', '.join(map(repr, EXPORT_FORMATS))}, got {format!r}",
+            location="format",
+            hint="Pick one of those.",
+        )
+    return ENCODINGS[format]
+
+
+def call_counts(lists: pa.Array, encoding: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of a message-list array: ``(tool calls, invalid tool calls)``."""
+    n = len(lists)
+    messages = A.flat(lists)
+    if "tool_calls" not in messages.type.names:
+        return np.zeros(n, np.int64), np.zeros(n, np.int64)
+    calls = pc.struct_field(messages, "tool_calls")
+    flat_calls = A.flat(calls)
+    row = A.parents(lists)[A.parents(calls)]
+    function = pc.struct_field(flat_calls, "function")
+    arguments = pc.struct_field(function, "arguments")
+    valid = _structured(arguments, encoding)
+    checked = np.bincount(row, minlength=n).astype(np.int64)
+    invalid = np.bincount(row[~valid], minlength=n).astype(np.int64)
+    return checked, invalid
+
+
+def _structured(arguments: pa.Array, encoding: str) -> np.ndarray:
+    if isinstance(arguments.type, pa.JsonType):
+        text = pc.utf8_ltrim_whitespace(arguments.storage)
+        is_object = A.to_numpy_bool(pc.starts_with(text, "{"))
+        if encoding == "dict":
+            return is_object
+        strings = np.flatnonzero(A.to_numpy_bool(pc.starts_with(text, '"')))
+        for i in strings.tolist():
+            is_object[i] = isinstance(_loads(json.loads(text[i].as_py())), dict)
+        return is_object
+    if encoding == "dict":
+        return np.zeros(len(arguments), dtype=bool)
+    return J.arguments_info(arguments)[0]
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def turn_columns(table: pa.Table) -> list[str]:
+    """The columns holding a row's whole conversation: ``messages``, or
+    ``prompt`` + ``completion`` when those are message lists."""
+    if "messages" in table.column_names:
+        return ["messages"]
+    names = [n for n in ("prompt", "completion") if n in table.column_names]
+    if names and all(_is_message_list(table.schema.field(n).type) for n in names):
+        return names
+    return []
+
+
+def _is_message_list(arrow_type: pa.DataType) -> bool:
+    return bool(pa.types.is_list(arrow_type) and pa.types.is_struct(arrow_type.value_type))
+
+
+class Roundtrip:
+    """Accumulates ``tool_call_roundtrip`` over batches."""
+
+    def __init__(self, format: str) -> None:
+        self.encoding = check_format(format)
+        self.checked = 0
+        self.invalid = 0
+        self.rows: list[int] = []
+
+    def add(self, checked: np.ndarray, invalid: np.ndarray, offset: int) -> None:
+        self.checked += int(checked.sum())
+        self.invalid += int(invalid.sum())
+        if len(self.rows) < 20:
+            bad = np.flatnonzero(invalid > 0)[: 20 - len(self.rows)] + offset
+            self.rows.extend(bad.tolist())
+
+    def add_table(self, table: pa.Table, offset: int) -> None:
+        checked = np.zeros(table.num_rows, np.int64)
+        invalid = np.zeros(table.num_rows, np.int64)
+        for name in turn_columns(table):
+            c, i = call_counts(A.column(table, name), self.encoding)
+            checked += c
+            invalid += i
+        self.add(checked, invalid, offset)
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "checked": self.checked,
+            "invalid": self.invalid,
+            "rows": list(self.rows),
+            "encoding": self.encoding,
+            "checked_for": ENCODING_NOTES[self.encoding],
+        }
+
+
+def tool_call_roundtrip(rows: Any, *, format: str = "openai") -> dict[str, Any]:
+    """whileai's ``tool_call_roundtrip`` over wire rows held as Arrow.
+
+    Args:
+        rows: A ``pyarrow.Table``, a ``Dataset`` or a dict batch of wire rows
+            (``to_openai`` / ``to_trl`` / ``to_fireworks`` output).
+        format: Which encoding to check: ``"openai"`` and ``"fireworks"``
+            (``json_string``: the text parses to an object) or ``"trl"``
+            (``dict``: the value is an object).
+    Returns:
+        ``checked``, ``invalid``, ``rows`` (up to 20 row indices), ``encoding``, ``checked_for``.
+    """
+    gate = Roundtrip(format)
+    for offset, table in _tables(rows):
+        gate.add_table(table, offset)
+    return gate.report()
+
+
+def _tables(rows: Any) -> Iterator[tuple[int, pa.Table]]:
+    if isinstance(rows, (pa.Table, dict)) or hasattr(rows, "keys") and not hasattr(rows, "with_format"):
+        yield 0, A.as_table(rows)
+        return
+    if hasattr(rows, "with_format"):
+        offset = 0
+        for batch in rows.with_format("arrow").iter(batch_size=10_000):
+            yield offset, batch
+            offset += batch.num_rows
+        return
+    raise SchemaError(
+        f"expected a pyarrow.Table, a Dataset or a dict batch, got {type(rows).__name__}",
+        location="tool_call_roundtrip",
+        hint="For lists of dicts use whileai.simulations.tool_call_roundtrip.",
+    )
+
+
+# ---------------------------------------------------------------- leaks
+
+_WS = re.compile(r"\s+")
+
+
+def _norm(text: Any) -> str:
+    return _WS.sub(" ", str(text or "")).strip().lower()
+
+
+def _needles(privileged: Any, min_len: int) -> list[tuple[str, str]]:
+    if not isinstance(privileged, dict):
+        return []
+    found: list[tuple[str, str]] = []
+
+    def walk(path: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(f"{path}.{key}", item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                walk(path, item)
+        elif isinstance(value, str):
+            text = _norm(value)
+            if len(text) >= min_len:
+                found.append((path, text))
+
+    for key in _LEAK_KEYS:
+        if privileged.get(key):
+            walk(key, privileged[key])
+    return found
+
+
+def _assistant_text(row: dict[str, Any]) -> str:
+    parts = [str(row.get("final_text") or "")]
+    messages = row.get("messages")
+    turns = (
+        [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) and messages else conversation(row)
+    )
+    for message in turns:
+        if str(message.get("role") or "") == "assistant" and isinstance(message.get("content"), str):
+            parts.append(message["content"])
+    return "\n".join(p for p in parts if p).lower()
+
+
+def row_leak(row: dict[str, Any], min_len: int = LEAK_MIN_QUOTE_CHARS) -> dict[str, str] | None:
+    """``None``: nothing to check; ``{}``: checked, no leak; else the first quoted field."""
+    needles = _needles(row.get("privileged"), min_len)
+    if not needles:
+        return None
+    hay = _norm(_assistant_text(row))
+    for path, needle in needles:
+        if needle in hay:
+            return {"field": path, "needle": needle[:80]}
+    return {}
+
+
+class LeakScan:
+    """whileai's ``leak_report``, fed one raw row at a time."""
+
+    def __init__(self, min_len: int = LEAK_MIN_QUOTE_CHARS) -> None:
+        self.min_len = min_len
+        self.n_rows = 0
+        self.n_checked = 0
+        self.exported = False
+        self.leaked: list[dict[str, Any]] = []
+
+    def add(self, row: Any) -> None:
+        if not isinstance(row, dict):
+            return
+        self.n_rows += 1
+        self.check(row)
+
+    def check(self, row: dict[str, Any]) -> None:
+        """Check a row already counted in ``n_rows``."""
+        found = row_leak(row, self.min_len)
+        if found is None:
+            self.exported = self.exported or "scenario_id" in row
+            return
+        self.n_checked += 1
+        if found:
+            self.leaked.append(
+                {"scenario_id": row.get("scenario_id"), "rollout_index": row.get("rollout_index"), **found}
+            )
+
+    def report(self) -> dict[str, Any]:
+        n_leaked = len(self.leaked)
+        rate = n_leaked / self.n_checked if self.n_checked else 0.0
+        if not self.n_checked:
+            summary = (
+                f"checked 0 of {self.n_rows} rows: none carried privileged context, so this says nothing about leaks"
+            )
+            if self.exported:
+                summary += (
+                    ". These came through the export (rows(), save(), push()), which scrubs "
+                    "privileged at any depth -- pass data.trajectories, which keeps it"
+                )
+        elif not n_leaked:
+            summary = f"checked {self.n_checked} of {self.n_rows} rows: no reply quoted its privileged context"
+        else:
+            summary = (
+                f"checked {self.n_checked} of {self.n_rows} rows: {n_leaked} quoted privileged context ({rate:.0%})"
+            )
+        return {
+            "n_rows": self.n_rows,
+            "n_checked": self.n_checked,
+            "n_leaked": n_leaked,
+            "rate": round(rate, 4),
+            "checked": self.n_checked > 0,
+            "leaked": self.leaked[:20],
+            "summary": summary,
+        }
+
+
+def leak_report(rows: Iterable[Any], *, min_len: int = LEAK_MIN_QUOTE_CHARS) -> dict[str, Any]:
+    """whileai's privileged-leak report over raw rows (dicts as whileai wrote them)."""
+    scan = LeakScan(min_len)
+    for row in getattr(rows, "trajectories", rows):
+        scan.add(row)
+    return scan.report()
+
+
+_KEY_PRIVILEGED = b'"privileged"'
+_KEY_SCENARIO = b'"scenario_id"'
+
+
+def scan_jsonl_leaks(path: str, n_rows: int, *, min_len: int = LEAK_MIN_QUOTE_CHARS) -> dict[str, Any]:
+    """``leak_report`` over the ``n_rows`` rows of a JSONL file, parsing only
+    the lines that could carry ``privileged`` (found by a byte search)."""
+    scan = LeakScan(min_len)
+    scan.n_rows = n_rows
+    for line in _lines_with(path, _KEY_PRIVILEGED):
+        row = _parse(line)
+        if isinstance(row, dict):
+            scan.check(row)
+    if not scan.n_checked:
+        # the summary then says whether the rows came through whileai's export
+        for line in _lines_with(path, _KEY_SCENARIO):
+            row = _parse(line)
+            if isinstance(row, dict) and "scenario_id" in row:
+                scan.exported = True
+                break
+    return scan.report()
+
+
+def _parse(line: bytes) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
+def _open(path: str) -> Any:
+    with open(path, "rb") as probe:
+        magic = probe.read(2)
+    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+
+
+def _lines_with(path: str, needle: bytes, block: int = 1 << 24) -> Iterator[bytes]:
+    """Lines of a (possibly gzipped) file that contain ``needle``, found by
+    searching whole blocks rather than looping over lines."""
+    with _open(path) as handle:
+        tail = b""
+        while True:
+            chunk = handle.read(block)
+            data = tail + chunk
+            if not chunk:
+                yield from _matching_lines(data, needle)
+                return
+            cut = data.rfind(b"\n") + 1
+            body, tail = data[:cut], data[cut:]
+            yield from _matching_lines(body, needle)
+
+
+def _matching_lines(body: bytes, needle: bytes) -> Iterator[bytes]:
+    start = body.find(needle)
+    while start >= 0:
+        line_start = body.rfind(b"\n", 0, start) + 1
+        line_end = body.find(b"\n", start)
+        line_end = len(body) if line_end < 0 else line_end
+        yield body[line_start:line_end]
+        start = body.find(needle, line_end)

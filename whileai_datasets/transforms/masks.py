@@ -1,0 +1,70 @@
+"""``loss_mask(mode)``: which messages carry loss, as whileai's ``loss_mask``.
+
+``"assistant"``: 1 on every assistant message. ``"final"``: 1 on the last
+assistant message only. Every other message is 0; one entry per message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from whileai_datasets._typing import MASK_MODES, Batch
+from whileai_datasets.errors import SchemaError
+from whileai_datasets.transforms import _arrow as A
+
+
+def mask_values(lists: pa.Array, mode: str) -> pa.Array:
+    """The flat int8 mask values of a message-list array."""
+    messages = A.flat(lists)
+    assistant = A.to_numpy_bool(pc.equal(pc.struct_field(messages, "role"), "assistant"))
+    if mode == "final":
+        last = A.first_true_per_row(assistant, A.parents(lists), len(lists), last=True)
+        assistant = np.zeros(len(messages), dtype=bool)
+        assistant[last[last >= 0]] = True
+    return pa.array(assistant.astype(np.int8), pa.int8())
+
+
+@dataclass(frozen=True)
+class LossMask:
+    """Recompute ``loss_mask`` from the message roles.
+
+    Args:
+        mode: ``"assistant"`` (every assistant turn) or ``"final"`` (the last one).
+        column: Column holding ``List(Message)``.
+    Returns:
+        The batch with ``loss_mask`` (``List(int8)``, one entry per message).
+    Raises:
+        SchemaError: ``mode`` is not one of the two, or ``column`` is not a message list.
+    Example:
+        >>> from whileai_datasets import transforms as wai_transforms
+        >>> ds = ds.with_format("arrow").map(wai_transforms.loss_mask("final"), batched=True)  # doctest: +SKIP
+    """
+
+    mode: str = "assistant"
+    column: str = "messages"
+
+    def __post_init__(self) -> None:
+        if self.mode not in MASK_MODES:
+            raise SchemaError(
+                f"mask mode must be one of {', '.join(map(repr, MASK_MODES))}, got {self.mode!r}",
+                location="loss_mask",
+                hint='Pass loss_mask("assistant") or loss_mask("final").',
+            )
+
+    def __call__(self, batch: Batch, indices: list[int] | None = None) -> Batch:
+        return A.like(batch, mask_table(A.as_table(batch), self.mode, self.column))
+
+
+def mask_table(table: pa.Table, mode: str, column: str = "messages") -> pa.Table:
+    """``LossMask(mode, column)`` on a table."""
+    lists = A.message_column(table, column)
+    return A.set_column(table, "loss_mask", A.relist(lists, mask_values(lists, mode)))
+
+
+def loss_mask(mode: str = "assistant") -> LossMask:
+    """``LossMask(mode)``: ``ds.map(loss_mask("final"), batched=True)``."""
+    return LossMask(mode)

@@ -1,0 +1,364 @@
+"""Wire shapes: canonical rows as whileai's OpenAI, TRL and Fireworks rows.
+
+Each shape decodes (``ds[i]``) and writes (``export_dataset``'s JSONL) to
+exactly whileai's dicts: messages keep ``Message``'s "null means absent"
+(``TrlMessage`` for TRL, whose tool-call arguments are values), per-message
+keys whileai never writes (``extra``) are dropped, and columns whileai leaves
+out are dropped. A top-level key whileai leaves out *for some rows only* (a
+carried key that is None, ``prompt_text`` for an empty ask) stays a column and
+is null there; the JSONL writer leaves null keys out.
+
+* OpenAI: the training row minus the source-only columns, plus
+  ``schema_version`` "1".
+* TRL ``training``: arguments as values, ``prompt`` renamed ``prompt_text``
+  (only when it is a non-empty string), no ``loss_mask``. ``completion``:
+  ``prompt`` / ``completion`` split at the last assistant turn; rows whose last
+  assistant turn is the first message, or that have none, are dropped.
+  ``preference``: the shared prefix as ``prompt``, one assistant turn each.
+* Fireworks: ``messages`` (role, content, tool_calls, tool_call_id, and
+  ``weight`` on assistant turns from ``loss_mask``) and ``tools`` when
+  non-empty; preference pairs as ``input`` / ``preferred_output`` /
+  ``non_preferred_output``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from whileai_datasets._typing import Batch
+from whileai_datasets.errors import SchemaError
+from whileai_datasets.schema import CARRY_KEYS, PAIR_KEYS, SOURCE_KEYS
+from whileai_datasets.transforms import _arrow as A
+from whileai_datasets.transforms import _json as J
+from whileai_datasets.transforms import _types as T
+from whileai_datasets.transforms import pairs as P
+from whileai_datasets.transforms.groups import GROUP_COLUMNS
+
+SCHEMA_VERSION = "1"
+TRL_KINDS = ("training", "completion", "preference")
+_WEIGHT_1 = '{"weight": 1}'
+_WEIGHT_0 = '{"weight": 0}'
+
+#: whileai's key order for training rows (a JSONL writer keeps it).
+TRAINING_ORDER = (
+    "messages",
+    "tool_output_truncated",
+    "tool_output_chars_cut",
+    "loss_mask",
+    "tools",
+    *CARRY_KEYS,
+    "unroll",
+    "schema_version",
+    *GROUP_COLUMNS,
+    "prompt_text",
+    "prompt",
+    "completion",
+)
+PREFERENCE_ORDER = ("prompt", "chosen", "rejected", "tools", *PAIR_KEYS, "schema_version")
+
+
+def ordered(table: pa.Table, order: tuple[str, ...]) -> pa.Table:
+    """``table``'s columns in ``order`` (unknown columns after, as they were)."""
+    rank = {name: i for i, name in enumerate(dict.fromkeys(order))}
+    names = sorted(table.column_names, key=lambda n: (rank.get(n, len(rank)), table.column_names.index(n)))
+    return table.select(names)
+
+
+# ---------------------------------------------------------------- messages
+
+
+def openai_messages(lists: pa.Array) -> pa.Array:
+    """Message lists with ``extra`` dropped (whileai writes no other keys)."""
+    messages = A.flat(lists)
+    if "extra" not in messages.type.names or pc.struct_field(messages, "extra").null_count == len(messages):
+        return lists
+    return A.relist(lists, A.replace_fields(messages, extra=None))
+
+
+def trl_messages(lists: pa.Array) -> pa.Array:
+    """Message lists with tool-call arguments as whileai's decoded values (``TrlMessage``)."""
+    messages = A.flat(lists)
+    if _is_trl(messages.type):
+        return lists
+    calls = pc.struct_field(messages, "tool_calls")
+    flat_calls = A.flat(calls)
+    function = pc.struct_field(flat_calls, "function")
+    _, _, arguments = J.arguments_info(pc.struct_field(function, "arguments"))
+    new_function = pa.StructArray.from_arrays(
+        [pc.struct_field(function, "name"), arguments], fields=list(T.TRL_FUNCTION_TYPE), mask=_nulls(function)
+    )
+    new_call = pa.StructArray.from_arrays(
+        [pc.struct_field(flat_calls, "id"), pc.struct_field(flat_calls, "type"), new_function],
+        fields=list(T.TRL_TOOL_CALL_TYPE),
+        mask=_nulls(flat_calls),
+    )
+    children = [
+        pc.struct_field(messages, "role"),
+        pc.struct_field(messages, "content"),
+        A.relist(calls, new_call),
+        pc.struct_field(messages, "name"),
+        pc.struct_field(messages, "tool_call_id"),
+        pa.nulls(len(messages), pa.json_()),
+    ]
+    return A.relist(lists, pa.StructArray.from_arrays(children, fields=list(T.TRL_MESSAGE_TYPE), mask=_nulls(messages)))
+
+
+def _is_trl(message_type: pa.DataType) -> bool:
+    calls = message_type.field("tool_calls").type if "tool_calls" in message_type.names else None
+    if calls is None:
+        return False
+    function = calls.value_type.field("function").type
+    return isinstance(function.field("arguments").type, pa.JsonType)
+
+
+def fireworks_messages(lists: pa.Array, mask: pa.Array | None, *, keep_tool_call_id: bool = True) -> pa.Array:
+    """Message lists as Fireworks reads them: no ``name``, ``weight`` on
+    assistant turns (from the loss mask), ``tool_call_id`` unless told not to."""
+    messages = A.flat(lists)
+    extra: pa.Array | None = None
+    if mask is not None:
+        weights = A.flat(mask)
+        if len(weights) != len(messages):
+            raise SchemaError(
+                "loss_mask and messages have different lengths",
+                location="column 'loss_mask'",
+                hint="Recompute it with loss_mask(mode) before to_fireworks.",
+            )
+        assistant = pc.fill_null(pc.equal(pc.struct_field(messages, "role"), "assistant"), False)
+        weight = pc.if_else(pc.fill_null(pc.not_equal(weights, 0), False), _WEIGHT_1, _WEIGHT_0)
+        extra = pc.if_else(assistant, weight, pa.scalar(None, pa.string())).cast(pa.json_())
+    fields: dict[str, Any] = {"name": None, "extra": extra}
+    if not keep_tool_call_id:
+        fields["tool_call_id"] = None
+    return A.relist(lists, A.replace_fields(messages, **fields))
+
+
+def _nulls(array: pa.Array) -> pa.Array | None:
+    return array.is_null() if array.null_count else None
+
+
+# ---------------------------------------------------------------- rows
+
+
+def openai_table(table: pa.Table) -> pa.Table:
+    """Training rows in whileai's OpenAI wire shape."""
+    lists = A.message_column(table, "messages")
+    out = A.set_column(A.drop(table, *SOURCE_KEYS), "messages", openai_messages(lists))
+    out = A.set_column(out, "schema_version", pa.array([SCHEMA_VERSION] * out.num_rows, pa.string()))
+    return ordered(out, TRAINING_ORDER)
+
+
+def trl_training_table(table: pa.Table) -> pa.Table:
+    """Training rows as TRL conversational SFT rows (``to_trl(kind="training")``)."""
+    out = openai_table(table)
+    out = A.set_column(out, "messages", trl_messages(A.column(out, "messages")))
+    if "prompt_text" in out.column_names and "prompt" not in out.column_names:
+        return ordered(A.drop(out, "loss_mask"), TRAINING_ORDER)  # already TRL rows
+    prompt = A.optional(out, "prompt", pa.string())
+    if isinstance(prompt.type, pa.JsonType) or not pa.types.is_string(prompt.type):
+        raise SchemaError(
+            f"expected the ask as a string column, got {prompt.type}",
+            location="column 'prompt'",
+            hint="to_trl takes training rows (whileai/export default config), before any other wire shape.",
+        )
+    text = pc.if_else(pc.fill_null(pc.not_equal(prompt, ""), False), prompt, pa.scalar(None, pa.string()))
+    out = A.set_column(A.drop(out, "prompt", "loss_mask"), "prompt_text", text)
+    return ordered(out, TRAINING_ORDER)
+
+
+def trl_completion_table(table: pa.Table) -> pa.Table:
+    """Training rows as TRL prompt/completion rows split at the last assistant
+    turn; rows with no such split are dropped (``to_trl(kind="completion")``)."""
+    out = trl_training_table(table)
+    lists = A.column(out, "messages")
+    messages = A.flat(lists)
+    lens = A.lengths(lists)
+    starts = A.offsets_of(lens)
+    assistant = A.to_numpy_bool(pc.equal(pc.struct_field(messages, "role"), "assistant"))
+    last = A.first_true_per_row(assistant, A.parents(lists), len(lists), last=True)
+    split = np.where(last >= 0, last - starts[:-1], -1)
+    keep = np.flatnonzero(split >= 1)
+    out = A.drop(out, "messages").take(pa.array(keep))
+    head = split[keep]
+    begin = starts[:-1][keep]
+    size = lens[keep]
+    prompt = _slices(messages, begin, head)
+    completion = _slices(messages, begin + head, size - head)
+    out = A.set_column(A.set_column(out, "prompt", prompt), "completion", completion)
+    return ordered(out, TRAINING_ORDER)
+
+
+def _slices(values: pa.Array, begin: np.ndarray, size: np.ndarray) -> pa.ListArray:
+    """A list per row: ``values[begin : begin + size]``."""
+    offsets = A.offsets_of(size)
+    take = np.repeat(begin - offsets[:-1], size) + np.arange(int(offsets[-1]), dtype=np.int64)
+    return A.build_list(offsets, values.take(pa.array(take)))
+
+
+def fireworks_table(table: pa.Table) -> pa.Table:
+    """Training rows as Fireworks SFT rows: ``messages`` and ``tools``."""
+    lists = openai_messages(A.message_column(table, "messages"))
+    mask = A.column(table, "loss_mask") if "loss_mask" in table.column_names else None
+    columns = {"messages": fireworks_messages(lists, mask)}
+    if "tools" in table.column_names:
+        columns["tools"] = _truthy_json(A.column(table, "tools"))
+    return pa.table(columns)
+
+
+def _truthy_json(values: pa.Array) -> pa.Array:
+    """Json values with empty lists and objects nulled (whileai writes them only when truthy)."""
+    if pa.types.is_dictionary(values.type):
+        return pa.DictionaryArray.from_arrays(values.indices, _truthy_json(values.dictionary))
+    text = values.storage if isinstance(values, pa.ExtensionArray) else values
+    short = pc.fill_null(pc.less_equal(pc.binary_length(text), 16), False)
+    if pc.any(short).as_py():
+        trimmed = pc.utf8_trim_whitespace(pc.if_else(short, text, ""))
+        empty = pc.and_(
+            short, pc.fill_null(pc.is_in(trimmed, pa.array(["[]", "{}", '""', "null", "false", "0"])), False)
+        )
+        text = pc.if_else(empty, pa.scalar(None, pa.string()), text)
+    return text.cast(pa.json_())
+
+
+# ---------------------------------------------------------------- preference
+
+
+def openai_preference_table(table: pa.Table) -> pa.Table:
+    """Preference pairs (whole conversations per side) in whileai's
+    ``export_preference`` OpenAI shape."""
+    out = table
+    for side in ("chosen", "rejected"):
+        out = A.set_column(out, side, openai_messages(A.message_column(table, side)))
+    out = A.set_column(out, "schema_version", pa.array([SCHEMA_VERSION] * out.num_rows, pa.string()))
+    return ordered(out, PREFERENCE_ORDER)
+
+
+def trl_preference_table(table: pa.Table) -> tuple[pa.Table, int, int]:
+    """OpenAI preference rows as TRL one-turn DPO rows: ``(rows, dropped, cut)``."""
+    chosen = trl_messages(openai_messages(A.message_column(table, "chosen")))
+    rejected = trl_messages(openai_messages(A.message_column(table, "rejected")))
+    split = P.first_difference(chosen, rejected, decoded_arguments=True)
+    out = table.take(pa.array(split.keep))
+    out = A.set_column(out, "prompt", split.prefix(chosen))
+    out = A.set_column(out, "chosen", split.turn(chosen, "chosen"))
+    out = A.set_column(out, "rejected", split.turn(rejected, "rejected"))
+    if "schema_version" not in out.column_names:
+        out = A.set_column(out, "schema_version", pa.array([SCHEMA_VERSION] * out.num_rows, pa.string()))
+    return ordered(out, PREFERENCE_ORDER), split.dropped, split.cut
+
+
+def fireworks_preference_table(table: pa.Table) -> tuple[pa.Table, int, int]:
+    """OpenAI preference rows as Fireworks one-turn DPO rows: ``(rows, dropped, cut)``."""
+    chosen = fireworks_messages(openai_messages(A.message_column(table, "chosen")), None, keep_tool_call_id=False)
+    rejected = fireworks_messages(openai_messages(A.message_column(table, "rejected")), None, keep_tool_call_id=False)
+    split = P.first_difference(chosen, rejected, decoded_arguments=False)
+    tools = A.optional(table, "tools", pa.json_()).take(pa.array(split.keep))
+    tools_text = tools.storage if isinstance(tools, pa.ExtensionArray) else tools
+    tools_text = pc.fill_null(tools_text, "[]").cast(pa.json_())
+    prefix = split.prefix(chosen)
+    inputs = pa.StructArray.from_arrays([prefix, tools_text], fields=list(T.FIREWORKS_INPUT_TYPE))
+    out = pa.table(
+        {
+            "input": inputs,
+            "preferred_output": split.turn(chosen, "chosen"),
+            "non_preferred_output": split.turn(rejected, "rejected"),
+        }
+    )
+    return out, split.dropped, split.cut
+
+
+# ---------------------------------------------------------------- transforms
+
+
+def _is_preference(table: pa.Table) -> bool:
+    names = table.column_names
+    return "chosen" in names and "rejected" in names and "messages" not in names
+
+
+@dataclass(frozen=True)
+class ToOpenAI:
+    """Canonical rows as whileai's OpenAI wire rows (training or preference).
+
+    Returns the batch with source-only columns dropped, message keys whileai
+    never writes dropped, and ``schema_version``.
+
+    Example:
+        >>> from whileai_datasets import transforms as wai_transforms
+        >>> ds = ds.with_format("arrow").map(wai_transforms.to_openai, batched=True)  # doctest: +SKIP
+    """
+
+    def __call__(self, batch: Batch, indices: list[int] | None = None) -> Batch:
+        table = A.as_table(batch)
+        out = openai_preference_table(table) if _is_preference(table) else openai_table(table)
+        return A.like(batch, out, reshaped=True)
+
+
+@dataclass(frozen=True)
+class ToTrl:
+    """Canonical rows as whileai's TRL rows (``to_trl`` with ``kind``).
+
+    Args:
+        kind: ``"training"`` (conversational ``messages``), ``"completion"``
+            (``prompt``/``completion`` split at the last assistant turn) or
+            ``"preference"`` (one-turn DPO rows from preference pairs).
+    Raises:
+        SchemaError: an unknown ``kind``, or a row-dropping kind called one example at a time.
+    Example:
+        >>> from whileai_datasets import transforms as wai_transforms
+        >>> ds = ds.with_format("arrow").map(wai_transforms.to_trl("completion"), batched=True)  # doctest: +SKIP
+    """
+
+    kind: str = "training"
+
+    def __post_init__(self) -> None:
+        if self.kind not in TRL_KINDS:
+            raise SchemaError(
+                f"kind must be one of {', '.join(map(repr, TRL_KINDS))}, got {self.kind!r}",
+                location="to_trl",
+                hint='Pass to_trl("training"), to_trl("completion") or to_trl("preference").',
+            )
+
+    def __call__(self, batch: Batch, indices: list[int] | None = None) -> Batch:
+        if self.kind != "training":
+            A.require_batched(batch, f'to_trl("{self.kind}")')
+        table = A.as_table(batch)
+        if self.kind == "training":
+            out = trl_training_table(table)
+        elif self.kind == "completion":
+            out = trl_completion_table(table)
+        else:
+            out = trl_preference_table(table)[0]
+        return A.like(batch, out, reshaped=True)
+
+
+@dataclass(frozen=True)
+class ToFireworks:
+    """Canonical rows as whileai's Fireworks rows (SFT, or DPO for preference pairs).
+
+    Example:
+        >>> from whileai_datasets import transforms as wai_transforms
+        >>> ds = ds.with_format("arrow").map(wai_transforms.to_fireworks, batched=True)  # doctest: +SKIP
+    """
+
+    def __call__(self, batch: Batch, indices: list[int] | None = None) -> Batch:
+        names = batch.column_names if isinstance(batch, pa.Table) else list(batch.keys())
+        if "chosen" in names and "rejected" in names and "messages" not in names:
+            A.require_batched(batch, "to_fireworks")
+            return A.like(batch, fireworks_preference_table(A.as_table(batch))[0], reshaped=True)
+        return A.like(batch, fireworks_table(A.as_table(batch)), reshaped=True)
+
+
+def to_trl(kind: str = "training") -> ToTrl:
+    """``ToTrl(kind)``: ``ds.map(to_trl("completion"), batched=True)``."""
+    return ToTrl(kind)
+
+
+#: The ``ToOpenAI()`` instance.
+to_openai = ToOpenAI()
+#: The ``ToFireworks()`` instance.
+to_fireworks = ToFireworks()
