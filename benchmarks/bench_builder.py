@@ -1,4 +1,5 @@
-"""Loading a whileai export: our builder vs load_dataset("json") vs an orjson parse.
+"""Loading a whileai export: our builder (one process, and num_proc=2 over the
+byte-range shards of the one big file) vs load_dataset("json") vs an orjson parse.
 
 Each measurement runs in a fresh subprocess (its own peak RSS, a cold datasets
 cache), alternating the methods so machine noise hits all of them alike; the
@@ -12,16 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._data import make_export_file  # noqa: E402
+from benchmarks._data import make_export_file
 
 CHILD = r"""
 import json, os, resource, sys, tempfile, time
@@ -39,15 +38,27 @@ else:
     import datasets
     import whileai_datasets  # noqa: F401
     cache = tempfile.mkdtemp()
-    name = "whileai/export" if method == "builder" else "json"
-    ds = datasets.load_dataset(name, data_files=path, split="train", cache_dir=cache)
+    name = "json" if method == "json" else "whileai/export"
+    # builder_np2: the default shard_bytes (64 MiB) splits the one file into shards for two workers
+    extra = {"num_proc": 2} if method == "builder_np2" else {}
+    ds = datasets.load_dataset(name, data_files=path, split="train", cache_dir=cache, **extra)
     rows = ds.num_rows
 seconds = time.perf_counter() - start
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({"method": method, "rows": rows, "seconds": seconds, "peak_rss_mb": peak}))
+own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+peak = own.ru_maxrss / 1024
+# num_proc workers are children: the largest one's peak, on top of this process
+worker = children.ru_maxrss / 1024
+# CPU seconds of this process and its workers: on a shared machine, wall time
+# only drops with num_proc when a second core is free
+cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+if method != "orjson":
+    import shutil
+    shutil.rmtree(cache, ignore_errors=True)  # a few hundred MB per run
+print(json.dumps({"method": method, "rows": rows, "seconds": seconds, "peak_rss_mb": peak, "worker_rss_mb": worker,
+                  "cpu_seconds": cpu}))
 """
 
-METHODS = ("builder", "json", "orjson")
+METHODS = ("builder", "builder_np2", "json", "orjson")
 
 
 def measure(method: str, path: Path) -> dict[str, float]:
@@ -77,6 +88,8 @@ def main() -> None:
         m: {
             "seconds": statistics.median(r["seconds"] for r in rs),
             "peak_rss_mb": max(r["peak_rss_mb"] for r in rs),
+            "worker_rss_mb": max(r.get("worker_rss_mb", 0.0) for r in rs),
+            "cpu_seconds": statistics.median(r.get("cpu_seconds", 0.0) for r in rs),
             "rows": rs[0]["rows"],
         }
         for m, rs in runs.items()
@@ -84,6 +97,10 @@ def main() -> None:
     ratios = {}
     if "builder" in summary and "json" in summary:
         ratios["json_over_builder"] = summary["json"]["seconds"] / summary["builder"]["seconds"]
+    if "builder" in summary and "builder_np2" in summary:
+        ratios["builder_over_builder_np2"] = summary["builder"]["seconds"] / summary["builder_np2"]["seconds"]
+    if "builder_np2" in summary and "json" in summary:
+        ratios["json_over_builder_np2"] = summary["json"]["seconds"] / summary["builder_np2"]["seconds"]
     if "builder" in summary and "orjson" in summary:
         ratios["builder_over_orjson_floor"] = summary["builder"]["seconds"] / summary["orjson"]["seconds"]
     report = {"rows": args.rows, "file_mb": round(size_mb, 1), "repeat": args.repeat, "methods": summary, "ratios": ratios}
@@ -91,10 +108,19 @@ def main() -> None:
         print(json.dumps(report, indent=2))
         return
     print(f"load {args.rows:,} whileai rows ({size_mb:.0f} MB JSONL), median of {args.repeat}, fresh process and cache each")
-    print(f"  {'method':<28} {'seconds':>8} {'rows/s':>10} {'peak RSS':>10}")
-    labels = {"builder": 'load_dataset("whileai/export")', "json": 'load_dataset("json")', "orjson": "orjson parse (floor)"}
+    print(f"  {'method':<42} {'seconds':>8} {'CPU s':>7} {'rows/s':>10} {'peak RSS':>10}")
+    labels = {
+        "builder": 'load_dataset("whileai/export")',
+        "builder_np2": 'load_dataset("whileai/export", num_proc=2)',
+        "json": 'load_dataset("json")',
+        "orjson": "orjson parse (floor)",
+    }
     for m, s in summary.items():
-        print(f"  {labels[m]:<28} {s['seconds']:>8.2f} {s['rows'] / s['seconds']:>10,.0f} {s['peak_rss_mb']:>8.0f} MB")
+        workers = f"  (+ {s['worker_rss_mb']:.0f} MB per worker)" if m == "builder_np2" else ""
+        print(
+            f"  {labels[m]:<42} {s['seconds']:>8.2f} {s['cpu_seconds']:>7.2f} {s['rows'] / s['seconds']:>10,.0f}"
+            f" {s['peak_rss_mb']:>8.0f} MB{workers}"
+        )
     for name, value in ratios.items():
         print(f"  {name.replace('_', ' ')}: {value:.2f}x")
 

@@ -9,10 +9,18 @@ before think-stripping, unrolling and truncation, which are transforms here),
 ``preference`` (chosen/rejected pairs as whole conversations) and ``raw``
 (every key kept, for analysis). Files are ``.jsonl``, ``.jsonl.gz`` (any
 compression ``datasets`` extracts) or ``.parquet``, read a chunk at a time.
+
+A local, uncompressed JSONL file larger than ``shard_bytes`` is split into
+byte-range shards, so ``num_proc`` parses one big export in parallel (and a
+streamed one has several shards): a shard holds the lines that start inside
+its range, and counts the lines before it with a bytes scan, so line and row
+numbers stay exact. Compressed files and Parquet are one shard per file.
 """
 
 from __future__ import annotations
 
+import glob
+import itertools
 import json
 import os
 import warnings
@@ -28,12 +36,27 @@ from datasets.exceptions import DatasetGenerationError
 from whileai_datasets._typing import MASK_MODES, ON_BAD_ROW
 from whileai_datasets.canonical import Normalizer, Options
 from whileai_datasets.errors import ExportFormatError, WhileaiError
-from whileai_datasets.reader import DEFAULT_CHUNK_ROWS, BadRows, iter_jsonl_rows, iter_parquet_rows, iter_tables
+from whileai_datasets.reader import (
+    DEFAULT_CHUNK_ROWS,
+    BadRows,
+    LinePosition,
+    count_lines,
+    iter_jsonl_rows,
+    iter_line_range,
+    iter_parquet_rows,
+    iter_tables,
+    line_start_at_or_after,
+)
 
 #: ``dataset_name`` without the '/', which would otherwise become a folder in
 #: the cache paths (``.../whileai/export-train.arrow`` not found).
 CACHE_NAME = "whileai_export"
 BAD_ROWS_FILE = "whileai_bad_rows.json"
+#: A plain JSONL file larger than this is read as several shards.
+DEFAULT_SHARD_BYTES = 64 << 20
+
+#: One shard's byte range of a file: ``(start, end, file size)``; ``None`` is the whole file.
+ByteRange = tuple[int, int, int]
 
 
 class BadRowsWarning(UserWarning):
@@ -82,6 +105,12 @@ class WhileaiExportConfig(datasets.BuilderConfig):
             (``whileai_datasets.bad_rows(ds)``).
         keep_message_keys: Keep per-message keys whileai drops (``extra``).
         chunk_rows: Rows per Arrow chunk.
+        shard_bytes: A local, uncompressed JSONL file larger than this is read
+            as byte-range shards of at most this size, which ``num_proc``
+            parses in parallel (equal shards, as many as a multiple of
+            ``num_proc``, so the jobs get equal work); 0 reads every file as
+            one shard. Rows, their order and line numbers do not depend on
+            it, so it is left out of the cache key.
     """
 
     system_prompt: str | None = None
@@ -90,6 +119,7 @@ class WhileaiExportConfig(datasets.BuilderConfig):
     on_bad_row: str = "raise"
     keep_message_keys: bool = False
     chunk_rows: int = DEFAULT_CHUNK_ROWS
+    shard_bytes: int = DEFAULT_SHARD_BYTES
     features: datasets.Features | None = None
 
     def __post_init__(self) -> None:
@@ -112,11 +142,18 @@ class WhileaiExportConfig(datasets.BuilderConfig):
             )
         if self.chunk_rows < 1:
             raise ExportFormatError(f"chunk_rows must be at least 1, got {self.chunk_rows}", hint="Pass a positive number.")
+        if isinstance(self.shard_bytes, bool) or not isinstance(self.shard_bytes, int) or self.shard_bytes < 0:
+            raise ExportFormatError(
+                f"shard_bytes must be a whole number of bytes, 0 or more, got {self.shard_bytes!r}",
+                hint="Pass e.g. shard_bytes=64 * 2**20, or 0 to read every file as one shard.",
+            )
         self.tools = _load_tools(self.tools)
 
     def create_config_id(self, config_kwargs: dict[str, Any], custom_features: datasets.Features | None = None) -> str:
         # The cache key follows what the tools file holds, not its path.
         kwargs = dict(config_kwargs)
+        # how a file is split into shards changes no row: the cache is shared
+        kwargs.pop("shard_bytes", None)
         if "tools" in kwargs:
             kwargs["tools"] = json.dumps(_load_tools(kwargs["tools"]), sort_keys=True)
         return super().create_config_id(kwargs, custom_features)
@@ -145,11 +182,20 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         super().__init__(*args, dataset_name=CACHE_NAME, **kwargs)
         self.config.validate()
         self.bad_rows = BadRows()
+        #: bad rows already warned about while streaming
+        self._warned_bad_rows = 0
+        #: set while a prepare job runs: the split reports its bad rows, not the shards
+        self._preparing = False
+        #: per file (path, size, mtime), line starts already counted: offset -> (lines, rows) before it
+        self._line_marks: dict[tuple[str, int, int], dict[int, tuple[int, int]]] = {}
+        #: num_proc of the download_and_prepare running, for dealing shards out evenly
+        self._jobs = 1
 
     def _download_and_prepare(self, *args: Any, **kwargs: Any) -> None:
         # datasets wraps every generation error in DatasetGenerationError("An
         # error occurred while generating the dataset"); ours already say what
         # and where, so they surface as themselves.
+        self._jobs = max(1, int(kwargs.get("num_proc") or 1))
         try:
             super()._download_and_prepare(*args, **kwargs)
         except DatasetGenerationError as err:
@@ -170,29 +216,68 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                 "no data files given",
                 hint='Pass data_files="run.jsonl" (or a dict of splits) to load_dataset("whileai/export", ...).',
             )
-        for split, files in self.config.data_files.items():
-            for file in files:
-                _check_extension(str(file), split)
+        for split, given in self.config.data_files.items():
+            for name in given:
+                _check_extension(str(name), split)
         dl_manager.download_config.extract_on_the_fly = True
         base_files = dl_manager.download(self.config.data_files)
         extracted = dl_manager.extract(base_files)
-        return [
-            datasets.SplitGenerator(
-                name=split,
-                gen_kwargs={"files": list(extracted[split]), "originals": list(self.config.data_files[split])},
+        generators = []
+        for split in extracted:
+            # one entry per shard in each list (datasets deals the lists out to num_proc jobs, in order)
+            files: list[str] = []
+            originals: list[str] = []
+            ranges: list[ByteRange | None] = []
+            for base, file, original in zip(base_files[split], extracted[split], self.config.data_files[split]):
+                for byte_range in self._byte_ranges(str(base), str(file), str(original)):
+                    files.append(file)
+                    originals.append(original)
+                    ranges.append(byte_range)
+            generators.append(
+                datasets.SplitGenerator(name=split, gen_kwargs={"files": files, "originals": originals, "ranges": ranges})
             )
-            for split in extracted
-        ]
+        return generators
 
-    def _generate_shards(self, files: list[str], originals: list[str]) -> Iterator[str]:
-        yield from originals
+    def _byte_ranges(self, downloaded: str, file: str, original: str) -> list[ByteRange | None]:
+        """``file``'s shards: equal byte ranges of at most ``shard_bytes``
+        (a multiple of num_proc of them) for a local, uncompressed JSONL file
+        larger than that, else the whole file."""
+        limit = self.config.shard_bytes
+        # extraction left the path alone: not compressed (datasets also sniffs the magic bytes)
+        if not limit or file != downloaded or "://" in file or "::" in file or not os.path.isfile(file):
+            return [None]
+        size = os.path.getsize(file)
+        if size <= limit:
+            return [None]
+        with open(file, "rb") as handle:
+            if _is_parquet(original, handle):
+                return [None]
+        count = -(-size // limit)
+        count = -(-count // self._jobs) * self._jobs
+        bounds = [size * k // count for k in range(count + 1)]
+        return [(start, end, size) for start, end in itertools.pairwise(bounds)]
 
-    def _generate_tables(self, files: list[str], originals: list[str]) -> Iterator[tuple[Key, pa.Table]]:
+    def _generate_shards(
+        self, files: list[str], originals: list[str], ranges: list[ByteRange | None]
+    ) -> Iterator[str | dict[str, Any]]:
+        for original, byte_range in zip(originals, ranges):
+            if byte_range is None:
+                yield original
+            else:
+                yield {"fragment_data_file": original, "fragment_byte_range": list(byte_range[:2])}
+
+    def _generate_tables(
+        self, files: list[str], originals: list[str], ranges: list[ByteRange | None]
+    ) -> Iterator[tuple[Key, pa.Table]]:
         normalizer = Normalizer(self.config.name, self.config.options())
-        for shard, (file, original) in enumerate(zip(files, originals)):
+        for shard, (file, original, byte_range) in enumerate(zip(files, originals, ranges)):
             name = os.path.basename(str(original).split("::")[-1])
             with open(file, "rb") as handle:
-                if _is_parquet(str(original), handle):
+                position = None
+                if byte_range is not None:
+                    position = self._position_before(handle, file, byte_range[0])
+                    rows = iter_jsonl_rows(iter_line_range(handle, position, byte_range[1]), name, position)
+                elif _is_parquet(str(original), handle):
                     rows = iter_parquet_rows(handle, name, self.config.chunk_rows)
                 else:
                     rows = iter_jsonl_rows(handle, name)
@@ -201,22 +286,81 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                 )
                 for index, table in enumerate(tables):
                     yield Key(shard, index), table
-        self._report_bad_rows()
+            if position is not None:
+                # where the next shard starts: a worker reading shards in order never rescans
+                self._line_marks_of(file)[position.offset] = (position.line, position.row)
+            at_file_end = byte_range is None or byte_range[1] >= byte_range[2]
+            if not self._preparing and at_file_end:
+                self._warn_streamed_bad_rows()
 
-    def _report_bad_rows(self) -> None:
+    def _line_marks_of(self, file: str) -> dict[int, tuple[int, int]]:
+        stat = os.stat(file)
+        return self._line_marks.setdefault((file, stat.st_size, stat.st_mtime_ns), {0: (0, 0)})
+
+    def _position_before(self, handle: Any, file: str, start: int) -> LinePosition:
+        """The first line starting at or after ``start``, with the lines and
+        rows before it, counted on from the nearest line start already known."""
+        begin = line_start_at_or_after(handle, start)
+        marks = self._line_marks_of(file)
+        known = max(offset for offset in marks if offset <= begin)
+        lines, rows = marks[known]
+        more_lines, more_rows = count_lines(handle, known, begin)
+        marks[begin] = (lines + more_lines, rows + more_rows)
+        return LinePosition(begin, lines + more_lines, rows + more_rows)
+
+    # ------------------------------------------------------------ bad rows
+    #
+    # Preparing a split, each job (a num_proc worker holding its own copy of
+    # the builder, or this builder when num_proc is 1) writes the rows it
+    # skipped next to its output; the split merges them in job order (which
+    # is file order), warns once and writes BAD_ROWS_FILE for bad_rows(ds).
+    # Streaming has no output: it warns as each file ends.
+
+    def _prepare_split(self, split_generator: datasets.SplitGenerator, **kwargs: Any) -> None:
+        super()._prepare_split(split_generator, **kwargs)
+        prefix = os.path.join(self._output_dir, f"{self.dataset_name}-{split_generator.name}")
+        before = self.bad_rows.count
+        for path in sorted(glob.glob(glob.escape(prefix) + "-[0-9][0-9][0-9][0-9][0-9]." + BAD_ROWS_FILE)):
+            with open(path, encoding="utf-8") as handle:
+                self.bad_rows.merge(json.load(handle))
+            os.remove(path)
+        if self.bad_rows.count > before:
+            self._warn_bad_rows()
+            if os.path.isdir(self._output_dir):
+                with open(os.path.join(self._output_dir, BAD_ROWS_FILE), "w", encoding="utf-8") as handle:
+                    json.dump(self.bad_rows.to_dict(), handle)
+
+    def _prepare_split_single(self, *, fpath: str, job_id: int, **kwargs: Any) -> Iterator[tuple[int, bool, Any]]:
+        outer, self.bad_rows, self._preparing = self.bad_rows, BadRows(), True
+        try:
+            for item in super()._prepare_split_single(fpath=fpath, job_id=job_id, **kwargs):
+                if item[1] and self.bad_rows.count:  # the job is done: leave its report for _prepare_split
+                    job_report = fpath.split("-JJJJJ")[0] + f"-{job_id:05d}.{BAD_ROWS_FILE}"
+                    if os.path.isdir(os.path.dirname(job_report)):
+                        with open(job_report, "w", encoding="utf-8") as handle:
+                            json.dump(self.bad_rows.to_dict(), handle)
+                yield item
+        except DatasetGenerationError as err:
+            # raised here, in the worker: its __cause__ would not survive the trip back from a num_proc worker
+            if isinstance(err.__cause__, WhileaiError):
+                raise err.__cause__ from err.__cause__.__cause__
+            raise
+        finally:
+            self.bad_rows, self._preparing = outer, False
+
+    def _warn_streamed_bad_rows(self) -> None:
+        if self.bad_rows.count > self._warned_bad_rows:
+            self._warned_bad_rows = self.bad_rows.count
+            self._warn_bad_rows()
+
+    def _warn_bad_rows(self) -> None:
         bad = self.bad_rows
-        if not bad.count:
-            return
         warnings.warn(
             f"skipped {bad.count} bad row(s) (on_bad_row='skip'); first: {bad.first_error}. "
             "whileai_datasets.bad_rows(ds) lists where.",
             BadRowsWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
-        output_dir = getattr(self, "_output_dir", None)
-        if output_dir and os.path.isdir(output_dir):
-            with open(os.path.join(output_dir, BAD_ROWS_FILE), "w", encoding="utf-8") as handle:
-                json.dump(bad.to_dict(), handle)
 
 
 _DATA_SUFFIXES = (".jsonl", ".json", ".ndjson", ".parquet")
