@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from whileai_datasets import ray_cli
 from whileai_datasets.errors import ExportFormatError, WhileaiError
 
 EXIT_OK = 0
@@ -47,6 +48,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--preference", action="store_true", help="IN holds chosen/rejected pairs: export_preference")
     parser.add_argument("--keep-ties", action="store_true", help="with --preference, keep pairs marked tie")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    ray_cli.add_engine_option(parser)
     parser.set_defaults(run=run)
     return parser
 
@@ -69,6 +71,8 @@ def _export(args: argparse.Namespace) -> dict[str, Any]:
     if args.system_prompt_file is not None:
         system = _read(args.system_prompt_file, "the system prompt file")
     tools = _tools(args.tools) if args.tools is not None else None
+    if getattr(args, "engine", "local") == "ray":
+        return ray_cli.run_ray_export(args, system_prompt=system, tools=tools)
     if args.preference:
         pairs = _pairs(args.source)
         return export.export_preference(

@@ -1,0 +1,155 @@
+"""The Ray export's report: per-block counts, collected and added up in file order.
+
+Each block of the export counts what ``export_dataset``'s report needs (the
+local ``TrainingStats`` over its written rows, plus the source rows' leak and
+token-cap facts) and sends it to a ``Collector`` actor, keyed by the block's
+first row; retried tasks count once. The driver sorts the blocks by their row
+key, checks that they do not overlap, and adds them up: row indices in the
+report (``tool_call_roundtrip.rows``) are offsets into the rows written before,
+exactly as the local export counts them. Errors raised in Ray tasks go to the
+collector too, because Ray brings only their text back to the driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import ray
+
+from whileai_datasets import _ray_source as RS
+from whileai_datasets.errors import WhileaiError
+from whileai_datasets.transforms import _arrow as A
+from whileai_datasets.transforms import _reports as R
+from whileai_datasets.transforms import gates as G
+
+
+def first_last(table: pa.Table) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The row keys of a block's first and last rows: where it sits in file order."""
+    files = A.column(table, RS.FILE)
+    positions = A.column(table, RS.POS)
+    return (files[0].as_py(), positions[0].as_py()), (files[-1].as_py(), positions[-1].as_py())
+
+
+def raw_counts(table: pa.Table) -> dict[str, Any]:
+    """What the report needs from the source rows of one block."""
+    leak = A.column(table, RS.LEAK)
+    checked = leak.drop_null().to_pylist()
+    leaked = [json.loads(text) for text in checked if text != "{}"]
+    finish = A.optional(table, "finish_reason", pa.string())
+    return {
+        "n_raw": table.num_rows,
+        "n_cut": int(pc.sum(pc.equal(finish, "length")).as_py() or 0),
+        "n_checked": len(checked),
+        "n_leaked": len(leaked),
+        "leaked": leaked[:20],
+        "exported": bool(pc.any(A.column(table, RS.HAS_SCENARIO)).as_py()),
+    }
+
+
+def report(parts: list[tuple[Any, Any, dict[str, Any]]], options: dict[str, Any]) -> dict[str, Any]:
+    """The blocks' counts, added up in file order, as ``export_dataset``'s report."""
+    parts = sorted(parts, key=lambda p: p[0])
+    for (_, last, _), (first, _, _) in itertools.pairwise(parts):
+        if not last < first:
+            raise RuntimeError(
+                "blocks of the Ray export overlap in file order, so row indices in the report would be wrong; "
+                "this is a bug in whileai_datasets.ray_engine"
+            )
+    stats = R.TrainingStats(options)
+    scan = G.LeakScan()
+    n_cut = 0
+    leaked: list[Any] = []
+    n_leaked = 0
+    for _, _, part in parts:
+        merge_stats(stats, part["stats"])
+        raw = part["raw"]
+        scan.n_rows += raw["n_raw"]
+        scan.n_checked += raw["n_checked"]
+        scan.exported = scan.exported or raw["exported"]
+        n_cut += raw["n_cut"]
+        n_leaked += raw["n_leaked"]
+        leaked.extend(raw["leaked"][: 20 - len(leaked)])
+    # LeakScan reports len(leaked) and the first 20 entries: the rest are counted, not kept
+    scan.leaked = leaked + [None] * (n_leaked - len(leaked))
+    # TrainingStats.report reads the rows cut by the token cap from the keys' finish_reason
+    keys = pa.table({"finish_reason": pa.array(np.full(n_cut, "length", dtype=object), pa.string())})
+    return stats.report(scan.report(), keys, scan.n_rows)
+
+
+def merge_stats(total: R.TrainingStats, part: R.TrainingStats) -> None:
+    """Add one block's ``TrainingStats`` to the running total (the block's rows
+    come after every row counted so far)."""
+    offset = total.n
+    for name, value in vars(part).items():
+        if name == "options":
+            continue
+        if isinstance(value, G.Roundtrip):
+            gate = total.roundtrip
+            gate.checked += value.checked
+            gate.invalid += value.invalid
+            gate.rows.extend(offset + r for r in value.rows[: max(0, 20 - len(gate.rows))])
+        elif isinstance(value, set):
+            getattr(total, name).update(value)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            setattr(total, name, getattr(total, name) + value)
+        else:
+            raise TypeError(f"cannot add up TrainingStats.{name} ({type(value).__name__}) across Ray blocks")
+
+
+@ray.remote(num_cpus=0)
+class Collector:
+    """Receives each block's report counts, and the first errors (Ray carries
+    only their text back to the driver)."""
+
+    def __init__(self) -> None:
+        self._parts: dict[Any, tuple[Any, Any, dict[str, Any]]] = {}
+        self._errors: list[WhileaiError] = []
+
+    def add(self, first: Any, last: Any, part: dict[str, Any]) -> None:
+        self._parts[first] = (first, last, part)  # keyed: a retried task counts once
+
+    def fail(self, error: WhileaiError) -> None:
+        if len(self._errors) < 10:
+            self._errors.append(error)
+
+    def parts(self) -> list[tuple[Any, Any, dict[str, Any]]]:
+        return list(self._parts.values())
+
+    def errors(self) -> list[WhileaiError]:
+        return list(self._errors)
+
+
+@dataclass(frozen=True)
+class Reporter:
+    """The collector, as the Ray tasks call it."""
+
+    collector: Any
+
+    def __call__(self, error: WhileaiError) -> None:
+        ray.get(self.collector.fail.remote(error))
+
+    def add(self, first_last: tuple[Any, Any], part: dict[str, Any]) -> None:
+        ray.get(self.collector.add.remote(first_last[0], first_last[1], part))
+
+
+@contextlib.contextmanager
+def surfaced(collector: Any) -> Iterator[None]:
+    """Raise our own error when a Ray task failed with one (Ray wraps it in
+    ``RayTaskError(UserCodeException)`` and drops the object)."""
+    try:
+        yield
+    except WhileaiError:
+        raise
+    except Exception as err:
+        errors = ray.get(collector.errors.remote())
+        if errors:
+            raise errors[0] from err
+        raise

@@ -1,0 +1,374 @@
+"""Reading whileai exports on Ray Data: files into raw blocks, raw blocks into canonical rows.
+
+``WhileaiFiles`` is a Ray ``Datasource``. It splits an uncompressed JSONL file
+into byte ranges read in parallel (a line belongs to the range its first byte
+is in), reads a compressed file as one stream, and a Parquet file by groups of
+row groups. Its blocks hold the raw lines (or the Parquet columns) and a row
+key: the file's index in the source list and the row's position in it (the
+byte offset of its line in the decompressed stream, or its Parquet row number).
+``pyarrow.json`` is never used: it fails on real whileai rows.
+
+``Normalize`` is the builder's step (``canonical.Normalizer``) as a
+``map_batches`` function: raw block in, canonical table out, with the row key
+and what the export report needs from the raw rows (the leak check) as private
+``_wai_*`` columns. Errors name the file and line as the builder's do; the line
+is counted only when there is an error to report.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from ray.data import Datasource, ReadTask
+from ray.data.block import BlockMetadata
+
+from whileai_datasets.canonical import Normalizer, Options
+from whileai_datasets.errors import ExportFormatError, WhileaiError
+from whileai_datasets.features import message_from_storage
+from whileai_datasets.normalize import RowContext
+from whileai_datasets.reader import _gc_paused, _is_message_list, _parse_line
+from whileai_datasets.transforms import gates as G
+
+#: Private columns: the row key (file index, position) and raw-row facts.
+FILE = "_wai_file"
+POS = "_wai_pos"
+LINE = "_wai_line"
+LEAK = "_wai_leak"
+HAS_SCENARIO = "_wai_scenario"
+PRIVATE = (FILE, POS, LINE, LEAK, HAS_SCENARIO)
+
+#: Bytes of JSONL per read task, and per block within a task.
+RANGE_BYTES = 16 << 20
+BLOCK_BYTES = 8 << 20
+
+_SUFFIXES = (".jsonl", ".json", ".ndjson", ".parquet")
+_COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd", ".lz4": "lz4", ".xz": "xz"}
+
+
+def expand_paths(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
+    """The files of ``source``: a file, a directory (its data files, sorted), a
+    glob pattern (sorted), or a list of those, in the order given."""
+    items = [source] if isinstance(source, (str, os.PathLike)) else list(source)
+    paths: list[str] = []
+    for item in items:
+        path = os.fspath(item)
+        if os.path.isdir(path):
+            found = sorted(os.path.join(path, n) for n in os.listdir(path) if _is_data_file(n))
+        elif glob.has_magic(path):
+            found = sorted(p for p in glob.glob(path) if os.path.isfile(p))
+        else:
+            found = [path] if os.path.isfile(path) else []
+        if not found:
+            raise ExportFormatError(
+                "no such file (or no .jsonl/.parquet file in that directory or pattern)",
+                location=path,
+                hint="Pass existing JSONL or Parquet exports: a file, a directory, a glob or a list.",
+            )
+        paths.extend(found)
+    return paths
+
+
+def _is_data_file(name: str) -> bool:
+    lower = name.lower()
+    for suffix in _COMPRESSIONS:
+        lower = lower.removesuffix(suffix)
+    return lower.endswith(_SUFFIXES)
+
+
+def _compression(path: str) -> str | None:
+    return next((c for s, c in _COMPRESSIONS.items() if path.lower().endswith(s)), None)
+
+
+def _is_parquet(path: str) -> bool:
+    if path.lower().endswith(".parquet"):
+        return True
+    with open(path, "rb") as handle:
+        return handle.read(4) == b"PAR1"
+
+
+class WhileaiFiles(Datasource):
+    """Raw blocks of whileai JSONL (plain or compressed) and Parquet files."""
+
+    def __init__(self, paths: Sequence[str], *, range_bytes: int = RANGE_BYTES, block_bytes: int = BLOCK_BYTES) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.paths = list(paths)
+        self.range_bytes = max(1, range_bytes)
+        self.block_bytes = max(1, block_bytes)
+
+    def estimate_inmemory_data_size(self) -> int | None:
+        return sum(os.path.getsize(p) for p in self.paths)
+
+    def get_read_tasks(
+        self, parallelism: int, per_task_row_limit: int | None = None, data_context: Any = None
+    ) -> list[ReadTask]:
+        tasks = []
+        for path, plans in self.plans():
+            share = os.path.getsize(path) // max(len(plans), 1)
+            for read in plans:
+                meta = BlockMetadata(num_rows=None, size_bytes=share, input_files=(path,), exec_stats=None)
+                tasks.append(ReadTask(read, meta, per_task_row_limit=per_task_row_limit))
+        return tasks
+
+    def plans(self) -> list[tuple[str, list[Any]]]:
+        """Per file, its read functions: byte ranges, one stream, or runs of row groups."""
+        out = []
+        for index, path in enumerate(self.paths):
+            if _is_parquet(path):
+                plans = [partial(_read_parquet, index, path, groups) for groups in self._row_groups(path)]
+            elif _compression(path):
+                plans = [partial(_read_stream, index, path, self.block_bytes)]
+            else:
+                starts = range(0, max(os.path.getsize(path), 1), self.range_bytes)
+                plans = [partial(_read_range, index, path, s, s + self.range_bytes, self.block_bytes) for s in starts]
+            out.append((path, plans))
+        return out
+
+    def n_tasks(self) -> int:
+        return sum(len(plans) for _, plans in self.plans())
+
+    def _row_groups(self, path: str) -> list[list[int]]:
+        """Row groups of a Parquet file in runs of about ``range_bytes``."""
+        meta = pq.ParquetFile(path).metadata
+        runs: list[list[int]] = [[]]
+        size = 0
+        for i in range(meta.num_row_groups):
+            if runs[-1] and size >= self.range_bytes:
+                runs.append([])
+                size = 0
+            runs[-1].append(i)
+            size += meta.row_group(i).total_byte_size
+        return runs
+
+
+def _lines_block(data: bytes, start: int, index: int) -> pa.Table:
+    """One block from whole lines: each line (with its newline) and its offset."""
+    buf = np.frombuffer(data, np.uint8)
+    ends = np.flatnonzero(buf == 10) + 1
+    if data and (not len(ends) or ends[-1] != len(data)):
+        ends = np.append(ends, len(data))
+    offsets = np.concatenate([[0], ends]).astype(np.int64)
+    lines = pa.Array.from_buffers(pa.large_binary(), len(ends), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    return pa.table(
+        {
+            FILE: pa.array(np.full(len(ends), index, np.int32)),
+            POS: pa.array(start + offsets[:-1]),
+            LINE: lines,
+        }
+    )
+
+
+def _read_range(index: int, path: str, start: int, end: int, block_bytes: int) -> Iterator[pa.Table]:
+    """The lines of ``path`` that start in ``[start, end)``, a block at a time
+    (one empty block when none does: a long line can span a whole range)."""
+    with open(path, "rb") as handle:
+        if start:
+            handle.seek(start - 1)
+            if handle.read(1) != b"\n":
+                handle.readline()  # that line started in the previous range
+        pos = handle.tell()
+        empty = True
+        while pos < end:
+            data = handle.read(block_bytes)
+            if not data:
+                break
+            if not data.endswith(b"\n"):
+                data += handle.readline()
+            if pos + len(data) > end:
+                cut = data.find(b"\n", end - pos - 1)
+                data = data if cut < 0 else data[: cut + 1]
+            yield _lines_block(data, pos, index)
+            empty = False
+            pos += len(data)
+        if empty:
+            yield _lines_block(b"", pos, index)
+
+
+def _open_stream(path: str) -> Any:
+    compression = _compression(path)
+    if compression == "xz":
+        import lzma
+
+        return lzma.open(path, "rb")
+    return pa.input_stream(path, compression=compression)
+
+
+def _read_stream(index: int, path: str, block_bytes: int) -> Iterator[pa.Table]:
+    """The lines of a compressed file, a block at a time (positions are offsets
+    in the decompressed stream)."""
+    pos = 0
+    tail = b""
+    with _open_stream(path) as stream:
+        while True:
+            chunk = stream.read(block_bytes)
+            data = tail + chunk
+            cut = len(data) if not chunk else data.rfind(b"\n") + 1
+            if cut or not (pos or chunk):  # an empty file still gives one (empty) block
+                yield _lines_block(data[:cut], pos, index)
+                pos += cut
+            tail = data[cut:]
+            if not chunk:
+                return
+
+
+def _read_parquet(index: int, path: str, groups: list[int]) -> Iterator[pa.Table]:
+    """The rows of some row groups of a Parquet file, with their row numbers."""
+    parquet = pq.ParquetFile(path)
+    meta = parquet.metadata
+    pos = sum(meta.row_group(i).num_rows for i in range(groups[0])) if groups else 0
+    batches = parquet.iter_batches(row_groups=groups) if groups else iter(())
+    empty = True
+    for batch in batches:
+        yield _keyed(pa.Table.from_batches([batch]), index, pos)
+        empty = False
+        pos += batch.num_rows
+    if empty:
+        yield _keyed(parquet.schema_arrow.empty_table(), index, pos)
+
+
+def _keyed(table: pa.Table, index: int, pos: int) -> pa.Table:
+    n = table.num_rows
+    table = table.append_column(FILE, pa.array(np.full(n, index, np.int32)))
+    return table.append_column(POS, pa.array(np.arange(pos, pos + n, dtype=np.int64)))
+
+
+def locate(path: str, pos: int) -> tuple[int, int]:
+    """``(line, row)`` of the JSONL line at byte ``pos``: the builder's line
+    number (1-based) and row number (non-blank lines before it). Error path only."""
+    line = row = 0
+    with _open_stream(path) if _compression(path) else open(path, "rb") as stream:
+        read = 0
+        tail = b""
+        while read < pos:
+            chunk = stream.read(min(1 << 20, pos - read))
+            if not chunk:
+                break
+            read += len(chunk)
+            parts = (tail + chunk).split(b"\n")
+            tail = parts.pop()
+            line += len(parts)
+            row += sum(1 for p in parts if p.strip())
+    return line + 1, row
+
+
+@dataclass(frozen=True)
+class Normalize:
+    """Raw blocks (``WhileaiFiles``) into canonical rows, for ``map_batches``.
+
+    Args:
+        paths: The source files, indexed by the blocks' ``_wai_file``.
+        config: The builder config: ``"default"``, ``"preference"`` or ``"raw"``.
+        options: The builder's options (system prompt, tools, mask mode).
+        report: Called with the located ``WhileaiError`` before it is raised
+            (the export's collector: Ray does not carry exceptions back).
+    """
+
+    paths: tuple[str, ...]
+    config: str = "default"
+    options: Options = field(default_factory=Options)
+    report: Any = None
+
+    def __call__(self, block: pa.Table) -> pa.Table:
+        try:
+            return self._normalize(block)
+        except WhileaiError as err:
+            if self.report is not None:
+                self.report(err)
+            raise
+
+    def _normalize(self, block: pa.Table) -> pa.Table:
+        if FILE not in block.column_names:  # Ray hands on empty blocks without their columns
+            return block
+        normalizer = _normalizer(self.config, self.options)
+        files = block.column(FILE).to_numpy()
+        positions = block.column(POS).to_numpy()
+        rows = block.column(LINE).to_pylist() if LINE in block.column_names else _parquet_rows(block)
+        jsonl = LINE in block.column_names
+        records: list[dict[str, Any]] = []
+        keep = np.zeros(len(rows), dtype=bool)
+        leaks: list[str | None] = []
+        scenario: list[bool] = []
+        with _gc_paused():
+            for i, raw in enumerate(rows):
+                if isinstance(raw, bytes):
+                    if not raw.strip():
+                        continue
+                    try:
+                        raw = json.loads(raw)
+                    except ValueError:
+                        _parse_line(rows[i], self._context(files[i], positions[i]))
+                keep[i] = True
+                records.append(self._record(normalizer, raw, int(files[i]), int(positions[i]), jsonl))
+                leaks.append(_leak(raw))
+                scenario.append(isinstance(raw, dict) and "scenario_id" in raw)
+        table = normalizer.to_table(records)
+        picked = pa.array(np.flatnonzero(keep))
+        table = table.append_column(FILE, block.column(FILE).take(picked))
+        table = table.append_column(POS, block.column(POS).take(picked))
+        table = table.append_column(LEAK, pa.array(leaks, pa.string()))
+        return table.append_column(HAS_SCENARIO, pa.array(scenario, pa.bool_()))
+
+    def _record(self, normalizer: Normalizer, row: Any, file: int, pos: int, jsonl: bool) -> dict[str, Any]:
+        name = os.path.basename(self.paths[file])
+        try:
+            return normalizer.record(row, RowContext(name, None, pos))
+        except WhileaiError:
+            if not jsonl:
+                raise  # a Parquet row's context (file and row number) is already exact
+            normalizer.record(row, self._context(file, pos))
+            raise
+
+    def _context(self, file: int, pos: int) -> RowContext:
+        path = self.paths[int(file)]
+        line, row = locate(path, int(pos))
+        return RowContext(os.path.basename(path), line, row)
+
+
+_NORMALIZERS: dict[tuple[Any, ...], Normalizer] = {}
+
+
+def _normalizer(config: str, options: Options) -> Normalizer:
+    """One ``Normalizer`` per worker process and config."""
+    key = (config, options.system_prompt, options.tools_json, options.mask_mode, options.keep_message_keys)
+    if key not in _NORMALIZERS:
+        _NORMALIZERS[key] = Normalizer(config, options)
+    return _NORMALIZERS[key]
+
+
+def _leak(row: Any) -> str | None:
+    """The leak check of one raw row as JSON text: null when the row has no
+    privileged text to look for, ``{}`` when none is quoted, else whileai's entry."""
+    if not isinstance(row, dict) or "privileged" not in row:
+        return None
+    found = G.row_leak(row)
+    if found is None:
+        return None
+    entry: dict[str, Any] = dict(found)
+    if found:
+        entry = {"scenario_id": row.get("scenario_id"), "rollout_index": row.get("rollout_index"), **found}
+    return json.dumps(entry, ensure_ascii=False)
+
+
+def _parquet_rows(block: pa.Table) -> list[Any]:
+    """Parquet rows as the builder reads them: Json values and canonical
+    message lists decoded back to Python values."""
+    data = block.drop_columns([n for n in PRIVATE if n in block.column_names])
+    json_columns = [f.name for f in data.schema if isinstance(f.type, pa.JsonType)]
+    message_columns = [f.name for f in data.schema if _is_message_list(f.type)]
+    rows: list[Any] = data.to_pylist()
+    for item in rows:
+        for name in json_columns:
+            if item[name] is not None:
+                item[name] = json.loads(item[name])
+        for name in message_columns:
+            if item[name] is not None:
+                item[name] = [message_from_storage(m) if m is not None else m for m in item[name]]
+    return rows

@@ -1,0 +1,91 @@
+"""``whileai-datasets export IN OUT --engine ray``: the export on Ray Data.
+
+Importing this module does not import Ray, so the ``export`` command can
+offer the option whether or not the ``ray`` extra is installed.
+``export_cli`` wires it: ``add_engine_option(parser)`` after building the
+``export`` parser, and ``run_ray_export(args, system_prompt=..., tools=...)``
+in place of the local export when ``args.engine == "ray"``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from whileai_datasets.errors import ExportFormatError, UnsupportedVersionError
+
+ENGINES = ("local", "ray")
+
+
+def add_engine_option(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add ``--engine {local,ray}`` and ``--ray-address`` to the ``export`` parser."""
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="local",
+        help="local: datasets in this process (default); ray: Ray Data, on the cluster --ray-address names "
+        "or a local runtime. With ray, OUT is a directory of part files (Parquet; JSONL when OUT ends in .jsonl)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        metavar="ADDRESS",
+        help="with --engine ray: the Ray cluster to run on (ray://host:10001, host:6379 or auto; "
+        "default: $RAY_ADDRESS, else a local runtime)",
+    )
+    return parser
+
+
+def run_ray_export(args: argparse.Namespace, *, system_prompt: str | None, tools: list[Any] | None) -> dict[str, Any]:
+    """The export ``args`` asks for, on Ray; returns ``export_dataset``'s report.
+
+    Starts (or connects to) Ray when this process has no runtime yet, and shuts
+    down what it started.
+
+    Raises:
+        ExportFormatError: ``--preference`` or ``--push-to``, which the Ray
+            engine does not do, or anything the export raises.
+        UnsupportedVersionError: Ray Data is not installed.
+    """
+    for flag, value in (("--preference", args.preference), ("--push-to", args.push_to)):
+        if value:
+            raise ExportFormatError(
+                f"{flag} is not available with --engine ray",
+                location=flag,
+                hint="Run it with --engine local (preference pairs are small), or publish the Ray output directory "
+                "with whileai_datasets.publish.",
+            )
+    ray = _import_ray()
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=args.ray_address)
+    try:
+        from whileai_datasets.ray_engine import export_training
+
+        return export_training(
+            str(args.source),
+            str(args.output),
+            system_prompt=system_prompt,
+            tools=tools,
+            strip_think=not args.keep_think,
+            validate=not args.no_validate,
+            mask_mode=args.mask_mode,
+            unroll=args.unroll,
+            max_tool_output_chars=args.max_tool_output_chars,
+            format=args.format,
+        )
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise UnsupportedVersionError(
+            "--engine ray needs Ray Data, which is not installed",
+            location="--engine ray",
+            hint="pip install 'whileai-datasets[ray]'",
+        ) from None
+    return ray

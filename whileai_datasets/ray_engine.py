@@ -1,0 +1,320 @@
+"""The same transforms on Ray Data: past one machine without a new pipeline.
+
+Every transform here is Arrow table in, Arrow table out, so it runs unchanged
+inside ``ray.data.Dataset.map_batches(fn, batch_format="pyarrow")``. This
+module adds what Ray needs around them:
+
+* ``read_whileai``: whileai files (JSONL, plain or compressed, and Parquet;
+  any row shape) as a Ray dataset of canonical rows. Files are split into
+  byte ranges read in parallel and normalized by the builder's own
+  ``Normalizer`` in ``map_batches`` (``pyarrow.json`` fails on real rows).
+* ``stamp_groups``: the GRPO group fields with Ray's ``groupby``.
+* ``export_training``: ``whileai_datasets.export_dataset`` on Ray: the same
+  options, the same rows (as Parquet or JSONL part files in a directory,
+  written by Ray's write tasks) and the same report.
+
+A pipeline of your own::
+
+    import ray
+    from whileai_datasets import ray_engine, transforms as wai_transforms
+
+    ds = ray_engine.read_whileai("/mnt/rollouts/*.jsonl", system_prompt=SYSTEM, row_key=True)
+    ds = ds.map_batches(wai_transforms.strip_think, batch_format="pyarrow")
+    ds = ray_engine.stamp_groups(ds)  # Ray's groupby; needs the row key
+    ds = ds.map_batches(wai_transforms.to_trl("training"), batch_format="pyarrow")
+    ds.drop_columns(["source_file", "source_offset"]).write_parquet("/mnt/out/")
+
+Needs the ``ray`` extra (``pip install 'whileai-datasets[ray]'``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import ray
+import ray.data
+
+from whileai_datasets import _ray_output as RO
+from whileai_datasets import _ray_report as RR
+from whileai_datasets import _ray_source as RS
+from whileai_datasets._ray_groups import GroupLookup, group_table, stamp_groups
+from whileai_datasets._typing import MASK_MODES
+from whileai_datasets.canonical import Options
+from whileai_datasets.errors import ExportFormatError, WhileaiError
+from whileai_datasets.normalize import RowContext
+from whileai_datasets.transforms import _arrow as A
+from whileai_datasets.transforms import _pipeline as P
+from whileai_datasets.transforms import _reports as R
+
+#: The public row key: the file a row came from and its position in it.
+SOURCE_FILE = "source_file"
+SOURCE_OFFSET = "source_offset"
+#: Builder configs the Ray reader offers (``raw`` numbers rows by line, which
+#: byte-range reading does not count).
+CONFIGS = ("default", "preference")
+
+__all__ = ["export_training", "read_whileai", "stamp_groups"]
+
+
+# ---------------------------------------------------------------- reading
+
+
+def read_whileai(
+    source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    config: str = "default",
+    system_prompt: str | None = None,
+    tools: Any = None,
+    mask_mode: str = "assistant",
+    keep_message_keys: bool = False,
+    row_key: bool = False,
+    range_bytes: int = RS.RANGE_BYTES,
+    block_bytes: int = RS.BLOCK_BYTES,
+) -> Any:
+    """whileai rows of any shape as a Ray dataset in the canonical schema.
+
+    The Ray counterpart of ``load_dataset("whileai/export", data_files=...)``:
+    the same options and rows. They come in file order when
+    ``ray.data.DataContext.get_current().execution_options.preserve_order``
+    is set; otherwise sort on the row key (``row_key=True``).
+
+    Args:
+        source: A file, a directory, a glob pattern, or a list of them
+            (``.jsonl``/``.json``/``.ndjson``, optionally ``.gz``/``.bz2``/
+            ``.xz``/``.zst``/``.lz4``, or ``.parquet``), on a filesystem every
+            node of the cluster mounts.
+        config: ``"default"`` (training rows) or ``"preference"`` (pairs).
+        system_prompt, tools, mask_mode, keep_message_keys: As the builder's.
+        row_key: Add ``source_file`` (the path) and ``source_offset`` (the
+            line's byte offset in the decompressed file, or the Parquet row
+            number): sort on them to restore file order, or keep them for
+            ``stamp_groups``.
+        range_bytes: JSONL bytes per read task (the unit of parallelism).
+        block_bytes: JSONL bytes per block (the unit ``map_batches`` sees).
+    Returns:
+        A lazy ``ray.data.Dataset``.
+    Raises:
+        ExportFormatError: no such file, or a bad option. Bad rows fail the
+            Ray job; the error text names the file and line.
+    """
+    from whileai_datasets.builders.whileai_export import _load_tools
+
+    if config not in CONFIGS:
+        raise ExportFormatError(
+            f"config must be one of {', '.join(map(repr, CONFIGS))} on Ray, got {config!r}",
+            location="read_whileai(config=...)",
+            hint="The raw config numbers rows by line: load it with load_dataset('whileai/export', 'raw', ...).",
+        )
+    if mask_mode not in MASK_MODES:
+        raise ExportFormatError(
+            f"mask_mode must be one of {', '.join(map(repr, MASK_MODES))}, got {mask_mode!r}",
+            location="read_whileai(mask_mode=...)",
+            hint="Pick one of those.",
+        )
+    paths = RS.expand_paths(source)
+    options = Options(
+        system_prompt=str(system_prompt or ""),
+        tools=_load_tools(tools),
+        mask_mode=mask_mode,
+        keep_message_keys=keep_message_keys,
+    )
+    ds = _canonical(paths, config, options, None, range_bytes, block_bytes)
+    return ds.map_batches(PublicKey(tuple(paths), row_key), batch_format="pyarrow", batch_size=None)
+
+
+def _canonical(
+    paths: Sequence[str], config: str, options: Options, report: Any, range_bytes: int, block_bytes: int
+) -> Any:
+    """Canonical rows with the private row key and raw-row columns."""
+    files = RS.WhileaiFiles(paths, range_bytes=range_bytes, block_bytes=block_bytes)
+    normalize = RS.Normalize(tuple(paths), config, options, report)
+    # one block stream per read task: Ray would otherwise cut the blocks to reach its default task count
+    blocks = ray.data.read_datasource(files, override_num_blocks=files.n_tasks())
+    return blocks.map_batches(normalize, batch_format="pyarrow", batch_size=None)
+
+
+@dataclass(frozen=True)
+class PublicKey:
+    """The private row-key columns as ``source_file`` / ``source_offset``, or dropped."""
+
+    paths: tuple[str, ...]
+    keep: bool
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        if not table.num_rows:  # Ray hands on empty blocks without their columns
+            return table
+        key = (A.column(table, RS.FILE), A.column(table, RS.POS))
+        table = A.drop(table, *RS.PRIVATE)
+        if not self.keep:
+            return table
+        names = pa.array(self.paths, pa.string()).take(key[0])
+        return table.append_column(SOURCE_FILE, names).append_column(SOURCE_OFFSET, key[1])
+
+
+# ---------------------------------------------------------------- the export
+
+
+def export_training(
+    source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    output: str | os.PathLike[str],
+    *,
+    system_prompt: str | None = None,
+    tools: Sequence[dict[str, Any]] | None = None,
+    strip_think: bool = True,
+    validate: bool = True,
+    mask_mode: str = "assistant",
+    unroll: bool = False,
+    max_tool_output_chars: int | None = None,
+    format: str = "openai",
+    row_key: bool = False,
+    range_bytes: int = RS.RANGE_BYTES,
+    block_bytes: int = RS.BLOCK_BYTES,
+) -> dict[str, Any]:
+    """``whileai_datasets.export_dataset`` on Ray Data: same options, rows and report.
+
+    Runs on the Ray runtime ``ray.init`` connected to (a local one is started
+    when none is). Reading, normalizing, the transforms, the wire shape and
+    the writing run in Ray tasks; group stamping uses Ray's ``groupby``;
+    the report is added up from per-block counts. Rows keep file order.
+
+    Args:
+        source: Files as ``read_whileai`` takes them.
+        output: A directory (replaced when the export succeeds) of part files
+            ``part-00000.parquet``, ...; JSONL parts when it ends in
+            ``.jsonl``. Concatenated in name order, the parts are the local
+            export's file.
+        system_prompt, tools, strip_think, validate, mask_mode, unroll,
+        max_tool_output_chars, format: As ``export_dataset``.
+        row_key: Write ``source_file`` / ``source_offset`` on every row.
+        range_bytes, block_bytes: As ``read_whileai``; a read task's rows are
+            one call of the transforms, so ``range_bytes`` bounds what one
+            worker holds at a time.
+    Returns:
+        ``export_dataset``'s report, with ``path`` (the directory) and
+        ``n_written``. Where a row is named, the local export gives its index
+        in the output, and so does this one, except for a row with no
+        messages, which is named by file and line.
+    Raises:
+        ExportFormatError: as ``export_dataset`` (bad rows, a refused gate),
+            or ``output`` is a file or a directory holding other files.
+    """
+    from whileai_datasets import export as E
+
+    E._check_options(format, mask_mode)
+    paths = RS.expand_paths(source)
+    dest = RO.destination(os.fspath(output))
+    tools_json = json.dumps(list(tools), ensure_ascii=False) if tools else None
+    options: dict[str, Any] = {
+        "system_prompt": system_prompt,
+        "tools": tools,
+        "strip_think": strip_think,
+        "validate": validate,
+        "mask_mode": mask_mode,
+        "unroll": unroll,
+        "max_tool_output_chars": max_tool_output_chars,
+        "format": format,
+    }
+    staging = dest + ".tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    collector = RR.Collector.remote()  # type: ignore[attr-defined]
+    try:
+        with RO.ordered(), RR.surfaced(collector):
+            reporter = RR.Reporter(collector)
+            rows = _rows(paths, options, tools_json, row_key, reporter, (range_bytes, block_bytes))
+            rows.write_datasink(RO.Parts(staging, ".jsonl" if dest.lower().endswith(".jsonl") else ".parquet"))
+        parts = ray.get(collector.parts.remote())
+        report = RR.report(parts, options)
+        E._gate(report, validate)
+        RO.commit(staging, dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        ray.kill(collector)
+    report["path"] = dest
+    report["n_written"] = report["n"]
+    return report
+
+
+def _rows(
+    paths: Sequence[str],
+    options: dict[str, Any],
+    tools_json: str | None,
+    row_key: bool,
+    reporter: RR.Reporter,
+    sizes: tuple[int, int],
+) -> Any:
+    """The written rows as a lazy Ray dataset (groups computed first when they apply)."""
+    system = str(options["system_prompt"]) if options["system_prompt"] else ""
+    canonical = _canonical(paths, "default", Options(system_prompt=system), reporter, *sizes)
+    groups = None
+    if not options["unroll"]:  # whileai never stamps unrolled samples
+        canonical = canonical.materialize()
+        table = group_table(canonical, order_by=(RS.FILE, RS.POS), n_rows=canonical.count())
+        groups = ray.put(table) if table is not None else None
+    batches = TrainingBatches(options, tools_json, groups, reporter, tuple(paths), row_key)
+    # whole blocks: the read, the transforms and the write then run fused, a read task's rows at a time
+    return canonical.map_batches(batches, batch_format="pyarrow", batch_size=None)
+
+
+@dataclass(frozen=True)
+class TrainingBatches:
+    """One block of canonical rows through the export's chunk pipeline
+    (``transforms._pipeline.training_chunk``): the written rows come back, the
+    block's report counts go to the collector."""
+
+    options: dict[str, Any]
+    tools_json: str | None
+    groups: Any
+    reporter: Any
+    paths: tuple[str, ...]
+    row_key: bool
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        try:
+            return self._run(table)
+        except WhileaiError as err:
+            self.reporter(err)
+            raise
+
+    def _run(self, table: pa.Table) -> pa.Table:
+        if not table.num_rows:  # Ray hands on empty blocks without their columns
+            return table
+        raw = RR.raw_counts(table)
+        canonical = A.drop(table, RS.LEAK, RS.HAS_SCENARIO)
+        groups = GroupLookup(self.groups).columns(canonical) if self.groups is not None else None
+        rows, written, before = P.training_chunk(canonical, 0, groups, self.tools_json, self.options, memoize=False)
+        if before < 0:
+            raise self._no_messages(rows, -1 - before)
+        stats = R.TrainingStats(self.options)
+        stats.add(rows, before)
+        self.reporter.add(RR.first_last(table), {"raw": raw, "stats": stats})
+        if self.options["format"] == "fireworks":  # Fireworks rows keep two columns; put the key back
+            written = written.append_column(RS.FILE, rows.column(RS.FILE)).append_column(RS.POS, rows.column(RS.POS))
+        return PublicKey(self.paths, self.row_key)(_plain(written))
+
+    def _no_messages(self, rows: pa.Table, index: int) -> ExportFormatError:
+        file = int(A.column(rows, RS.FILE)[index].as_py())
+        pos = int(A.column(rows, RS.POS)[index].as_py())
+        path = self.paths[file]
+        name = os.path.basename(path)
+        ctx = RowContext(name, None, pos) if RS._is_parquet(path) else RowContext(name, *RS.locate(path, pos))
+        return ExportFormatError(
+            "schema_invalid in training_rows: messages_missing",
+            location=ctx.at(),
+            hint="A row needs at least one message: pass system_prompt=, or drop rows with no conversation.",
+        )
+
+
+def _plain(table: pa.Table) -> pa.Table:
+    """``table`` with dictionary columns decoded: the constant ``tools`` column is
+    a dictionary of Json values, and pyarrow cannot read the Arrow IPC schema of
+    one back (Ray ships block schemas between processes that way)."""
+    for i, name in enumerate(table.column_names):
+        if pa.types.is_dictionary(table.schema.field(i).type):
+            table = table.set_column(i, name, A.decoded(A.column(table, name)))
+    return table
