@@ -16,7 +16,8 @@ path streams from read to write). Methods:
 Each measurement runs in a fresh subprocess. Memory, as measured:
 
 * local: the process's peak RSS (``getrusage``).
-* ray: every process Ray started is sampled with psutil every 0.5 s; a worker
+* ray: every process Ray started is sampled with psutil every 0.5 s (RSS) and
+  every 2 s (USS, which reads /proc/PID/smaps, costly); a worker
   is a process whose title is ``ray::<stage>`` for a stage of the pipeline
   (read, map_batches, shuffle, write; Ray's own actors are listed apart). Per
   worker, the peak RSS (which includes the object-store pages it mapped), the
@@ -81,6 +82,8 @@ if method == "local":
 import psutil
 import ray
 
+STAGES = ("Read", "MapBatches", "Write", "Shuffle", "Project")
+
 
 def private_memory(proc):
     # (USS, USS outside the object store): pages of the plasma store in /dev/shm
@@ -104,12 +107,16 @@ class Sampler(threading.Thread):
 
     def run(self):
         me = psutil.Process()
+        tick = 0
         while not self.stop.wait(0.5):
+            tick += 1
             for proc in me.children(recursive=True):
                 try:
                     title = proc.cmdline()[0] if proc.cmdline() else proc.name()
                     rss = proc.memory_info().rss
-                    uss, own = private_memory(proc)
+                    # smaps is costly to read: every 2 s, and only for the pipeline's workers
+                    staged = any(stage in title for stage in STAGES)
+                    uss, own = private_memory(proc) if staged and tick % 4 == 0 else (0, 0)
                     cpu = sum(proc.cpu_times()[:2])
                 except (psutil.NoSuchProcess, psutil.AccessDenied, IndexError):
                     continue
@@ -147,7 +154,6 @@ driver_cpu = sum(resource.getrusage(resource.RUSAGE_SELF)[:2]) - driver_cpu0
 workers = [p for p in sampler.procs.values() if p["title"].startswith("ray::")]
 services = [p for p in sampler.procs.values() if not p["title"].startswith("ray::")]
 # workers that ran the pipeline's tasks (the others host Ray's actors and agents, and the report collector)
-STAGES = ("Read", "MapBatches", "Write", "Shuffle", "Project")
 busy = [p for p in workers if p["busy"] and any(stage in p["title"] for stage in STAGES)]
 print(json.dumps({
     "seconds": seconds,

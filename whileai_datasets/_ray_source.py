@@ -33,9 +33,8 @@ from ray.data.block import BlockMetadata
 
 from whileai_datasets.canonical import Normalizer, Options
 from whileai_datasets.errors import ExportFormatError, WhileaiError
-from whileai_datasets.features import message_from_storage
 from whileai_datasets.normalize import RowContext
-from whileai_datasets.reader import _gc_paused, _is_message_list, _parse_line
+from whileai_datasets.reader import _gc_paused, _parse_line, parquet_rows
 from whileai_datasets.transforms import gates as G
 
 #: Private columns: the row key (file index, position) and raw-row facts.
@@ -358,17 +357,5 @@ def _leak(row: Any) -> str | None:
 
 
 def _parquet_rows(block: pa.Table) -> list[Any]:
-    """Parquet rows as the builder reads them: Json values and canonical
-    message lists decoded back to Python values."""
-    data = block.drop_columns([n for n in PRIVATE if n in block.column_names])
-    json_columns = [f.name for f in data.schema if isinstance(f.type, pa.JsonType)]
-    message_columns = [f.name for f in data.schema if _is_message_list(f.type)]
-    rows: list[Any] = data.to_pylist()
-    for item in rows:
-        for name in json_columns:
-            if item[name] is not None:
-                item[name] = json.loads(item[name])
-        for name in message_columns:
-            if item[name] is not None:
-                item[name] = [message_from_storage(m) if m is not None else m for m in item[name]]
-    return rows
+    """Parquet rows as the builder reads them (without this module's key columns)."""
+    return parquet_rows(block.drop_columns([n for n in PRIVATE if n in block.column_names]))

@@ -8,8 +8,6 @@ one call each, then cast (zero-copy) to the Json extension types.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +16,7 @@ from datasets import Features
 
 from whileai_datasets import normalize as nz
 from whileai_datasets import schema
+from whileai_datasets.features import storage_type
 from whileai_datasets.normalize import RowContext
 
 _CARRY = frozenset(schema.CARRY_KEYS)
@@ -162,17 +161,6 @@ class Normalizer:
         return records_to_table(records, self.features)
 
 
-def _storage_type(arrow_type: pa.DataType) -> pa.DataType:
-    """``arrow_type`` with every Json extension replaced by plain strings."""
-    if isinstance(arrow_type, pa.BaseExtensionType):
-        return arrow_type.storage_type
-    if pa.types.is_list(arrow_type):
-        return pa.list_(_storage_type(arrow_type.value_type))
-    if pa.types.is_struct(arrow_type):
-        return pa.struct([pa.field(f.name, _storage_type(f.type)) for f in arrow_type])
-    return arrow_type
-
-
 def records_to_table(records: list[dict[str, Any]], features: Features) -> pa.Table:
     """A table in ``features``' schema from canonical records (a column a
     record leaves out is null on that row)."""
@@ -184,7 +172,7 @@ def records_to_table(records: list[dict[str, Any]], features: Features) -> pa.Ta
     arrays = []
     for fld in target:
         values = columns[fld.name]
-        plain = _storage_type(fld.type)
+        plain = storage_type(fld.type)
         array = pa.array(values, type=plain)
         arrays.append(array if plain == fld.type else array.cast(fld.type))
     return pa.Table.from_arrays(arrays, schema=target)

@@ -42,6 +42,18 @@ OPTIONAL_KEYS = ("tool_calls", "name", "tool_call_id")
 FEATURE_TYPE_NAME = "WhileaiMessage"
 
 
+def storage_type(arrow_type: pa.DataType) -> pa.DataType:
+    """``arrow_type`` with every extension type (``Json``) replaced by its storage,
+    so ``pa.array`` can build it from Python values (then ``cast`` back)."""
+    if isinstance(arrow_type, pa.BaseExtensionType):
+        return arrow_type.storage_type
+    if pa.types.is_list(arrow_type):
+        return pa.list_(storage_type(arrow_type.value_type))
+    if pa.types.is_struct(arrow_type):
+        return pa.struct([pa.field(f.name, storage_type(f.type)) for f in arrow_type])
+    return arrow_type
+
+
 def message_to_storage(message: dict[str, Any]) -> dict[str, Any]:
     """A message dict in the struct's storage form (other keys into ``extra``)."""
     out = {key: message.get(key) for key in TYPED_KEYS}

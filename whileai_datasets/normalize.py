@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, Callable
+from typing import Any
 
 from whileai_datasets._typing import ROLES
 from whileai_datasets.errors import ExportFormatError

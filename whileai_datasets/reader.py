@@ -186,17 +186,25 @@ def iter_parquet_rows(handle: IO[bytes], source: str, batch_rows: int) -> Iterat
     """``(context, row dict)`` per Parquet row, read a record batch at a time."""
     row = 0
     for batch in pq.ParquetFile(handle).iter_batches(batch_size=batch_rows):
-        json_columns = [f.name for f in batch.schema if isinstance(f.type, pa.JsonType)]
-        message_columns = [f.name for f in batch.schema if _is_message_list(f.type)]
-        for item in batch.to_pylist():
-            for name in json_columns:
-                if item[name] is not None:
-                    item[name] = json.loads(item[name])
-            for name in message_columns:
-                if item[name] is not None:
-                    item[name] = [message_from_storage(m) if m is not None else m for m in item[name]]
+        for item in parquet_rows(batch):
             yield RowContext(source, None, row), item
             row += 1
+
+
+def parquet_rows(data: pa.Table | pa.RecordBatch) -> list[dict[str, Any]]:
+    """Rows of Parquet data as the normalizer reads them: Json values and
+    canonical message lists (a file this package wrote) decoded to Python."""
+    json_columns = [f.name for f in data.schema if isinstance(f.type, pa.JsonType)]
+    message_columns = [f.name for f in data.schema if _is_message_list(f.type)]
+    rows: list[dict[str, Any]] = data.to_pylist()
+    for item in rows:
+        for name in json_columns:
+            if item[name] is not None:
+                item[name] = json.loads(item[name])
+        for name in message_columns:
+            if item[name] is not None:
+                item[name] = [message_from_storage(m) if m is not None else m for m in item[name]]
+    return rows
 
 
 def _is_message_list(arrow_type: pa.DataType) -> bool:

@@ -19,7 +19,7 @@ from datasets import Features, Json, List
 
 from whileai_datasets._typing import Batch
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.features import MESSAGE_TYPE, Message, message_to_storage
+from whileai_datasets.features import MESSAGE_TYPE, Message, message_to_storage, storage_type
 from whileai_datasets.transforms._types import (
     FIREWORKS_INPUT_TYPE,
     TRL_MESSAGE_TYPE,
@@ -161,17 +161,6 @@ def _typed_array(values: list[Any], arrow_type: pa.DataType) -> pa.Array:
     plain = storage_type(arrow_type)
     array = pa.array(values, type=plain)
     return array if plain == arrow_type else array.cast(arrow_type)
-
-
-def storage_type(arrow_type: pa.DataType) -> pa.DataType:
-    """``arrow_type`` with every extension type replaced by its storage."""
-    if isinstance(arrow_type, pa.BaseExtensionType):
-        return arrow_type.storage_type
-    if pa.types.is_list(arrow_type):
-        return pa.list_(storage_type(arrow_type.value_type))
-    if pa.types.is_struct(arrow_type):
-        return pa.struct([pa.field(f.name, storage_type(f.type)) for f in arrow_type])
-    return arrow_type
 
 
 # ---------------------------------------------------------------- features
