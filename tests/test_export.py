@@ -241,3 +241,24 @@ def test_cli_failures_exit_1_and_say_why(tmp_path: Path, capsys: pytest.CaptureF
     assert export_cli.run(_cli(str(source), str(tmp_path / "out.jsonl"))) == 1
     assert "tool_call_roundtrip_invalid" in capsys.readouterr().err
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_parquet_source_gets_the_same_leak_report_as_whileai(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from whileai.simulations import export_dataset as whileai_export
+
+    from tests.conftest import DATA, read_jsonl
+    from whileai_datasets import export_dataset
+
+    rows = read_jsonl(DATA / "engine_multiturn.jsonl")[:2]
+    leaked = dict(rows[0], final_text="The reference says: secret answer, as the grader was told.")
+    leaked["steps"] = [s for s in rows[0]["steps"] if "tool" not in s]
+    clean = dict(rows[1], steps=[], privileged={"reference": "a reference that nobody quotes here"})
+    source = [leaked, clean]
+    path = tmp_path / "rows.parquet"
+    pq.write_table(pa.Table.from_pylist(source), path)
+    theirs = whileai_export(source, str(tmp_path / "w.jsonl"), validate=False)
+    ours = export_dataset(str(path), str(tmp_path / "o.jsonl"), validate=False)
+    assert theirs["privileged_leaks"]["n_leaked"] == 1
+    assert ours["privileged_leaks"] == theirs["privileged_leaks"]

@@ -68,7 +68,7 @@ class Source:
         self.prepend = PrependSystem(self.system) if self.system and not self.path else None
         self.n_raw = len(self.dataset)
         if self.path:
-            self.leaks = G.scan_jsonl_leaks(self.path, self.n_raw)
+            self.leaks = G.scan_path_leaks(self.path, self.n_raw)
         else:
             scan = G.LeakScan()
             scan.n_rows, scan.exported = self.n_raw, "scenario_id" in self.dataset.column_names

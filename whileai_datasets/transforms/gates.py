@@ -320,6 +320,27 @@ def scan_jsonl_leaks(path: str, n_rows: int, *, min_len: int = LEAK_MIN_QUOTE_CH
     return scan.report()
 
 
+def scan_path_leaks(path: str, n_rows: int, *, min_len: int = LEAK_MIN_QUOTE_CHARS) -> dict[str, Any]:
+    """``leak_report`` over the rows of a JSONL or Parquet file."""
+    with open(path, "rb") as probe:
+        is_parquet = probe.read(4) == b"PAR1"
+    if not is_parquet:
+        return scan_jsonl_leaks(path, n_rows, min_len=min_len)
+    import pyarrow.parquet as pq
+
+    from whileai_datasets.reader import parquet_rows
+
+    scan = LeakScan(min_len)
+    scan.n_rows = n_rows
+    for batch in pq.ParquetFile(path).iter_batches():
+        if "privileged" in batch.schema.names:
+            # only rows that carry a privileged block can leak it
+            batch = batch.filter(batch.column("privileged").is_valid())
+        for row in parquet_rows(batch):
+            scan.check(row)
+    return scan.report()
+
+
 def _parse(line: bytes) -> Any:
     try:
         return json.loads(line)
