@@ -72,7 +72,7 @@ def _export(args: argparse.Namespace) -> dict[str, Any]:
         system = _read(args.system_prompt_file, "the system prompt file")
     tools = _tools(args.tools) if args.tools is not None else None
     if getattr(args, "engine", "local") == "ray":
-        return ray_cli.run_ray_export(args, system_prompt=system, tools=tools)
+        return ray_cli.run_ray_export(args, training_options(args, system, tools))
     if args.preference:
         pairs = _pairs(args.source)
         return export.export_preference(
@@ -90,16 +90,24 @@ def _export(args: argparse.Namespace) -> dict[str, Any]:
             str(args.source),
             str(args.output),
             progress=progress,
-            system_prompt=system,
-            tools=tools,
-            strip_think=not args.keep_think,
-            validate=not args.no_validate,
-            mask_mode=args.mask_mode,
-            unroll=args.unroll,
-            max_tool_output_chars=args.max_tool_output_chars,
-            format=args.format,
             push_to=args.push_to,
+            **training_options(args, system, tools),
         )
+
+
+def training_options(args: argparse.Namespace, system: str | None, tools: list[Any] | None) -> dict[str, Any]:
+    """``export_dataset``'s keyword arguments from the ``export`` command line
+    (both engines take these)."""
+    return {
+        "system_prompt": system,
+        "tools": tools,
+        "strip_think": not args.keep_think,
+        "validate": not args.no_validate,
+        "mask_mode": args.mask_mode,
+        "unroll": args.unroll,
+        "max_tool_output_chars": args.max_tool_output_chars,
+        "format": args.format,
+    }
 
 
 def _read(path: Path, what: str) -> str:

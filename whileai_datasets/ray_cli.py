@@ -3,7 +3,7 @@
 Importing this module does not import Ray, so the ``export`` command can
 offer the option whether or not the ``ray`` extra is installed.
 ``export_cli`` wires it: ``add_engine_option(parser)`` after building the
-``export`` parser, and ``run_ray_export(args, system_prompt=..., tools=...)``
+``export`` parser, and ``run_ray_export(args, training_options(...))``
 in place of the local export when ``args.engine == "ray"``.
 """
 
@@ -35,8 +35,9 @@ def add_engine_option(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
     return parser
 
 
-def run_ray_export(args: argparse.Namespace, *, system_prompt: str | None, tools: list[Any] | None) -> dict[str, Any]:
-    """The export ``args`` asks for, on Ray; returns ``export_dataset``'s report.
+def run_ray_export(args: argparse.Namespace, options: dict[str, Any]) -> dict[str, Any]:
+    """The export ``args`` asks for (``options``: ``export_cli.training_options``),
+    on Ray; returns ``export_dataset``'s report.
 
     Starts (or connects to) Ray when this process has no runtime yet, and shuts
     down what it started.
@@ -61,18 +62,7 @@ def run_ray_export(args: argparse.Namespace, *, system_prompt: str | None, tools
     try:
         from whileai_datasets.ray_engine import export_training
 
-        return export_training(
-            str(args.source),
-            str(args.output),
-            system_prompt=system_prompt,
-            tools=tools,
-            strip_think=not args.keep_think,
-            validate=not args.no_validate,
-            mask_mode=args.mask_mode,
-            unroll=args.unroll,
-            max_tool_output_chars=args.max_tool_output_chars,
-            format=args.format,
-        )
+        return export_training(str(args.source), str(args.output), **options)
     finally:
         if started:
             ray.shutdown()

@@ -166,17 +166,22 @@ def _typed_array(values: list[Any], arrow_type: pa.DataType) -> pa.Array:
 # ---------------------------------------------------------------- features
 
 #: Columns this package adds, and whileai's typed scalars, by name.
-TYPED_COLUMNS: dict[str, pa.DataType] = {
-    "loss_mask": pa.list_(pa.int8()),
-    "tool_output_truncated": pa.int64(),
-    "tool_output_chars_cut": pa.int64(),
-    "unroll": pa.struct([("turn", pa.int64()), ("turns", pa.int64())]),
+#: GRPO group fields ``stamp_groups`` writes.
+GROUP_TYPES: dict[str, pa.DataType] = {
     "group_id": pa.string(),
     "k": pa.int64(),
     "n0": pa.int64(),
     "n1": pa.int64(),
     "reward_mean": pa.float64(),
     "reward_std": pa.float64(),
+}
+
+TYPED_COLUMNS: dict[str, pa.DataType] = {
+    "loss_mask": pa.list_(pa.int8()),
+    "tool_output_truncated": pa.int64(),
+    "tool_output_chars_cut": pa.int64(),
+    "unroll": pa.struct([("turn", pa.int64()), ("turns", pa.int64())]),
+    **GROUP_TYPES,
     "schema_version": pa.string(),
     "prompt_text": pa.string(),
     "reward": pa.float64(),

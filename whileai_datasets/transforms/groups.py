@@ -25,16 +25,9 @@ import pyarrow.compute as pc
 
 from whileai_datasets.errors import SchemaError
 from whileai_datasets.transforms import _arrow as A
+from whileai_datasets.transforms._batches import GROUP_TYPES
 
 PASS_THRESHOLD = 0.5
-GROUP_TYPES: dict[str, pa.DataType] = {
-    "group_id": pa.string(),
-    "k": pa.int64(),
-    "n0": pa.int64(),
-    "n1": pa.int64(),
-    "reward_mean": pa.float64(),
-    "reward_std": pa.float64(),
-}
 GROUP_COLUMNS = tuple(GROUP_TYPES)
 
 
