@@ -34,9 +34,9 @@ from datasets.builder import Key
 from datasets.exceptions import DatasetGenerationError
 
 from whileai_datasets._typing import MASK_MODES, ON_BAD_ROW
-from whileai_datasets.canonical import Normalizer, Options
 from whileai_datasets.errors import ExportFormatError, WhileaiError
-from whileai_datasets.reader import (
+from whileai_datasets.rows.canonical import Normalizer, Options
+from whileai_datasets.rows.reader import (
     DEFAULT_CHUNK_ROWS,
     BadRows,
     LinePosition,

@@ -10,11 +10,11 @@ import pytest
 from whileai.simulations import training_rows
 
 from whileai_datasets import cli
-from whileai_datasets.demo import sample_meta, sample_rows
+from whileai_datasets.cli.demo import sample_meta, sample_rows
 
 
 def test_bundled_sample_loads_like_whileai_training_rows(tmp_path: Path) -> None:
-    from whileai_datasets.demo import load_sample
+    from whileai_datasets.cli.demo import load_sample
 
     meta = sample_meta()
     ours = load_sample(cache_dir=str(tmp_path / "cache"))

@@ -16,8 +16,8 @@ import pytest
 from transforms.conftest import SYSTEM, TOOLS, all_rows, edge_rows, read_jsonl, seeded_rows, without_none, write_jsonl
 
 import whileai_datasets
-from whileai_datasets import export_cli
-from whileai_datasets.transforms import _sources
+from whileai_datasets.cli import export as export_cli
+from whileai_datasets.export import sources as _sources
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +124,7 @@ def test_no_rows_write_an_empty_file_like_whileai(tmp_path: Path) -> None:
 def test_progress_counts_every_source_row(
     tmp_path: Path, rows: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from whileai_datasets.export import run_training
+    from whileai_datasets.export.exporters import run_training
 
     monkeypatch.setattr(_sources, "CHUNK_ROWS", 10)
     seen: list[tuple[int, int]] = []

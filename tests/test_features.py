@@ -6,7 +6,7 @@ import pyarrow as pa
 from datasets import Dataset, Features, List
 
 from whileai_datasets import Message
-from whileai_datasets.features import MESSAGE_TYPE
+from whileai_datasets.rows.features import MESSAGE_TYPE
 
 MESSAGES = [
     {"role": "system", "content": "be brief"},

@@ -30,9 +30,10 @@ pytest.importorskip("ray.data")
 import ray
 
 import whileai_datasets
-from whileai_datasets import ExportFormatError, export_cli, ray_engine
+from whileai_datasets import ExportFormatError, ray_engine
 from whileai_datasets import transforms as wai_transforms
-from whileai_datasets.token_masks import UnsupervisedRowsWarning, tokenize
+from whileai_datasets.cli import export as export_cli
+from whileai_datasets.transforms.token_masks import UnsupervisedRowsWarning, tokenize
 
 pytestmark = [
     # Ray Data's DataContext warns about its own deprecated fields while it initialises them

@@ -7,7 +7,8 @@ import pytest
 from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
 from packaging.version import Version
 
-from whileai_datasets import UnsupportedVersionError, registry
+from whileai_datasets import UnsupportedVersionError
+from whileai_datasets.builders import registry
 
 
 def test_installed_datasets_is_in_the_supported_range() -> None:

@@ -13,7 +13,7 @@ from tests.conftest import DATA, SYSTEM_PROMPT, TOOLS, read_jsonl, seeded_rows, 
 from tests.prefix_diff import prefix_diff_mask
 from tests.tiny_lm import train_tokenizer, trl_template
 from whileai_datasets import ChatTemplate, SchemaError
-from whileai_datasets.token_masks import UnsupervisedRowsWarning, mask_report, spans_to_token_mask, tokenize
+from whileai_datasets.transforms.token_masks import UnsupervisedRowsWarning, mask_report, spans_to_token_mask, tokenize
 
 
 def test_spans_to_token_mask_marks_tokens_overlapping_a_span() -> None:
@@ -51,7 +51,7 @@ def test_tokenize_equals_the_prefix_diff_method_on_a_prefix_preserving_template(
     ds = _canonical(load, rows_file)
     ours = ds.map(tokenize(qwen_tokenizer), batched=True)
     template = ChatTemplate(trl_template("qwen2_5")).with_generation().text
-    from whileai_datasets.token_masks import template_messages
+    from whileai_datasets.transforms.token_masks import template_messages
 
     checked = 0
     for source, row in zip(ds, ours):
@@ -184,7 +184,7 @@ def test_think_dropping_template_prefix_diff_misaligns_where_one_render_does_not
     assert "answer A<|im_end|>" in supervised and "plan A" not in supervised
     assert "plan B" in supervised and "answer B<|im_end|>" in supervised
     template = ChatTemplate(trl_template("qwen3")).with_generation().text
-    from whileai_datasets.token_masks import template_messages
+    from whileai_datasets.transforms.token_masks import template_messages
 
     ids, mask = prefix_diff_mask(tokenizer, template, template_messages(ds[0]["messages"]), ds[0]["loss_mask"])
     assert ids == ours["input_ids"]

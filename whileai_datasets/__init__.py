@@ -13,9 +13,11 @@ import warnings as _warnings
 with _warnings.catch_warnings():
     # register_feature is flagged experimental by datasets; using it is the point.
     _warnings.filterwarnings("ignore", message=".*register_feature.*", category=UserWarning)
-    from whileai_datasets.features import Message
+    from whileai_datasets.rows.features import Message
 
-from whileai_datasets import registry as _registry
+from whileai_datasets._version import __version__ as __version__
+from whileai_datasets.builders import registry as _registry
+from whileai_datasets.builders.bad_rows import bad_rows
 from whileai_datasets.builders.whileai_export import BadRowsWarning, WhileaiExportConfig
 from whileai_datasets.chat_template import ChatTemplate, TemplateReport
 from whileai_datasets.errors import (
@@ -28,11 +30,8 @@ from whileai_datasets.errors import (
 )
 from whileai_datasets.export import export_dataset, export_preference, export_training
 from whileai_datasets.hub import publish, split_by
-from whileai_datasets.report import bad_rows
-from whileai_datasets.schema import EXPORT_FEATURES, PREFERENCE_FEATURES, RAW_FEATURES
+from whileai_datasets.rows.schema import EXPORT_FEATURES, PREFERENCE_FEATURES, RAW_FEATURES
 from whileai_datasets.transforms.groups import stamp_groups
-
-__version__ = "0.1.0"
 
 __all__ = [
     "BadRowsWarning",

@@ -14,7 +14,7 @@ from whileai.simulations import export_dataset, training_rows
 from whileai.simulations.schema import _normalize_legacy
 
 from tests.conftest import DATA, SYSTEM_PROMPT, TOOLS, read_jsonl, seeded_rows, write_jsonl
-from whileai_datasets.schema import CARRY_KEYS
+from whileai_datasets.rows.schema import CARRY_KEYS
 
 COMPARED = ("messages", "loss_mask", "tools", *CARRY_KEYS)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from whileai_datasets.chat_template import ChatTemplate
-from whileai_datasets.chat_template.cli import add_parser, run
+from whileai_datasets.cli.template import add_parser, run
 
 
 def _parse(*argv: str) -> argparse.Namespace:

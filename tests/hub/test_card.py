@@ -10,9 +10,9 @@ from datasets import Features, Json, List, Value
 from datasets.info import DatasetInfo, DatasetInfosDict
 from huggingface_hub import DatasetCard, DatasetCardData
 
-from whileai_datasets import card as card_module
-from whileai_datasets.card import SourceFile, describe_mask, hash_sources, package_versions, render_card
 from whileai_datasets.errors import PublishError
+from whileai_datasets.hub import card as card_module
+from whileai_datasets.hub.card import SourceFile, describe_mask, hash_sources, package_versions, render_card
 
 FEATURES = Features({"messages": List({"role": Value("string"), "content": Value("string")}), "tools": Json(),
                      "scenario_id": Value("string")})
@@ -129,7 +129,7 @@ def test_package_versions_say_not_installed_instead_of_guessing(monkeypatch):
         return real(name)
 
     monkeypatch.setattr(card_module.metadata, "version", version)
-    monkeypatch.setattr("whileai_datasets.__version__", "9.9.9", raising=False)
+    monkeypatch.setattr("whileai_datasets._version.__version__", "9.9.9")
 
     versions = package_versions()
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import whileai_datasets
-from whileai_datasets import hub_cli
+from whileai_datasets.cli import push as hub_cli
 from whileai_datasets.errors import PublishError
 
 

@@ -60,7 +60,7 @@ def test_publish_round_trips_rows_and_features_of_every_split(alice, repo_id, ro
 def test_publish_round_trips_a_feature_type_the_package_registers(alice, repo_id, tmp_path):
     from datasets import Dataset, Features, List, Value
 
-    from whileai_datasets.features import Message
+    from whileai_datasets.rows.features import Message
 
     features = Features({"messages": List(Message()), "scenario_id": Value("string")})
     call = {"id": "c1", "type": "function", "function": {"name": "book", "arguments": "{}"}}

@@ -20,7 +20,6 @@ from tests.conftest import SYSTEM_PROMPT as SYSTEM
 from tests.conftest import TOOLS
 
 
-
 def roundtrip(value: Any) -> Any:
     """``value`` as it reads back from whileai's JSONL writer."""
     return json.loads(json.dumps(value, default=str))
@@ -237,7 +236,7 @@ def load_canonical(tmp_path: Path) -> Any:
 
 def canonical(rows: list[dict[str, Any]], *, system: str = SYSTEM, config: str = "default") -> Any:
     """Canonical rows as the builder makes them (a ``pyarrow.Table``)."""
-    from whileai_datasets.transforms._sources import normalize_rows
+    from whileai_datasets.export.sources import normalize_rows
 
     return normalize_rows(rows, config, system)
 
@@ -246,28 +245,28 @@ def with_tools(table: Any, tools: list[dict[str, Any]] | None = TOOLS) -> Any:
     """``table`` with whileai's ``tools`` on every row (null when there are none)."""
     import pyarrow as pa
 
-    from whileai_datasets.transforms import _arrow as A
+    from whileai_datasets.transforms import _arrow
 
     text = json.dumps(tools) if tools else None
-    return A.set_column(table, "tools", pa.array([text] * table.num_rows, pa.string()).cast(pa.json_()))
+    return _arrow.set_column(table, "tools", pa.array([text] * table.num_rows, pa.string()).cast(pa.json_()))
 
 
 def written(table: Any, *, preference: bool = False) -> list[dict[str, Any]]:
     """The rows as the JSONL writer writes them, parsed back."""
-    from whileai_datasets.transforms import _json as J
-    from whileai_datasets.transforms import _writer as W
+    from whileai_datasets.export import writer
+    from whileai_datasets.transforms import _json
 
-    rules = W.PREFERENCE_NULLS if preference else W.TRAINING_NULLS
-    return [json.loads(line) for line in J.encode_rows(table, keep_null=rules).to_pylist()]
+    rules = writer.PREFERENCE_NULLS if preference else writer.TRAINING_NULLS
+    return [json.loads(line) for line in _json.encode_rows(table, keep_null=rules).to_pylist()]
 
 
 def decoded(table: Any) -> list[dict[str, Any]]:
     """The rows as ``Dataset(table)[i]`` decodes them."""
     import datasets
 
-    from whileai_datasets.transforms import _arrow as A
+    from whileai_datasets.transforms import _arrow
 
-    ds = datasets.Dataset(A.with_features(table))
+    ds = datasets.Dataset(_arrow.with_features(table))
     return [ds[i] for i in range(len(ds))]
 
 
@@ -289,10 +288,10 @@ def messages_table(conversations: list[list[dict[str, Any]] | None], **columns: 
     from message dicts as given, nulls included, plus any other columns."""
     import pyarrow as pa
 
-    from whileai_datasets.features import MESSAGE_TYPE, message_to_storage
-    from whileai_datasets.transforms import _arrow as A
+    from whileai_datasets.rows.features import MESSAGE_TYPE, message_to_storage
+    from whileai_datasets.transforms import _arrow
 
     stored = [None if c is None else [message_to_storage(m) for m in c] for c in conversations]
-    data = {"messages": A._typed_array(stored, pa.list_(MESSAGE_TYPE))}
+    data = {"messages": _arrow._typed_array(stored, pa.list_(MESSAGE_TYPE))}
     data.update({name: pa.array(values) for name, values in columns.items()})
     return pa.table(data)

@@ -19,7 +19,7 @@ from datasets import Features, Json, List
 
 from whileai_datasets._typing import Batch
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.features import MESSAGE_TYPE, Message, message_to_storage, storage_type
+from whileai_datasets.rows.features import MESSAGE_TYPE, Message, message_to_storage, storage_type
 from whileai_datasets.transforms._types import (
     FIREWORKS_INPUT_TYPE,
     TRL_MESSAGE_TYPE,
@@ -135,7 +135,7 @@ def _fits(sample: Any, arrow_type: pa.DataType) -> bool:
 @functools.lru_cache(maxsize=1)
 def _known_types() -> dict[str, pa.DataType]:
     """Arrow types of the columns this package knows by name."""
-    from whileai_datasets import schema
+    from whileai_datasets.rows import schema
 
     known: dict[str, pa.DataType] = {}
     for features in (schema.PREFERENCE_FEATURES, schema.EXPORT_FEATURES):

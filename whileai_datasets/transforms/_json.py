@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from whileai_datasets.normalize import decode_arguments
-from whileai_datasets.transforms import _arrow as A
+from whileai_datasets.rows.normalize import decode_arguments
+from whileai_datasets.transforms import _arrow
 
 # ---------------------------------------------------------------- arguments
 
@@ -41,7 +41,7 @@ def arguments_info(texts: pa.Array) -> tuple[np.ndarray, np.ndarray, pa.Array]:
     if isinstance(texts, pa.ExtensionArray):
         texts = texts.storage
     n = len(texts)
-    candidate = A.to_numpy_bool(pc.match_substring_regex(texts, _OBJECT_CANDIDATE))
+    candidate = _arrow.to_numpy_bool(pc.match_substring_regex(texts, _OBJECT_CANDIDATE))
     valid = np.zeros(n, dtype=bool)
     if candidate.any():
         picked = np.flatnonzero(candidate)
@@ -163,8 +163,8 @@ def encode(array: Any) -> pa.Array:
     if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
         if pa.types.is_struct(arrow_type.value_type) and "role" in arrow_type.value_type.names:
             return _join("[", message_items(array), "]")
-        inner = _or_null(encode(A.flat(array)))
-        return _join("[", pc.binary_join(A.relist(array, inner), ", "), "]")
+        inner = _or_null(encode(_arrow.flat(array)))
+        return _join("[", pc.binary_join(_arrow.relist(array, inner), ", "), "]")
     if pa.types.is_struct(arrow_type):
         parts: list[Any] = ["{"]
         for i, fld in enumerate(arrow_type):
@@ -192,29 +192,29 @@ def message_items(lists: pa.Array) -> pa.Array:
     """Per row, its message objects joined with ", " (the inside of the JSON
     array; null for a null list). A message struct may carry its own JSON in a
     ``__json`` field (computed before ``unroll`` repeated it), used as is."""
-    messages = A.flat(lists)
-    if A.MEMO_FIELD in messages.type.names:
-        objects = pc.struct_field(messages, A.MEMO_FIELD)
+    messages = _arrow.flat(lists)
+    if _arrow.MEMO_FIELD in messages.type.names:
+        objects = pc.struct_field(messages, _arrow.MEMO_FIELD)
     else:
         objects = message_objects(messages)
-    return pc.binary_join(A.relist(lists, objects), ", ")
+    return pc.binary_join(_arrow.relist(lists, objects), ", ")
 
 
 def memoize_messages(lists: pa.Array, *, drop_content: bool = False) -> pa.Array:
     """Message lists whose structs carry their own JSON object text
-    (``A.MEMO_FIELD``), so rows that repeat a message do not encode it again.
+    (``_arrow.MEMO_FIELD``), so rows that repeat a message do not encode it again.
     ``drop_content`` nulls the content the memo already holds, so repeating
     the messages does not copy it (only the JSONL writer reads it after)."""
-    messages = A.flat(lists)
-    if A.MEMO_FIELD in messages.type.names:
+    messages = _arrow.flat(lists)
+    if _arrow.MEMO_FIELD in messages.type.names:
         return lists
     children = [messages.field(i) for i in range(messages.type.num_fields)] + [message_objects(messages)]
     if drop_content:
         at = messages.type.get_field_index("content")
         children[at] = pa.nulls(len(messages), children[at].type)
-    fields = list(messages.type) + [pa.field(A.MEMO_FIELD, pa.string())]
+    fields = list(messages.type) + [pa.field(_arrow.MEMO_FIELD, pa.string())]
     mask = messages.is_null() if messages.null_count else None
-    return A.relist(lists, pa.StructArray.from_arrays(children, fields=fields, mask=mask))
+    return _arrow.relist(lists, pa.StructArray.from_arrays(children, fields=fields, mask=mask))
 
 
 def message_objects(messages: pa.Array) -> pa.Array:
@@ -253,7 +253,7 @@ def _extra_members(extra: pa.Array) -> pa.Array:
 
 
 def _calls(calls: pa.Array) -> pa.Array:
-    flat_calls = A.flat(calls)
+    flat_calls = _arrow.flat(calls)
     function = pc.struct_field(flat_calls, "function")
     arguments = pc.struct_field(function, "arguments")
     arguments_text = arguments.storage if isinstance(arguments, pa.ExtensionArray) else quote(arguments)
@@ -275,7 +275,7 @@ def _calls(calls: pa.Array) -> pa.Array:
         function_text,
         "}",
     )
-    return _join("[", pc.binary_join(A.relist(calls, objects), ", "), "]")
+    return _join("[", pc.binary_join(_arrow.relist(calls, objects), ", "), "]")
 
 
 #: A hidden column of pre-rendered members (``", \"key\": value, ..."``) and
@@ -319,10 +319,10 @@ def encode_rows(table: pa.Table, *, keep_null: dict[str, str | bool] | None = No
     ]
     members = [_member(table, name, keep_null.get(name, False)) for name in names]
     if MEMBERS_COLUMN in table.column_names and members and not _has_nulls(members[0]):
-        members.append(["", A.column(table, MEMBERS_COLUMN)])  # already has its leading ", "
+        members.append(["", _arrow.column(table, MEMBERS_COLUMN)])  # already has its leading ", "
         return _assemble(members, raw_last=True)
     if MEMBERS_COLUMN in table.column_names:
-        members.append(["", pc.utf8_slice_codeunits(A.column(table, MEMBERS_COLUMN), 2)])
+        members.append(["", pc.utf8_slice_codeunits(_arrow.column(table, MEMBERS_COLUMN), 2)])
     if not members:
         return pa.array(["{}\n"] * table.num_rows, pa.string())
     if _has_nulls(members[0]):  # the first key is absent on some rows: separators by join
@@ -355,18 +355,18 @@ def _has_nulls(pieces: list[Any]) -> bool:
 
 def _member(table: pa.Table, name: str, rule: str | bool) -> list[Any]:
     """``["\"key\": ", value text pieces...]``; the pieces are null where the key is absent."""
-    column = A.column(table, name)
+    column = _arrow.column(table, name)
     key = json.dumps(name) + ": "
     if _is_message_list(column.type) and not column.null_count:
         return [key, "[", message_items(column), "]"]
-    constant = A.constant(column)
+    constant = _arrow.constant(column)
     if constant is not None:  # one value on every row: spliced in, never repeated in memory
         return [key, encode(constant)[0].as_py()]
     values = encode(column)
     if rule is True:
         values = _or_null(values)
     elif isinstance(rule, str) and rule in table.column_names:
-        present = A.column(table, rule).is_valid()
+        present = _arrow.column(table, rule).is_valid()
         values = pc.if_else(present, _or_null(values), values)
     return [key, values]
 

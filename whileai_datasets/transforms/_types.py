@@ -18,7 +18,7 @@ import pyarrow as pa
 from datasets.features.features import register_feature
 from datasets.table import array_cast
 
-from whileai_datasets.features import MESSAGE_TYPE, OPTIONAL_KEYS, TYPED_KEYS
+from whileai_datasets.rows.features import MESSAGE_TYPE, OPTIONAL_KEYS, TYPED_KEYS
 
 TRL_FUNCTION_TYPE = pa.struct([("name", pa.string()), ("arguments", pa.json_())])
 TRL_TOOL_CALL_TYPE = pa.struct([("id", pa.string()), ("type", pa.string()), ("function", TRL_FUNCTION_TYPE)])

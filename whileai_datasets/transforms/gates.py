@@ -23,9 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from whileai_datasets.errors import ExportFormatError, SchemaError
-from whileai_datasets.normalize import conversation
-from whileai_datasets.transforms import _arrow as A
-from whileai_datasets.transforms import _json as J
+from whileai_datasets.rows.normalize import conversation
+from whileai_datasets.transforms import _arrow, _json
 
 EXPORT_FORMATS = ("openai", "trl", "fireworks")
 ENCODINGS = {"openai": "json_string", "trl": "dict", "fireworks": "json_string"}
@@ -55,12 +54,12 @@ def check_format(format: str) -> str:
 def call_counts(lists: pa.Array, encoding: str) -> tuple[np.ndarray, np.ndarray]:
     """Per row of a message-list array: ``(tool calls, invalid tool calls)``."""
     n = len(lists)
-    messages = A.flat(lists)
+    messages = _arrow.flat(lists)
     if "tool_calls" not in messages.type.names:
         return np.zeros(n, np.int64), np.zeros(n, np.int64)
     calls = pc.struct_field(messages, "tool_calls")
-    flat_calls = A.flat(calls)
-    row = A.parents(lists)[A.parents(calls)]
+    flat_calls = _arrow.flat(calls)
+    row = _arrow.parents(lists)[_arrow.parents(calls)]
     function = pc.struct_field(flat_calls, "function")
     arguments = pc.struct_field(function, "arguments")
     valid = _structured(arguments, encoding)
@@ -72,16 +71,16 @@ def call_counts(lists: pa.Array, encoding: str) -> tuple[np.ndarray, np.ndarray]
 def _structured(arguments: pa.Array, encoding: str) -> np.ndarray:
     if isinstance(arguments.type, pa.JsonType):
         text = pc.utf8_ltrim_whitespace(arguments.storage)
-        is_object = A.to_numpy_bool(pc.starts_with(text, "{"))
+        is_object = _arrow.to_numpy_bool(pc.starts_with(text, "{"))
         if encoding == "dict":
             return is_object
-        strings = np.flatnonzero(A.to_numpy_bool(pc.starts_with(text, '"')))
+        strings = np.flatnonzero(_arrow.to_numpy_bool(pc.starts_with(text, '"')))
         for i in strings.tolist():
             is_object[i] = isinstance(_loads(json.loads(text[i].as_py())), dict)
         return is_object
     if encoding == "dict":
         return np.zeros(len(arguments), dtype=bool)
-    return J.arguments_info(arguments)[0]
+    return _json.arguments_info(arguments)[0]
 
 
 def _loads(text: str) -> Any:
@@ -126,7 +125,7 @@ class Roundtrip:
         checked = np.zeros(table.num_rows, np.int64)
         invalid = np.zeros(table.num_rows, np.int64)
         for name in turn_columns(table):
-            c, i = call_counts(A.column(table, name), self.encoding)
+            c, i = call_counts(_arrow.column(table, name), self.encoding)
             checked += c
             invalid += i
         self.add(checked, invalid, offset)
@@ -161,7 +160,7 @@ def tool_call_roundtrip(rows: Any, *, format: str = "openai") -> dict[str, Any]:
 
 def _tables(rows: Any) -> Iterator[tuple[int, pa.Table]]:
     if isinstance(rows, (pa.Table, dict)) or hasattr(rows, "keys") and not hasattr(rows, "with_format"):
-        yield 0, A.as_table(rows)
+        yield 0, _arrow.as_table(rows)
         return
     if hasattr(rows, "with_format"):
         offset = 0
@@ -328,7 +327,7 @@ def scan_path_leaks(path: str, n_rows: int, *, min_len: int = LEAK_MIN_QUOTE_CHA
         return scan_jsonl_leaks(path, n_rows, min_len=min_len)
     import pyarrow.parquet as pq
 
-    from whileai_datasets.reader import parquet_rows
+    from whileai_datasets.rows.reader import parquet_rows
 
     scan = LeakScan(min_len)
     scan.n_rows = n_rows

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.transforms import _arrow as A
+from whileai_datasets.transforms import _arrow
 from whileai_datasets.transforms._batches import GROUP_TYPES
 
 PASS_THRESHOLD = 0.5
@@ -45,7 +45,7 @@ def group_columns(scenario_id: pa.Array, prompt: pa.Array, reward: pa.Array) -> 
     encoded = pc.dictionary_encode(keys)
     dictionary = encoded.dictionary.to_pylist()
     index = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    valid = A.to_numpy_bool(pc.not_equal(keys, ""))
+    valid = _arrow.to_numpy_bool(pc.not_equal(keys, ""))
     n_groups = len(dictionary)
     sizes = np.bincount(index[valid], minlength=n_groups)
     if not (sizes > 1).any():
@@ -76,7 +76,7 @@ def _moments(group: np.ndarray, values: np.ndarray, n_groups: int) -> tuple[np.n
         return mean, std
     order = np.argsort(group, kind="stable")
     counts = np.bincount(group, minlength=n_groups)
-    bounds = A.offsets_of(counts)
+    bounds = _arrow.offsets_of(counts)
     ordered = values[order].tolist()
     for g in np.flatnonzero(counts).tolist():
         members = ordered[bounds[g] : bounds[g + 1]]
@@ -94,9 +94,9 @@ def _whole(array: Any) -> pa.Array:
 
 def _key_columns(table: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
     return (
-        A.optional(table, "scenario_id", pa.string()),
-        A.optional(table, "prompt", pa.string()),
-        A.optional(table, "reward", pa.float64()),
+        _arrow.optional(table, "scenario_id", pa.string()),
+        _arrow.optional(table, "prompt", pa.string()),
+        _arrow.optional(table, "reward", pa.float64()),
     )
 
 
@@ -106,7 +106,7 @@ def stamp_table(table: pa.Table) -> pa.Table:
     if columns is None:
         return table
     for name, values in columns.items():
-        table = A.set_column(table, name, values)
+        table = _arrow.set_column(table, name, values)
     return table
 
 

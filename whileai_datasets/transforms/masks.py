@@ -14,15 +14,15 @@ import pyarrow.compute as pc
 
 from whileai_datasets._typing import MASK_MODES, Batch
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.transforms import _arrow as A
+from whileai_datasets.transforms import _arrow
 
 
 def mask_values(lists: pa.Array, mode: str) -> pa.Array:
     """The flat int8 mask values of a message-list array."""
-    messages = A.flat(lists)
-    assistant = A.to_numpy_bool(pc.equal(pc.struct_field(messages, "role"), "assistant"))
+    messages = _arrow.flat(lists)
+    assistant = _arrow.to_numpy_bool(pc.equal(pc.struct_field(messages, "role"), "assistant"))
     if mode == "final":
-        last = A.first_true_per_row(assistant, A.parents(lists), len(lists), last=True)
+        last = _arrow.first_true_per_row(assistant, _arrow.parents(lists), len(lists), last=True)
         assistant = np.zeros(len(messages), dtype=bool)
         assistant[last[last >= 0]] = True
     return pa.array(assistant.astype(np.int8), pa.int8())
@@ -56,13 +56,13 @@ class LossMask:
             )
 
     def __call__(self, batch: Batch, indices: list[int] | None = None) -> Batch:
-        return A.like(batch, mask_table(A.as_table(batch), self.mode, self.column))
+        return _arrow.like(batch, mask_table(_arrow.as_table(batch), self.mode, self.column))
 
 
 def mask_table(table: pa.Table, mode: str, column: str = "messages") -> pa.Table:
     """``LossMask(mode, column)`` on a table."""
-    lists = A.message_column(table, column)
-    return A.set_column(table, "loss_mask", A.relist(lists, mask_values(lists, mode)))
+    lists = _arrow.message_column(table, column)
+    return _arrow.set_column(table, "loss_mask", _arrow.relist(lists, mask_values(lists, mode)))
 
 
 def loss_mask(mode: str = "assistant") -> LossMask:

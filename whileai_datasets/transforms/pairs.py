@@ -18,8 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from whileai_datasets.transforms import _arrow as A
-from whileai_datasets.transforms import _json as J
+from whileai_datasets.transforms import _arrow, _json
 from whileai_datasets.transforms._types import trl_message_from_storage
 
 
@@ -34,57 +33,57 @@ class Split:
 
     def prefix(self, lists: pa.Array) -> pa.ListArray:
         """Each kept row's messages before the differing turn."""
-        starts = A.offsets_of(A.lengths(lists))[:-1][self.keep]
-        return _slices(A.flat(lists), starts, self.at)
+        starts = _arrow.offsets_of(_arrow.lengths(lists))[:-1][self.keep]
+        return _slices(_arrow.flat(lists), starts, self.at)
 
     def turn(self, lists: pa.Array, side: str) -> pa.ListArray:
         """Each kept row's differing turn, as a one-message list."""
-        starts = A.offsets_of(A.lengths(lists))[:-1][self.keep]
-        return _slices(A.flat(lists), starts + self.at, np.ones(len(self.keep), dtype=np.int64))
+        starts = _arrow.offsets_of(_arrow.lengths(lists))[:-1][self.keep]
+        return _slices(_arrow.flat(lists), starts + self.at, np.ones(len(self.keep), dtype=np.int64))
 
 
 def _slices(values: pa.Array, begin: np.ndarray, size: np.ndarray) -> pa.ListArray:
-    offsets = A.offsets_of(size)
+    offsets = _arrow.offsets_of(size)
     take = np.repeat(begin - offsets[:-1], size) + np.arange(int(offsets[-1]), dtype=np.int64)
-    return A.build_list(offsets, values.take(pa.array(take, pa.int64())))
+    return _arrow.build_list(offsets, values.take(pa.array(take, pa.int64())))
 
 
 def _signatures(messages: pa.Array, *, without_arguments: bool = False) -> pa.Array:
     if without_arguments:
         messages = _blank_arguments(messages)
-    return J.message_objects(messages)
+    return _json.message_objects(messages)
 
 
 def _blank_arguments(messages: pa.Array) -> pa.Array:
     calls = pc.struct_field(messages, "tool_calls")
-    flat_calls = A.flat(calls)
+    flat_calls = _arrow.flat(calls)
     function = pc.struct_field(flat_calls, "function")
-    blank = A.replace_fields(function, arguments=None)
-    new_calls = A.relist(calls, A.replace_fields(flat_calls, function=blank))
-    return A.replace_fields(messages, tool_calls=new_calls)
+    blank = _arrow.replace_fields(function, arguments=None)
+    new_calls = _arrow.relist(calls, _arrow.replace_fields(flat_calls, function=blank))
+    return _arrow.replace_fields(messages, tool_calls=new_calls)
 
 
 def first_difference(chosen: pa.Array, rejected: pa.Array, *, decoded_arguments: bool) -> Split:
     """Where each pair's sides first differ, and which pairs have a one-turn contrast."""
     n = len(chosen)
-    len_c, len_r = A.lengths(chosen), A.lengths(rejected)
-    start_c, start_r = A.offsets_of(len_c)[:-1], A.offsets_of(len_r)[:-1]
+    len_c, len_r = _arrow.lengths(chosen), _arrow.lengths(rejected)
+    start_c, start_r = _arrow.offsets_of(len_c)[:-1], _arrow.offsets_of(len_r)[:-1]
     common = np.minimum(len_c, len_r)
-    offsets = A.offsets_of(common)
+    offsets = _arrow.offsets_of(common)
     total = int(offsets[-1])
     position = np.arange(total, dtype=np.int64) - np.repeat(offsets[:-1], common)
     row = np.repeat(np.arange(n, dtype=np.int64), common)
-    flat_c, flat_r = A.flat(chosen), A.flat(rejected)
+    flat_c, flat_r = _arrow.flat(chosen), _arrow.flat(rejected)
     index_c = pa.array(start_c[row] + position)
     index_r = pa.array(start_r[row] + position)
     sig_c, sig_r = _signatures(flat_c), _signatures(flat_r)
-    differs = A.to_numpy_bool(pc.not_equal(sig_c.take(index_c), sig_r.take(index_r)))
-    first = A.first_true_per_row(differs, row, n)
+    differs = _arrow.to_numpy_bool(pc.not_equal(sig_c.take(index_c), sig_r.take(index_r)))
+    first = _arrow.first_true_per_row(differs, row, n)
     at = np.where(first >= 0, first - offsets[:-1], common)
     if decoded_arguments and differs.any():
         loose_c = _signatures(flat_c, without_arguments=True).take(index_c)
         loose_r = _signatures(flat_r, without_arguments=True).take(index_r)
-        only_arguments = differs & ~A.to_numpy_bool(pc.not_equal(loose_c, loose_r))
+        only_arguments = differs & ~_arrow.to_numpy_bool(pc.not_equal(loose_c, loose_r))
         for r in np.unique(row[(first[row] >= 0) & only_arguments & (np.arange(total) == first[row])]).tolist():
             at[r] = _python_first_difference(chosen[r].as_py(), rejected[r].as_py())
     roles_c = pc.struct_field(flat_c, "role")

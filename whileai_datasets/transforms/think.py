@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from whileai_datasets._typing import Batch
-from whileai_datasets.transforms import _arrow as A
+from whileai_datasets.transforms import _arrow
 
 #: Every code point Python's ``str.strip()`` and ``re``'s ``\s`` treat as whitespace.
 PY_WHITESPACE = "".join(chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace())
@@ -44,7 +44,7 @@ def strip_think_text(content: pa.Array) -> pa.Array:
     if isinstance(content, pa.ChunkedArray):
         content = content.combine_chunks()
     content = pc.fill_null(content, "")
-    has_tag = A.to_numpy_bool(pc.match_substring_regex(content, _HAS_OPEN_TAG))
+    has_tag = _arrow.to_numpy_bool(pc.match_substring_regex(content, _HAS_OPEN_TAG))
     if has_tag.any():
         mask = pa.array(has_tag)
         replaced = pc.replace_substring_regex(pc.filter(content, mask), THINK_BLOCK_RE2, "")
@@ -65,7 +65,7 @@ def message_list_columns(table: pa.Table) -> list[str]:
 
 def strip_messages(lists: pa.Array) -> pa.Array:
     """A message-list array with think blocks stripped from assistant content."""
-    messages = A.flat(lists)
+    messages = _arrow.flat(lists)
     role = pc.struct_field(messages, "role")
     is_assistant = pc.fill_null(pc.equal(role, "assistant"), False)
     if not pc.any(is_assistant).as_py():
@@ -73,7 +73,7 @@ def strip_messages(lists: pa.Array) -> pa.Array:
     content = pc.struct_field(messages, "content")
     stripped = strip_think_text(pc.filter(content, is_assistant))
     content = pc.replace_with_mask(content, is_assistant, stripped)
-    return A.relist(lists, A.replace_fields(messages, content=content))
+    return _arrow.relist(lists, _arrow.replace_fields(messages, content=content))
 
 
 @dataclass(frozen=True)
@@ -97,14 +97,14 @@ class StripThink:
     column: str | None = None
 
     def __call__(self, batch: Batch, indices: list[int] | None = None) -> Batch:
-        return A.like(batch, strip_table(A.as_table(batch), self.column))
+        return _arrow.like(batch, strip_table(_arrow.as_table(batch), self.column))
 
 
 def strip_table(table: pa.Table, column: str | None = None) -> pa.Table:
     """``StripThink(column)`` on a table."""
     names = message_list_columns(table) if column is None else [column]
     for name in names:
-        table = A.set_column(table, name, strip_messages(A.message_column(table, name)))
+        table = _arrow.set_column(table, name, strip_messages(_arrow.message_column(table, name)))
     return table
 
 

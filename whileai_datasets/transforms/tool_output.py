@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from whileai_datasets._typing import Batch
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.transforms import _arrow as A
+from whileai_datasets.transforms import _arrow
 
 TRUNCATED = "tool_output_truncated"
 CHARS_CUT = "tool_output_chars_cut"
@@ -56,20 +56,20 @@ class TruncateToolOutput:
             )
 
     def __call__(self, batch: Batch, indices: list[int] | None = None) -> Batch:
-        return A.like(batch, truncate_table(A.as_table(batch), self.max_chars, self.column))
+        return _arrow.like(batch, truncate_table(_arrow.as_table(batch), self.max_chars, self.column))
 
 
 def truncate_table(table: pa.Table, max_chars: int, column: str = "messages") -> pa.Table:
     """``TruncateToolOutput(max_chars, column)`` on a table."""
-    lists = A.message_column(table, column)
-    messages = A.flat(lists)
+    lists = _arrow.message_column(table, column)
+    messages = _arrow.flat(lists)
     limit = int(max_chars)
     cap = max(0, limit)
     original = pc.struct_field(messages, "content")
     content = pc.fill_null(original, "")
     size = pc.utf8_length(content)
     cut = pc.and_(pc.fill_null(pc.equal(pc.struct_field(messages, "role"), "tool"), False), pc.greater(size, limit))
-    cut_np = A.to_numpy_bool(cut)
+    cut_np = _arrow.to_numpy_bool(cut)
     n_rows = table.num_rows
     per_row = np.zeros(n_rows, dtype=np.int64)
     chars_per_row = np.zeros(n_rows, dtype=np.int64)
@@ -84,9 +84,9 @@ def truncate_table(table: pa.Table, max_chars: int, column: str = "messages") ->
             "",
         )
         new_content = pc.replace_with_mask(original, cut, marker)
-        lists = A.relist(lists, A.replace_fields(messages, content=new_content))
-        table = A.set_column(table, column, lists)
-        parent = A.parents(lists)[cut_np]
+        lists = _arrow.relist(lists, _arrow.replace_fields(messages, content=new_content))
+        table = _arrow.set_column(table, column, lists)
+        parent = _arrow.parents(lists)[cut_np]
         per_row = np.bincount(parent, minlength=n_rows).astype(np.int64)
         chars_per_row = np.bincount(parent, weights=removed.to_numpy(zero_copy_only=False), minlength=n_rows).astype(
             np.int64
@@ -102,10 +102,10 @@ def _add_count(
 ) -> tuple[pa.Table, np.ndarray]:
     """Add ``values`` to the column's existing counts; null where not ``present``
     (default: where the total is 0)."""
-    old = A.optional(table, name, pa.int64())
+    old = _arrow.optional(table, name, pa.int64())
     total = values + np.asarray(pc.fill_null(old, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
     keep = total > 0 if present is None else present
-    return A.set_column(table, name, pa.array(total, pa.int64(), mask=~keep)), total
+    return _arrow.set_column(table, name, pa.array(total, pa.int64(), mask=~keep)), total
 
 
 def truncate_tool_output(max_chars: int) -> TruncateToolOutput:

@@ -20,8 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from whileai_datasets._typing import Batch
-from whileai_datasets.transforms import _arrow as A
-from whileai_datasets.transforms import _json as J
+from whileai_datasets.transforms import _arrow, _json
 
 UNROLL_TYPE = pa.struct([("turn", pa.int64()), ("turns", pa.int64())])
 _EMPTY_OBJECT = r"^\s*\{\s*\}\s*$"
@@ -38,13 +37,13 @@ def prompt_sha1(prompts: pa.Array) -> pa.Array:
 
 def unrolled_from(table: pa.Table) -> pa.Array:
     """The JSON text of each row's ``lineage.unrolled_from``."""
-    sha = prompt_sha1(A.optional(table, "prompt", pa.string()))
-    index = A.optional(table, "rollout_index", pa.int64())
-    index_text = pc.fill_null(J.encode(index), "null")
-    scenario = A.optional(table, "scenario_id", pa.string())
+    sha = prompt_sha1(_arrow.optional(table, "prompt", pa.string()))
+    index = _arrow.optional(table, "rollout_index", pa.int64())
+    index_text = pc.fill_null(_json.encode(index), "null")
+    scenario = _arrow.optional(table, "scenario_id", pa.string())
     has_scenario = pc.fill_null(pc.not_equal(scenario, ""), False)
     scenario_part = pc.if_else(
-        has_scenario, pc.binary_join_element_wise(', "scenario_id": ', J.quote(scenario), ""), ""
+        has_scenario, pc.binary_join_element_wise(', "scenario_id": ', _json.quote(scenario), ""), ""
     )
     return pc.binary_join_element_wise(
         '{"prompt_sha1": "', sha, '", "rollout_index": ', index_text, scenario_part, "}", ""
@@ -66,7 +65,7 @@ def merge_lineage(lineage: pa.Array, source: pa.Array) -> pa.Array:
     body = pc.utf8_slice_codeunits(text, 0, -1)
     merged = pc.binary_join_element_wise(body, ', "unrolled_from": ', source, "}", "")
     out = pc.if_else(empty, fresh, pc.if_else(plain, merged, pa.scalar(None, pa.string())))
-    odd = np.flatnonzero(~A.to_numpy_bool(pc.or_(empty, plain)))
+    odd = np.flatnonzero(~_arrow.to_numpy_bool(pc.or_(empty, plain)))
     if len(odd):
         texts = text.take(pa.array(odd)).to_pylist()
         sources = source.take(pa.array(odd)).to_pylist()
@@ -85,21 +84,21 @@ def unroll_table(table: pa.Table, column: str = "messages", *, source: pa.Array 
     """``table`` unrolled; see the module docstring. ``source`` is each row's
     ``unrolled_from`` JSON when the table no longer has the columns it comes
     from (``unrolled_from(canonical_table)``)."""
-    lists = A.message_column(table, column)
+    lists = _arrow.message_column(table, column)
     n_rows = len(lists)
-    lens = A.lengths(lists)
-    row_start = A.offsets_of(lens)
-    messages = A.flat(lists)
-    assistant = A.to_numpy_bool(pc.equal(pc.struct_field(messages, "role"), "assistant"))
+    lens = _arrow.lengths(lists)
+    row_start = _arrow.offsets_of(lens)
+    messages = _arrow.flat(lists)
+    assistant = _arrow.to_numpy_bool(pc.equal(pc.struct_field(messages, "role"), "assistant"))
     turn_index = np.flatnonzero(assistant)
-    turn_row = A.parents(lists)[turn_index]
+    turn_row = _arrow.parents(lists)[turn_index]
     turns = np.bincount(turn_row, minlength=n_rows).astype(np.int64)
     per_row = np.maximum(turns, 1)
-    sample_start = A.offsets_of(per_row)
+    sample_start = _arrow.offsets_of(per_row)
     n_samples = int(sample_start[-1])
     sample_row = np.repeat(np.arange(n_rows, dtype=np.int64), per_row)
 
-    rank = np.arange(len(turn_index), dtype=np.int64) - A.offsets_of(turns)[turn_row]
+    rank = np.arange(len(turn_index), dtype=np.int64) - _arrow.offsets_of(turns)[turn_row]
     slot = sample_start[turn_row] + rank
     is_turn = np.zeros(n_samples, dtype=bool)
     is_turn[slot] = True
@@ -108,13 +107,13 @@ def unroll_table(table: pa.Table, column: str = "messages", *, source: pa.Array 
     turn = np.zeros(n_samples, dtype=np.int64)
     turn[slot] = rank + 1
 
-    size_offsets = A.offsets_of(size)
+    size_offsets = _arrow.offsets_of(size)
     take = np.repeat(row_start[sample_row] - size_offsets[:-1], size) + np.arange(int(size_offsets[-1]), dtype=np.int64)
     null_rows = lists.is_null().take(pa.array(sample_row)) if lists.null_count else None
-    new_lists = A.build_list(size_offsets, messages.take(pa.array(take)), mask=null_rows)
+    new_lists = _arrow.build_list(size_offsets, messages.take(pa.array(take)), mask=null_rows)
     mask = np.zeros(len(take), dtype=np.int8)
     mask[size_offsets[1:][is_turn] - 1] = 1
-    new_mask = A.build_list(size_offsets, pa.array(mask, pa.int8()), mask=null_rows)
+    new_mask = _arrow.build_list(size_offsets, pa.array(mask, pa.int8()), mask=null_rows)
 
     unroll = pa.StructArray.from_arrays(
         [pa.array(turn, pa.int64()), pa.array(turns[sample_row], pa.int64())],
@@ -122,15 +121,15 @@ def unroll_table(table: pa.Table, column: str = "messages", *, source: pa.Array 
         mask=pa.array(~is_turn),
     )
     out = table.take(pa.array(sample_row))
-    out = A.set_column(out, column, new_lists)
-    out = A.set_column(out, "loss_mask", new_mask)
-    out = A.set_column(out, "unroll", unroll)
+    out = _arrow.set_column(out, column, new_lists)
+    out = _arrow.set_column(out, "loss_mask", new_mask)
+    out = _arrow.set_column(out, "unroll", unroll)
     if turns.any():
-        lineage = A.optional(table, "lineage", pa.json_())
+        lineage = _arrow.optional(table, "lineage", pa.json_())
         origin = unrolled_from(table) if source is None else source
         merged = merge_lineage(lineage, origin).take(pa.array(sample_row))
-        kept = A.optional(out, "lineage", pa.json_())
-        out = A.set_column(out, "lineage", _pick(pa.array(is_turn), merged, kept))
+        kept = _arrow.optional(out, "lineage", pa.json_())
+        out = _arrow.set_column(out, "lineage", _pick(pa.array(is_turn), merged, kept))
     return out
 
 
@@ -162,9 +161,9 @@ class Unroll:
     column: str = "messages"
 
     def __call__(self, batch: Batch, indices: list[int] | None = None) -> Batch:
-        A.require_batched(batch, "unroll")
-        table = A.as_table(batch)
-        return A.like(batch, unroll_table(table, self.column))
+        _arrow.require_batched(batch, "unroll")
+        table = _arrow.as_table(batch)
+        return _arrow.like(batch, unroll_table(table, self.column))
 
 
 #: The ``Unroll()`` instance: ``ds.map(unroll, batched=True)``.

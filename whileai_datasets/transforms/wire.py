@@ -32,11 +32,8 @@ import pyarrow.compute as pc
 
 from whileai_datasets._typing import Batch
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.schema import CARRY_KEYS, PAIR_KEYS, SOURCE_KEYS
-from whileai_datasets.transforms import _arrow as A
-from whileai_datasets.transforms import _json as J
-from whileai_datasets.transforms import _types as T
-from whileai_datasets.transforms import pairs as P
+from whileai_datasets.rows.schema import CARRY_KEYS, PAIR_KEYS, SOURCE_KEYS
+from whileai_datasets.transforms import _arrow, _json, _types, pairs
 from whileai_datasets.transforms.groups import GROUP_COLUMNS
 
 SCHEMA_VERSION = "1"
@@ -74,38 +71,38 @@ def ordered(table: pa.Table, order: tuple[str, ...]) -> pa.Table:
 
 def openai_messages(lists: pa.Array) -> pa.Array:
     """Message lists with ``extra`` dropped (whileai writes no other keys)."""
-    messages = A.flat(lists)
+    messages = _arrow.flat(lists)
     if "extra" not in messages.type.names or pc.struct_field(messages, "extra").null_count == len(messages):
         return lists
-    return A.relist(lists, A.replace_fields(messages, extra=None))
+    return _arrow.relist(lists, _arrow.replace_fields(messages, extra=None))
 
 
 def trl_messages(lists: pa.Array) -> pa.Array:
     """Message lists with tool-call arguments as whileai's decoded values (``TrlMessage``)."""
-    messages = A.flat(lists)
+    messages = _arrow.flat(lists)
     if _is_trl(messages.type):
         return lists
     calls = pc.struct_field(messages, "tool_calls")
-    flat_calls = A.flat(calls)
+    flat_calls = _arrow.flat(calls)
     function = pc.struct_field(flat_calls, "function")
-    _, _, arguments = J.arguments_info(pc.struct_field(function, "arguments"))
+    _, _, arguments = _json.arguments_info(pc.struct_field(function, "arguments"))
     new_function = pa.StructArray.from_arrays(
-        [pc.struct_field(function, "name"), arguments], fields=list(T.TRL_FUNCTION_TYPE), mask=_nulls(function)
+        [pc.struct_field(function, "name"), arguments], fields=list(_types.TRL_FUNCTION_TYPE), mask=_nulls(function)
     )
     new_call = pa.StructArray.from_arrays(
         [pc.struct_field(flat_calls, "id"), pc.struct_field(flat_calls, "type"), new_function],
-        fields=list(T.TRL_TOOL_CALL_TYPE),
+        fields=list(_types.TRL_TOOL_CALL_TYPE),
         mask=_nulls(flat_calls),
     )
     children = [
         pc.struct_field(messages, "role"),
         pc.struct_field(messages, "content"),
-        A.relist(calls, new_call),
+        _arrow.relist(calls, new_call),
         pc.struct_field(messages, "name"),
         pc.struct_field(messages, "tool_call_id"),
         pa.nulls(len(messages), pa.json_()),
     ]
-    return A.relist(lists, pa.StructArray.from_arrays(children, fields=list(T.TRL_MESSAGE_TYPE), mask=_nulls(messages)))
+    return _arrow.relist(lists, pa.StructArray.from_arrays(children, fields=list(_types.TRL_MESSAGE_TYPE), mask=_nulls(messages)))
 
 
 def _is_trl(message_type: pa.DataType) -> bool:
@@ -119,10 +116,10 @@ def _is_trl(message_type: pa.DataType) -> bool:
 def fireworks_messages(lists: pa.Array, mask: pa.Array | None, *, keep_tool_call_id: bool = True) -> pa.Array:
     """Message lists as Fireworks reads them: no ``name``, ``weight`` on
     assistant turns (from the loss mask), ``tool_call_id`` unless told not to."""
-    messages = A.flat(lists)
+    messages = _arrow.flat(lists)
     extra: pa.Array | None = None
     if mask is not None:
-        weights = A.flat(mask)
+        weights = _arrow.flat(mask)
         if len(weights) != len(messages):
             raise SchemaError(
                 "loss_mask and messages have different lengths",
@@ -135,7 +132,7 @@ def fireworks_messages(lists: pa.Array, mask: pa.Array | None, *, keep_tool_call
     fields: dict[str, Any] = {"name": None, "extra": extra}
     if not keep_tool_call_id:
         fields["tool_call_id"] = None
-    return A.relist(lists, A.replace_fields(messages, **fields))
+    return _arrow.relist(lists, _arrow.replace_fields(messages, **fields))
 
 
 def _nulls(array: pa.Array) -> pa.Array | None:
@@ -147,19 +144,19 @@ def _nulls(array: pa.Array) -> pa.Array | None:
 
 def openai_table(table: pa.Table) -> pa.Table:
     """Training rows in whileai's OpenAI wire shape."""
-    lists = A.message_column(table, "messages")
-    out = A.set_column(A.drop(table, *SOURCE_KEYS), "messages", openai_messages(lists))
-    out = A.set_column(out, "schema_version", pa.array([SCHEMA_VERSION] * out.num_rows, pa.string()))
+    lists = _arrow.message_column(table, "messages")
+    out = _arrow.set_column(_arrow.drop(table, *SOURCE_KEYS), "messages", openai_messages(lists))
+    out = _arrow.set_column(out, "schema_version", pa.array([SCHEMA_VERSION] * out.num_rows, pa.string()))
     return ordered(out, TRAINING_ORDER)
 
 
 def trl_training_table(table: pa.Table) -> pa.Table:
     """Training rows as TRL conversational SFT rows (``to_trl(kind="training")``)."""
     out = openai_table(table)
-    out = A.set_column(out, "messages", trl_messages(A.column(out, "messages")))
+    out = _arrow.set_column(out, "messages", trl_messages(_arrow.column(out, "messages")))
     if "prompt_text" in out.column_names and "prompt" not in out.column_names:
-        return ordered(A.drop(out, "loss_mask"), TRAINING_ORDER)  # already TRL rows
-    prompt = A.optional(out, "prompt", pa.string())
+        return ordered(_arrow.drop(out, "loss_mask"), TRAINING_ORDER)  # already TRL rows
+    prompt = _arrow.optional(out, "prompt", pa.string())
     if isinstance(prompt.type, pa.JsonType) or not pa.types.is_string(prompt.type):
         raise SchemaError(
             f"expected the ask as a string column, got {prompt.type}",
@@ -167,7 +164,7 @@ def trl_training_table(table: pa.Table) -> pa.Table:
             hint="to_trl takes training rows (whileai/export default config), before any other wire shape.",
         )
     text = pc.if_else(pc.fill_null(pc.not_equal(prompt, ""), False), prompt, pa.scalar(None, pa.string()))
-    out = A.set_column(A.drop(out, "prompt", "loss_mask"), "prompt_text", text)
+    out = _arrow.set_column(_arrow.drop(out, "prompt", "loss_mask"), "prompt_text", text)
     return ordered(out, TRAINING_ORDER)
 
 
@@ -175,38 +172,38 @@ def trl_completion_table(table: pa.Table) -> pa.Table:
     """Training rows as TRL prompt/completion rows split at the last assistant
     turn; rows with no such split are dropped (``to_trl(kind="completion")``)."""
     out = trl_training_table(table)
-    lists = A.column(out, "messages")
-    messages = A.flat(lists)
-    lens = A.lengths(lists)
-    starts = A.offsets_of(lens)
-    assistant = A.to_numpy_bool(pc.equal(pc.struct_field(messages, "role"), "assistant"))
-    last = A.first_true_per_row(assistant, A.parents(lists), len(lists), last=True)
+    lists = _arrow.column(out, "messages")
+    messages = _arrow.flat(lists)
+    lens = _arrow.lengths(lists)
+    starts = _arrow.offsets_of(lens)
+    assistant = _arrow.to_numpy_bool(pc.equal(pc.struct_field(messages, "role"), "assistant"))
+    last = _arrow.first_true_per_row(assistant, _arrow.parents(lists), len(lists), last=True)
     split = np.where(last >= 0, last - starts[:-1], -1)
     keep = np.flatnonzero(split >= 1)
-    out = A.drop(out, "messages").take(pa.array(keep))
+    out = _arrow.drop(out, "messages").take(pa.array(keep))
     head = split[keep]
     begin = starts[:-1][keep]
     size = lens[keep]
     prompt = _slices(messages, begin, head)
     completion = _slices(messages, begin + head, size - head)
-    out = A.set_column(A.set_column(out, "prompt", prompt), "completion", completion)
+    out = _arrow.set_column(_arrow.set_column(out, "prompt", prompt), "completion", completion)
     return ordered(out, TRAINING_ORDER)
 
 
 def _slices(values: pa.Array, begin: np.ndarray, size: np.ndarray) -> pa.ListArray:
     """A list per row: ``values[begin : begin + size]``."""
-    offsets = A.offsets_of(size)
+    offsets = _arrow.offsets_of(size)
     take = np.repeat(begin - offsets[:-1], size) + np.arange(int(offsets[-1]), dtype=np.int64)
-    return A.build_list(offsets, values.take(pa.array(take)))
+    return _arrow.build_list(offsets, values.take(pa.array(take)))
 
 
 def fireworks_table(table: pa.Table) -> pa.Table:
     """Training rows as Fireworks SFT rows: ``messages`` and ``tools``."""
-    lists = openai_messages(A.message_column(table, "messages"))
-    mask = A.column(table, "loss_mask") if "loss_mask" in table.column_names else None
+    lists = openai_messages(_arrow.message_column(table, "messages"))
+    mask = _arrow.column(table, "loss_mask") if "loss_mask" in table.column_names else None
     columns = {"messages": fireworks_messages(lists, mask)}
     if "tools" in table.column_names:
-        columns["tools"] = _truthy_json(A.column(table, "tools"))
+        columns["tools"] = _truthy_json(_arrow.column(table, "tools"))
     return pa.table(columns)
 
 
@@ -233,35 +230,35 @@ def openai_preference_table(table: pa.Table) -> pa.Table:
     ``export_preference`` OpenAI shape."""
     out = table
     for side in ("chosen", "rejected"):
-        out = A.set_column(out, side, openai_messages(A.message_column(table, side)))
-    out = A.set_column(out, "schema_version", pa.array([SCHEMA_VERSION] * out.num_rows, pa.string()))
+        out = _arrow.set_column(out, side, openai_messages(_arrow.message_column(table, side)))
+    out = _arrow.set_column(out, "schema_version", pa.array([SCHEMA_VERSION] * out.num_rows, pa.string()))
     return ordered(out, PREFERENCE_ORDER)
 
 
 def trl_preference_table(table: pa.Table) -> tuple[pa.Table, int, int]:
     """OpenAI preference rows as TRL one-turn DPO rows: ``(rows, dropped, cut)``."""
-    chosen = trl_messages(openai_messages(A.message_column(table, "chosen")))
-    rejected = trl_messages(openai_messages(A.message_column(table, "rejected")))
-    split = P.first_difference(chosen, rejected, decoded_arguments=True)
+    chosen = trl_messages(openai_messages(_arrow.message_column(table, "chosen")))
+    rejected = trl_messages(openai_messages(_arrow.message_column(table, "rejected")))
+    split = pairs.first_difference(chosen, rejected, decoded_arguments=True)
     out = table.take(pa.array(split.keep))
-    out = A.set_column(out, "prompt", split.prefix(chosen))
-    out = A.set_column(out, "chosen", split.turn(chosen, "chosen"))
-    out = A.set_column(out, "rejected", split.turn(rejected, "rejected"))
+    out = _arrow.set_column(out, "prompt", split.prefix(chosen))
+    out = _arrow.set_column(out, "chosen", split.turn(chosen, "chosen"))
+    out = _arrow.set_column(out, "rejected", split.turn(rejected, "rejected"))
     if "schema_version" not in out.column_names:
-        out = A.set_column(out, "schema_version", pa.array([SCHEMA_VERSION] * out.num_rows, pa.string()))
+        out = _arrow.set_column(out, "schema_version", pa.array([SCHEMA_VERSION] * out.num_rows, pa.string()))
     return ordered(out, PREFERENCE_ORDER), split.dropped, split.cut
 
 
 def fireworks_preference_table(table: pa.Table) -> tuple[pa.Table, int, int]:
     """OpenAI preference rows as Fireworks one-turn DPO rows: ``(rows, dropped, cut)``."""
-    chosen = fireworks_messages(openai_messages(A.message_column(table, "chosen")), None, keep_tool_call_id=False)
-    rejected = fireworks_messages(openai_messages(A.message_column(table, "rejected")), None, keep_tool_call_id=False)
-    split = P.first_difference(chosen, rejected, decoded_arguments=False)
-    tools = A.optional(table, "tools", pa.json_()).take(pa.array(split.keep))
+    chosen = fireworks_messages(openai_messages(_arrow.message_column(table, "chosen")), None, keep_tool_call_id=False)
+    rejected = fireworks_messages(openai_messages(_arrow.message_column(table, "rejected")), None, keep_tool_call_id=False)
+    split = pairs.first_difference(chosen, rejected, decoded_arguments=False)
+    tools = _arrow.optional(table, "tools", pa.json_()).take(pa.array(split.keep))
     tools_text = tools.storage if isinstance(tools, pa.ExtensionArray) else tools
     tools_text = pc.fill_null(tools_text, "[]").cast(pa.json_())
     prefix = split.prefix(chosen)
-    inputs = pa.StructArray.from_arrays([prefix, tools_text], fields=list(T.FIREWORKS_INPUT_TYPE))
+    inputs = pa.StructArray.from_arrays([prefix, tools_text], fields=list(_types.FIREWORKS_INPUT_TYPE))
     out = pa.table(
         {
             "input": inputs,
@@ -293,9 +290,9 @@ class ToOpenAI:
     """
 
     def __call__(self, batch: Batch, indices: list[int] | None = None) -> Batch:
-        table = A.as_table(batch)
+        table = _arrow.as_table(batch)
         out = openai_preference_table(table) if _is_preference(table) else openai_table(table)
-        return A.like(batch, out, reshaped=True)
+        return _arrow.like(batch, out, reshaped=True)
 
 
 @dataclass(frozen=True)
@@ -325,15 +322,15 @@ class ToTrl:
 
     def __call__(self, batch: Batch, indices: list[int] | None = None) -> Batch:
         if self.kind != "training":
-            A.require_batched(batch, f'to_trl("{self.kind}")')
-        table = A.as_table(batch)
+            _arrow.require_batched(batch, f'to_trl("{self.kind}")')
+        table = _arrow.as_table(batch)
         if self.kind == "training":
             out = trl_training_table(table)
         elif self.kind == "completion":
             out = trl_completion_table(table)
         else:
             out = trl_preference_table(table)[0]
-        return A.like(batch, out, reshaped=True)
+        return _arrow.like(batch, out, reshaped=True)
 
 
 @dataclass(frozen=True)
@@ -348,9 +345,9 @@ class ToFireworks:
     def __call__(self, batch: Batch, indices: list[int] | None = None) -> Batch:
         names = batch.column_names if isinstance(batch, pa.Table) else list(batch.keys())
         if "chosen" in names and "rejected" in names and "messages" not in names:
-            A.require_batched(batch, "to_fireworks")
-            return A.like(batch, fireworks_preference_table(A.as_table(batch))[0], reshaped=True)
-        return A.like(batch, fireworks_table(A.as_table(batch)), reshaped=True)
+            _arrow.require_batched(batch, "to_fireworks")
+            return _arrow.like(batch, fireworks_preference_table(_arrow.as_table(batch))[0], reshaped=True)
+        return _arrow.like(batch, fireworks_table(_arrow.as_table(batch)), reshaped=True)
 
 
 def to_trl(kind: str = "training") -> ToTrl:

@@ -1,31 +1,4 @@
-"""The same transforms on Ray Data: past one machine without a new pipeline.
-
-Every transform here is Arrow table in, Arrow table out, so it runs unchanged
-inside ``ray.data.Dataset.map_batches(fn, batch_format="pyarrow")``. This
-module adds what Ray needs around them:
-
-* ``read_whileai``: whileai files (JSONL, plain or compressed, and Parquet;
-  any row shape) as a Ray dataset of canonical rows. Files are split into
-  byte ranges read in parallel and normalized by the builder's own
-  ``Normalizer`` in ``map_batches`` (``pyarrow.json`` fails on real rows).
-* ``stamp_groups``: the GRPO group fields with Ray's ``groupby``.
-* ``export_training``: ``whileai_datasets.export_dataset`` on Ray: the same
-  options, the same rows (as Parquet or JSONL part files in a directory,
-  written by Ray's write tasks) and the same report.
-
-A pipeline of your own::
-
-    import ray
-    from whileai_datasets import ray_engine, transforms as wai_transforms
-
-    ds = ray_engine.read_whileai("/mnt/rollouts/*.jsonl", system_prompt=SYSTEM, row_key=True)
-    ds = ds.map_batches(wai_transforms.strip_think, batch_format="pyarrow")
-    ds = ray_engine.stamp_groups(ds)  # Ray's groupby; needs the row key
-    ds = ds.map_batches(wai_transforms.to_trl("training"), batch_format="pyarrow")
-    ds.drop_columns(["source_file", "source_offset"]).write_parquet("/mnt/out/")
-
-Needs the ``ray`` extra (``pip install 'whileai-datasets[ray]'``).
-"""
+"""The Ray Data engine: reading, grouping and exporting (see the package docstring)."""
 
 from __future__ import annotations
 
@@ -40,17 +13,16 @@ import pyarrow as pa
 import ray
 import ray.data
 
-from whileai_datasets import _ray_output as RO
-from whileai_datasets import _ray_report as RR
-from whileai_datasets import _ray_source as RS
-from whileai_datasets._ray_groups import GroupLookup, group_table, stamp_groups
 from whileai_datasets._typing import MASK_MODES
-from whileai_datasets.canonical import Options
 from whileai_datasets.errors import ExportFormatError, WhileaiError
-from whileai_datasets.normalize import RowContext
-from whileai_datasets.transforms import _arrow as A
-from whileai_datasets.transforms import _pipeline as P
-from whileai_datasets.transforms import _reports as R
+from whileai_datasets.export import pipeline, reports
+from whileai_datasets.ray_engine import output as ray_output
+from whileai_datasets.ray_engine import report as ray_report
+from whileai_datasets.ray_engine import source as ray_source
+from whileai_datasets.ray_engine.groups import GroupLookup, group_table, stamp_groups
+from whileai_datasets.rows.canonical import Options
+from whileai_datasets.rows.normalize import RowContext
+from whileai_datasets.transforms import _arrow
 
 #: The public row key: the file a row came from and its position in it.
 SOURCE_FILE = "source_file"
@@ -74,8 +46,8 @@ def read_whileai(
     mask_mode: str = "assistant",
     keep_message_keys: bool = False,
     row_key: bool = False,
-    range_bytes: int = RS.RANGE_BYTES,
-    block_bytes: int = RS.BLOCK_BYTES,
+    range_bytes: int = ray_source.RANGE_BYTES,
+    block_bytes: int = ray_source.BLOCK_BYTES,
 ) -> Any:
     """whileai rows of any shape as a Ray dataset in the canonical schema.
 
@@ -117,7 +89,7 @@ def read_whileai(
             location="read_whileai(mask_mode=...)",
             hint="Pick one of those.",
         )
-    paths = RS.expand_paths(source)
+    paths = ray_source.expand_paths(source)
     options = Options(
         system_prompt=str(system_prompt or ""),
         tools=_load_tools(tools),
@@ -132,8 +104,8 @@ def _canonical(
     paths: Sequence[str], config: str, options: Options, report: Any, range_bytes: int, block_bytes: int
 ) -> Any:
     """Canonical rows with the private row key and raw-row columns."""
-    files = RS.WhileaiFiles(paths, range_bytes=range_bytes, block_bytes=block_bytes)
-    normalize = RS.Normalize(tuple(paths), config, options, report)
+    files = ray_source.WhileaiFiles(paths, range_bytes=range_bytes, block_bytes=block_bytes)
+    normalize = ray_source.Normalize(tuple(paths), config, options, report)
     # one block stream per read task: Ray would otherwise cut the blocks to reach its default task count
     blocks = ray.data.read_datasource(files, override_num_blocks=files.n_tasks())
     return blocks.map_batches(normalize, batch_format="pyarrow", batch_size=None)
@@ -149,8 +121,8 @@ class PublicKey:
     def __call__(self, table: pa.Table) -> pa.Table:
         if not table.num_rows:  # Ray hands on empty blocks without their columns
             return table
-        key = (A.column(table, RS.FILE), A.column(table, RS.POS))
-        table = A.drop(table, *RS.PRIVATE)
+        key = (_arrow.column(table, ray_source.FILE), _arrow.column(table, ray_source.POS))
+        table = _arrow.drop(table, *ray_source.PRIVATE)
         if not self.keep:
             return table
         names = pa.array(self.paths, pa.string()).take(key[0])
@@ -173,8 +145,8 @@ def export_training(
     max_tool_output_chars: int | None = None,
     format: str = "openai",
     row_key: bool = False,
-    range_bytes: int = RS.RANGE_BYTES,
-    block_bytes: int = RS.BLOCK_BYTES,
+    range_bytes: int = ray_source.RANGE_BYTES,
+    block_bytes: int = ray_source.BLOCK_BYTES,
 ) -> dict[str, Any]:
     """``whileai_datasets.export_dataset`` on Ray Data: same options, rows and report.
 
@@ -204,11 +176,11 @@ def export_training(
         ExportFormatError: as ``export_dataset`` (bad rows, a refused gate),
             or ``output`` is a file or a directory holding other files.
     """
-    from whileai_datasets import export as E
+    from whileai_datasets.export import exporters
 
-    E._check_options(format, mask_mode)
-    paths = RS.expand_paths(source)
-    dest = RO.destination(os.fspath(output))
+    exporters._check_options(format, mask_mode)
+    paths = ray_source.expand_paths(source)
+    dest = ray_output.destination(os.fspath(output))
     tools_json = json.dumps(list(tools), ensure_ascii=False) if tools else None
     options: dict[str, Any] = {
         "system_prompt": system_prompt,
@@ -222,16 +194,16 @@ def export_training(
     }
     staging = dest + ".tmp"
     shutil.rmtree(staging, ignore_errors=True)
-    collector = RR.Collector.remote()  # type: ignore[attr-defined]
+    collector = ray_report.Collector.remote()  # type: ignore[attr-defined]
     try:
-        with RO.ordered(), RR.surfaced(collector):
-            reporter = RR.Reporter(collector)
+        with ray_output.ordered(), ray_report.surfaced(collector):
+            reporter = ray_report.Reporter(collector)
             rows = _rows(paths, options, tools_json, row_key, reporter, (range_bytes, block_bytes))
-            rows.write_datasink(RO.Parts(staging, ".jsonl" if dest.lower().endswith(".jsonl") else ".parquet"))
+            rows.write_datasink(ray_output.Parts(staging, ".jsonl" if dest.lower().endswith(".jsonl") else ".parquet"))
         parts = ray.get(collector.parts.remote())
-        report = RR.report(parts, options)
-        E._gate(report, validate)
-        RO.commit(staging, dest)
+        report = ray_report.report(parts, options)
+        exporters._gate(report, validate)
+        ray_output.commit(staging, dest)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         ray.kill(collector)
@@ -245,7 +217,7 @@ def _rows(
     options: dict[str, Any],
     tools_json: str | None,
     row_key: bool,
-    reporter: RR.Reporter,
+    reporter: ray_report.Reporter,
     sizes: tuple[int, int],
 ) -> Any:
     """The written rows as a lazy Ray dataset (groups computed first when they apply)."""
@@ -254,7 +226,7 @@ def _rows(
     groups = None
     if not options["unroll"]:  # whileai never stamps unrolled samples
         canonical = canonical.materialize()
-        table = group_table(canonical, order_by=(RS.FILE, RS.POS), n_rows=canonical.count())
+        table = group_table(canonical, order_by=(ray_source.FILE, ray_source.POS), n_rows=canonical.count())
         groups = ray.put(table) if table is not None else None
     batches = TrainingBatches(options, tools_json, groups, reporter, tuple(paths), row_key)
     # whole blocks: the read, the transforms and the write then run fused, a read task's rows at a time
@@ -284,25 +256,25 @@ class TrainingBatches:
     def _run(self, table: pa.Table) -> pa.Table:
         if not table.num_rows:  # Ray hands on empty blocks without their columns
             return table
-        raw = RR.raw_counts(table)
-        canonical = A.drop(table, RS.LEAK, RS.HAS_SCENARIO)
+        raw = ray_report.raw_counts(table)
+        canonical = _arrow.drop(table, ray_source.LEAK, ray_source.HAS_SCENARIO)
         groups = GroupLookup(self.groups).columns(canonical) if self.groups is not None else None
-        rows, written, before = P.training_chunk(canonical, 0, groups, self.tools_json, self.options, memoize=False)
+        rows, written, before = pipeline.training_chunk(canonical, 0, groups, self.tools_json, self.options, memoize=False)
         if before < 0:
             raise self._no_messages(rows, -1 - before)
-        stats = R.TrainingStats(self.options)
+        stats = reports.TrainingStats(self.options)
         stats.add(rows, before)
-        self.reporter.add(RR.first_last(table), {"raw": raw, "stats": stats})
+        self.reporter.add(ray_report.first_last(table), {"raw": raw, "stats": stats})
         if self.options["format"] == "fireworks":  # Fireworks rows keep two columns; put the key back
-            written = written.append_column(RS.FILE, rows.column(RS.FILE)).append_column(RS.POS, rows.column(RS.POS))
+            written = written.append_column(ray_source.FILE, rows.column(ray_source.FILE)).append_column(ray_source.POS, rows.column(ray_source.POS))
         return PublicKey(self.paths, self.row_key)(_plain(written))
 
     def _no_messages(self, rows: pa.Table, index: int) -> ExportFormatError:
-        file = int(A.column(rows, RS.FILE)[index].as_py())
-        pos = int(A.column(rows, RS.POS)[index].as_py())
+        file = int(_arrow.column(rows, ray_source.FILE)[index].as_py())
+        pos = int(_arrow.column(rows, ray_source.POS)[index].as_py())
         path = self.paths[file]
         name = os.path.basename(path)
-        ctx = RowContext(name, None, pos) if RS._is_parquet(path) else RowContext(name, *RS.locate(path, pos))
+        ctx = RowContext(name, None, pos) if ray_source._is_parquet(path) else RowContext(name, *ray_source.locate(path, pos))
         return ExportFormatError(
             "schema_invalid in training_rows: messages_missing",
             location=ctx.at(),
@@ -316,5 +288,5 @@ def _plain(table: pa.Table) -> pa.Table:
     one back (Ray ships block schemas between processes that way)."""
     for i, name in enumerate(table.column_names):
         if pa.types.is_dictionary(table.schema.field(i).type):
-            table = table.set_column(i, name, A.decoded(A.column(table, name)))
+            table = table.set_column(i, name, _arrow.decoded(_arrow.column(table, name)))
     return table

@@ -99,7 +99,7 @@ class Message:
 
     Example:
         >>> from datasets import Dataset, Features, List
-        >>> from whileai_datasets.features import Message
+        >>> from whileai_datasets.rows.features import Message
         >>> ds = Dataset.from_dict(
         ...     {"messages": [[{"role": "user", "content": "hi"}]]},
         ...     features=Features({"messages": List(Message())}),

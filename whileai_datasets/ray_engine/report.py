@@ -24,33 +24,32 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import ray
 
-from whileai_datasets import _ray_source as RS
 from whileai_datasets.errors import WhileaiError
-from whileai_datasets.transforms import _arrow as A
-from whileai_datasets.transforms import _reports as R
-from whileai_datasets.transforms import gates as G
+from whileai_datasets.export import reports
+from whileai_datasets.ray_engine import source
+from whileai_datasets.transforms import _arrow, gates
 
 
 def first_last(table: pa.Table) -> tuple[tuple[int, int], tuple[int, int]]:
     """The row keys of a block's first and last rows: where it sits in file order."""
-    files = A.column(table, RS.FILE)
-    positions = A.column(table, RS.POS)
+    files = _arrow.column(table, source.FILE)
+    positions = _arrow.column(table, source.POS)
     return (files[0].as_py(), positions[0].as_py()), (files[-1].as_py(), positions[-1].as_py())
 
 
 def raw_counts(table: pa.Table) -> dict[str, Any]:
     """What the report needs from the source rows of one block."""
-    leak = A.column(table, RS.LEAK)
+    leak = _arrow.column(table, source.LEAK)
     checked = leak.drop_null().to_pylist()
     leaked = [json.loads(text) for text in checked if text != "{}"]
-    finish = A.optional(table, "finish_reason", pa.string())
+    finish = _arrow.optional(table, "finish_reason", pa.string())
     return {
         "n_raw": table.num_rows,
         "n_cut": int(pc.sum(pc.equal(finish, "length")).as_py() or 0),
         "n_checked": len(checked),
         "n_leaked": len(leaked),
         "leaked": leaked[:20],
-        "exported": bool(pc.any(A.column(table, RS.HAS_SCENARIO)).as_py()),
+        "exported": bool(pc.any(_arrow.column(table, source.HAS_SCENARIO)).as_py()),
     }
 
 
@@ -63,8 +62,8 @@ def report(parts: list[tuple[Any, Any, dict[str, Any]]], options: dict[str, Any]
                 "blocks of the Ray export overlap in file order, so row indices in the report would be wrong; "
                 "this is a bug in whileai_datasets.ray_engine"
             )
-    stats = R.TrainingStats(options)
-    scan = G.LeakScan()
+    stats = reports.TrainingStats(options)
+    scan = gates.LeakScan()
     n_cut = 0
     leaked: list[Any] = []
     n_leaked = 0
@@ -84,14 +83,14 @@ def report(parts: list[tuple[Any, Any, dict[str, Any]]], options: dict[str, Any]
     return stats.report(scan.report(), keys, scan.n_rows)
 
 
-def merge_stats(total: R.TrainingStats, part: R.TrainingStats) -> None:
+def merge_stats(total: reports.TrainingStats, part: reports.TrainingStats) -> None:
     """Add one block's ``TrainingStats`` to the running total (the block's rows
     come after every row counted so far)."""
     offset = total.n
     for name, value in vars(part).items():
         if name == "options":
             continue
-        if isinstance(value, G.Roundtrip):
+        if isinstance(value, gates.Roundtrip):
             gate = total.roundtrip
             gate.checked += value.checked
             gate.invalid += value.invalid

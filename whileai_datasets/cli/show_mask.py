@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.token_masks import Tokenize, spans_to_token_mask, supervised_spans, template_messages
+from whileai_datasets.transforms.token_masks import Tokenize, spans_to_token_mask, supervised_spans, template_messages
 
 GREEN, DIM, RESET = "\x1b[30;42m", "\x1b[2m", "\x1b[0m"
 
@@ -59,7 +59,7 @@ class MaskView:
 def mask_view(transform: Tokenize, row: dict[str, Any]) -> MaskView:
     """The runs of supervised and unsupervised text of one canonical row."""
     chat = transform.chat.render(template_messages(row["messages"]), tools=row.get("tools") or None)
-    from whileai_datasets.token_masks import _encode
+    from whileai_datasets.transforms.token_masks import _encode
 
     (ids, offsets), = _encode(transform.tokenizer, [chat.text])
     mask = spans_to_token_mask(offsets, supervised_spans(chat, row["loss_mask"]))

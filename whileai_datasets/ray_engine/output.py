@@ -19,7 +19,7 @@ import ray.data
 from ray.data.datasource import Datasink
 
 from whileai_datasets.errors import ExportFormatError
-from whileai_datasets.transforms import _writer as W
+from whileai_datasets.export import writer as export_writer
 
 
 @contextlib.contextmanager
@@ -54,7 +54,7 @@ class Parts(Datasink[int]):
                     continue
                 if writer is None:
                     path = os.path.join(self.folder, f"part-{ctx.task_idx:05d}{self.suffix}")
-                    writer = W.open_writer(path, W.TRAINING_NULLS)
+                    writer = export_writer.open_writer(path, export_writer.TRAINING_NULLS)
                 writer.write(block)
             if writer is not None:
                 writer.commit()

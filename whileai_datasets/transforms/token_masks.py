@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.features import message_from_storage
+from whileai_datasets.rows.features import message_from_storage
 
 
 class UnsupervisedRowsWarning(UserWarning):

@@ -12,15 +12,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from whileai_datasets.transforms import _arrow as A
-from whileai_datasets.transforms import _json as J
-from whileai_datasets.transforms import _writer as W
-from whileai_datasets.transforms import groups as GR
-from whileai_datasets.transforms import masks as M
-from whileai_datasets.transforms import think as TH
-from whileai_datasets.transforms import tool_output as TO
-from whileai_datasets.transforms import unrolling as U
-from whileai_datasets.transforms import wire as WR
+from whileai_datasets.export import writer
+from whileai_datasets.transforms import _arrow, _json, masks, think, tool_output, unrolling, wire
+from whileai_datasets.transforms import groups as grouping
 
 
 @contextlib.contextmanager
@@ -78,29 +72,29 @@ def training_chunk(
 ) -> tuple[pa.Table, pa.Table, int]:
     """One chunk of canonical rows -> (report rows, written rows, training rows
     before the TRL completion shape dropped any)."""
-    table = A.set_column(table, "tools", A.constant_column(tools, table.num_rows, pa.json_()))
+    table = _arrow.set_column(table, "tools", _arrow.constant_column(tools, table.num_rows, pa.json_()))
     if options["strip_think"]:
-        table = TH.strip_table(table)
+        table = think.strip_table(table)
     if options["max_tool_output_chars"] is not None:
-        table = TO.truncate_table(table, options["max_tool_output_chars"])
-    table = M.mask_table(table, options["mask_mode"])
+        table = tool_output.truncate_table(table, options["max_tool_output_chars"])
+    table = masks.mask_table(table, options["mask_mode"])
     if groups is not None:
-        for name in GR.GROUP_COLUMNS:
-            table = A.set_column(table, name, groups[name].slice(offset, table.num_rows))
+        for name in grouping.GROUP_COLUMNS:
+            table = _arrow.set_column(table, name, groups[name].slice(offset, table.num_rows))
     fmt = options["format"]
     if options["unroll"] and memoize and fmt != "fireworks":
         return _unrolled_jsonl_chunk(table, fmt)
     if options["unroll"]:
-        table = U.unroll_table(table)
-    empty = A.lengths(A.column(table, "messages")) == 0
+        table = unrolling.unroll_table(table)
+    empty = _arrow.lengths(_arrow.column(table, "messages")) == 0
     if empty.any():  # whileai's schema check; raised in order by the caller
         return table, table, -1 - int(np.argmax(empty))
     if fmt == "trl":
         final_only = options["unroll"] or options["mask_mode"] == "final"
-        rows = WR.trl_completion_table(table) if final_only else WR.trl_training_table(table)
+        rows = wire.trl_completion_table(table) if final_only else wire.trl_training_table(table)
         return rows, rows, table.num_rows
-    rows = WR.openai_table(table)
-    written = WR.fireworks_table(rows) if fmt == "fireworks" else rows
+    rows = wire.openai_table(table)
+    written = wire.fireworks_table(rows) if fmt == "fireworks" else rows
     return rows, written, table.num_rows
 
 
@@ -111,22 +105,22 @@ def _unrolled_jsonl_chunk(table: pa.Table, fmt: str) -> tuple[pa.Table, pa.Table
     once: the wire shape first (it is per row), then each message's JSON
     and the members unroll only repeats, then ``unroll``, which copies the
     rendered text into every sample instead of encoding it again per sample."""
-    source = U.unrolled_from(table)
-    shaped = WR.trl_training_table(table) if fmt == "trl" else WR.openai_table(table)
-    shaped = A.set_column(shaped, "messages", J.memoize_messages(A.column(shaped, "messages"), drop_content=True))
+    source = unrolling.unrolled_from(table)
+    shaped = wire.trl_training_table(table) if fmt == "trl" else wire.openai_table(table)
+    shaped = _arrow.set_column(shaped, "messages", _json.memoize_messages(_arrow.column(shaped, "messages"), drop_content=True))
     cover = [n for n in shaped.column_names if n not in _PER_SAMPLE]
-    members = J.render_members(shaped, cover, keep_null=W.TRAINING_NULLS)
-    shaped = A.set_column(shaped, J.MEMBERS_COLUMN, members)
-    shaped = shaped.replace_schema_metadata({J.MEMBERS_COVER: json.dumps(cover).encode()})
-    rows = U.unroll_table(shaped, source=source)
-    empty = A.lengths(A.column(rows, "messages")) == 0
+    members = _json.render_members(shaped, cover, keep_null=writer.TRAINING_NULLS)
+    shaped = _arrow.set_column(shaped, _json.MEMBERS_COLUMN, members)
+    shaped = shaped.replace_schema_metadata({_json.MEMBERS_COVER: json.dumps(cover).encode()})
+    rows = unrolling.unroll_table(shaped, source=source)
+    empty = _arrow.lengths(_arrow.column(rows, "messages")) == 0
     if empty.any():
         return rows, rows, -1 - int(np.argmax(empty))
     before = rows.num_rows
     if fmt == "trl":
-        rows = WR.trl_completion_table(rows)
+        rows = wire.trl_completion_table(rows)
     return rows, rows, before
 
 
 #: Columns ``unroll`` sets per sample (and ``tools``, spliced in as one constant).
-_PER_SAMPLE = frozenset(("messages", "loss_mask", "lineage", "unroll", "tools", J.MEMBERS_COLUMN))
+_PER_SAMPLE = frozenset(("messages", "loss_mask", "lineage", "unroll", "tools", _json.MEMBERS_COLUMN))

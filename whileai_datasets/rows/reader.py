@@ -24,10 +24,10 @@ from typing import IO, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from whileai_datasets.canonical import Normalizer
 from whileai_datasets.errors import ExportFormatError, WhileaiError
-from whileai_datasets.features import MESSAGE_TYPE, message_from_storage
-from whileai_datasets.normalize import RowContext
+from whileai_datasets.rows.canonical import Normalizer
+from whileai_datasets.rows.features import MESSAGE_TYPE, message_from_storage
+from whileai_datasets.rows.normalize import RowContext
 
 logger = logging.getLogger("whileai_datasets")
 

@@ -24,11 +24,11 @@ BUILDER_MODULE = "whileai_datasets.builders.whileai_export"
 #: Modules whose source decides what the builder writes.
 _HASHED_MODULES = (
     BUILDER_MODULE,
-    "whileai_datasets.canonical",
-    "whileai_datasets.normalize",
-    "whileai_datasets.reader",
-    "whileai_datasets.schema",
-    "whileai_datasets.features",
+    "whileai_datasets.rows.canonical",
+    "whileai_datasets.rows.normalize",
+    "whileai_datasets.rows.reader",
+    "whileai_datasets.rows.schema",
+    "whileai_datasets.rows.features",
 )
 SUPPORTED = (Version("5.2"), Version("6"))
 

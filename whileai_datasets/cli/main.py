@@ -7,13 +7,15 @@ import json
 import sys
 from collections.abc import Sequence
 
-from whileai_datasets import export_cli, hub_cli, show_mask
-from whileai_datasets.chat_template import cli as template_cli
+from whileai_datasets.cli import export as export_cli
+from whileai_datasets.cli import push as hub_cli
+from whileai_datasets.cli import show_mask
+from whileai_datasets.cli import template as template_cli
 from whileai_datasets.errors import WhileaiError
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from whileai_datasets.demo import render, run_demo
+    from whileai_datasets.cli.demo import render, run_demo
 
     summary = run_demo(args.out)
     print(json.dumps(summary, indent=2) if args.json else render(summary))

@@ -28,8 +28,7 @@ import pyarrow.compute as pc
 import ray
 
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.transforms import _arrow as A
-from whileai_datasets.transforms import groups as GR
+from whileai_datasets.transforms import _arrow, groups
 
 TASK = "_wai_task"
 BUCKET = "_wai_bucket"
@@ -41,7 +40,7 @@ _DIGEST = pa.binary(20)
 def task_digests(table: pa.Table) -> pa.Array:
     """sha1 of each row's task key (null for rows in no group), hashing each
     distinct key once."""
-    keys = GR.task_keys(A.optional(table, "scenario_id", pa.string()), A.optional(table, "prompt", pa.string()))
+    keys = groups.task_keys(_arrow.optional(table, "scenario_id", pa.string()), _arrow.optional(table, "prompt", pa.string()))
     encoded = pc.dictionary_encode(keys)
     if isinstance(encoded, pa.ChunkedArray):
         encoded = encoded.combine_chunks()
@@ -74,7 +73,7 @@ class TaskKeys:
             {
                 TASK: digests,
                 BUCKET: pa.array(bucket, pa.int64()),
-                "reward": pc.cast(A.optional(table, "reward", pa.float64()), pa.float64()),
+                "reward": pc.cast(_arrow.optional(table, "reward", pa.float64()), pa.float64()),
                 **{name: table.column(name) for name in self.order_by},
             }
         )
@@ -85,15 +84,15 @@ def group_stats(table: pa.Table, order_by: Sequence[str]) -> pa.Table:
     """One bucket's rows -> one row per task, with the local step's arithmetic
     (``map_groups`` calls it once per bucket)."""
     table = table.take(pc.sort_indices(table, sort_keys=[(n, "ascending") for n in order_by]))
-    encoded = pc.dictionary_encode(A.column(table, TASK))
+    encoded = pc.dictionary_encode(_arrow.column(table, TASK))
     index = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     n = len(encoded.dictionary)
     sizes = np.bincount(index, minlength=n)
-    rewards = np.asarray(pc.fill_null(A.column(table, "reward"), np.nan).to_numpy(zero_copy_only=False))
+    rewards = np.asarray(pc.fill_null(_arrow.column(table, "reward"), np.nan).to_numpy(zero_copy_only=False))
     numeric = ~np.isnan(rewards)
-    n0 = np.bincount(index[numeric & (rewards < GR.PASS_THRESHOLD)], minlength=n)
-    n1 = np.bincount(index[numeric & (rewards > GR.PASS_THRESHOLD)], minlength=n)
-    mean, std = GR._moments(index[numeric], rewards[numeric], n)
+    n0 = np.bincount(index[numeric & (rewards < groups.PASS_THRESHOLD)], minlength=n)
+    n1 = np.bincount(index[numeric & (rewards > groups.PASS_THRESHOLD)], minlength=n)
+    mean, std = groups._moments(index[numeric], rewards[numeric], n)
     group_ids = [d.hex()[:12] for d in encoded.dictionary.to_pylist()]
     return pa.table(
         {
@@ -126,7 +125,7 @@ def group_table(ds: Any, *, order_by: Sequence[str], n_rows: int) -> pa.Table | 
     table = pa.concat_tables(tables).combine_chunks()
     if not pc.any(pc.greater(table.column("k"), 1)).as_py():
         return None
-    return table.take(pa.array(np.argsort(_matrix(A.column(table, TASK)), kind="stable"))).combine_chunks()
+    return table.take(pa.array(np.argsort(_matrix(_arrow.column(table, TASK)), kind="stable"))).combine_chunks()
 
 
 @dataclass(frozen=True)
@@ -141,19 +140,19 @@ class GroupLookup:
 
     def columns(self, table: pa.Table) -> dict[str, pa.Array]:
         stats = ray.get(self.stats) if isinstance(self.stats, ray.ObjectRef) else self.stats
-        keys = _matrix(A.column(stats, TASK))
+        keys = _matrix(_arrow.column(stats, TASK))
         digests = task_digests(table)
         probe = _matrix(digests)
         at = np.minimum(np.searchsorted(keys, probe), len(keys) - 1)
-        found = A.to_numpy_bool(digests.is_valid()) & (keys[at] == probe)
+        found = _arrow.to_numpy_bool(digests.is_valid()) & (keys[at] == probe)
         index = pa.array(at, pa.int64(), mask=~found)
-        return {name: A.column(stats, name).take(index) for name in GR.GROUP_COLUMNS}
+        return {name: _arrow.column(stats, name).take(index) for name in groups.GROUP_COLUMNS}
 
     def __call__(self, table: pa.Table) -> pa.Table:
         if not table.num_rows:  # Ray hands on empty blocks without their columns
             return table
         for name, values in self.columns(table).items():
-            table = A.set_column(table, name, values)
+            table = _arrow.set_column(table, name, values)
         return table
 
 

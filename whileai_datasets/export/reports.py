@@ -11,10 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from whileai_datasets.transforms import _arrow as A
-from whileai_datasets.transforms import gates as G
-from whileai_datasets.transforms import tool_output as TO
-from whileai_datasets.transforms import wire as WR
+from whileai_datasets.transforms import _arrow, gates, tool_output, wire
 
 PASS_THRESHOLD = 0.5
 TRL_MASK_EVERY_TOKEN = (
@@ -36,7 +33,7 @@ class TrainingStats:
 
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = options
-        self.roundtrip = G.Roundtrip(options["format"])
+        self.roundtrip = gates.Roundtrip(options["format"])
         self.n = self.before = self.with_system = self.with_tools = 0
         self.truncated = self.chars_cut = self.trained = self.masked = 0
         self.n_pass = self.n_fail = 0
@@ -47,27 +44,27 @@ class TrainingStats:
         self.before += before
         self.roundtrip.add_table(rows, self.n)
         self.n += rows.num_rows
-        turns = G.turn_columns(rows)
+        turns = gates.turn_columns(rows)
         if turns:
-            self.with_system += first_role_count(A.column(rows, turns[0]), "system")
+            self.with_system += first_role_count(_arrow.column(rows, turns[0]), "system")
         if "tools" in rows.column_names:
-            self.with_tools += present_count(WR._truthy_json(A.column(rows, "tools")))
+            self.with_tools += present_count(wire._truthy_json(_arrow.column(rows, "tools")))
         if "group_id" in rows.column_names:
-            self.group_ids.update(x for x in pc.unique(A.column(rows, "group_id")).to_pylist() if x is not None)
-        self.truncated += column_sum(rows, TO.TRUNCATED)
-        self.chars_cut += column_sum(rows, TO.CHARS_CUT)
+            self.group_ids.update(x for x in pc.unique(_arrow.column(rows, "group_id")).to_pylist() if x is not None)
+        self.truncated += column_sum(rows, tool_output.TRUNCATED)
+        self.chars_cut += column_sum(rows, tool_output.CHARS_CUT)
         if "reward" in rows.column_names:
-            reward = np.asarray(pc.fill_null(A.column(rows, "reward"), np.nan).to_numpy(zero_copy_only=False))
+            reward = np.asarray(pc.fill_null(_arrow.column(rows, "reward"), np.nan).to_numpy(zero_copy_only=False))
             self.n_pass += int((reward >= PASS_THRESHOLD).sum())
             self.n_fail += int((reward < PASS_THRESHOLD).sum())
         if self.options["format"] == "trl":
             if "completion" in rows.column_names:
-                self.trained += int(A.lengths(A.column(rows, "completion")).sum())
-                self.masked += int(A.lengths(A.column(rows, "prompt")).sum())
+                self.trained += int(_arrow.lengths(_arrow.column(rows, "completion")).sum())
+                self.masked += int(_arrow.lengths(_arrow.column(rows, "prompt")).sum())
             else:
-                self.trained += int(A.lengths(A.column(rows, "messages")).sum())
+                self.trained += int(_arrow.lengths(_arrow.column(rows, "messages")).sum())
         else:
-            mask = A.flat(A.column(rows, "loss_mask")).to_numpy(zero_copy_only=False)
+            mask = _arrow.flat(_arrow.column(rows, "loss_mask")).to_numpy(zero_copy_only=False)
             self.trained += int(np.count_nonzero(mask))
             self.masked += int(len(mask) - np.count_nonzero(mask))
 
@@ -117,7 +114,7 @@ class TrainingStats:
             )
         n_cut = 0
         if "finish_reason" in keys.column_names:
-            n_cut = int(pc.sum(pc.equal(A.column(keys, "finish_reason"), "length")).as_py() or 0)
+            n_cut = int(pc.sum(pc.equal(_arrow.column(keys, "finish_reason"), "length")).as_py() or 0)
         if n_cut:
             warnings.append(
                 f"{n_cut} of {n_raw} rows were cut by the reply token cap (finish_reason "
@@ -145,7 +142,7 @@ def pair_stats(report: dict[str, Any], rows: pa.Table, n_written: int) -> None:
                 f"chosen is the longer reply in {longer}/{n} pairs; a preference "
                 "trainer learns length before behavior (Lambert 2025, chapter Direct Alignment)"
             ]
-    differs = A.optional(rows, "first_turn_differs", pa.bool_())
+    differs = _arrow.optional(rows, "first_turn_differs", pa.bool_())
     identical = int(pc.sum(pc.equal(differs, False)).as_py() or 0)
     if identical:
         report["first_turn_identical"] = identical
@@ -163,13 +160,13 @@ def pair_stats(report: dict[str, Any], rows: pa.Table, n_written: int) -> None:
 
 def first_role_count(lists: pa.Array, role: str) -> int:
     """Rows whose first message has ``role``."""
-    lens = A.lengths(lists)
+    lens = _arrow.lengths(lists)
     has = lens > 0
     if not has.any():
         return 0
-    starts = A.offsets_of(lens)[:-1][has]
-    roles = pc.struct_field(A.flat(lists), "role").take(pa.array(starts))
-    return int(A.to_numpy_bool(pc.equal(roles, role)).sum())
+    starts = _arrow.offsets_of(lens)[:-1][has]
+    roles = pc.struct_field(_arrow.flat(lists), "role").take(pa.array(starts))
+    return int(_arrow.to_numpy_bool(pc.equal(roles, role)).sum())
 
 
 def present_count(values: pa.Array) -> int:
@@ -184,11 +181,11 @@ def present_count(values: pa.Array) -> int:
 def column_sum(rows: pa.Table, name: str) -> int:
     if name not in rows.column_names:
         return 0
-    return int(pc.sum(A.column(rows, name)).as_py() or 0)
+    return int(pc.sum(_arrow.column(rows, name)).as_py() or 0)
 
 
 def column_values(rows: pa.Table, name: str) -> list[Any]:
     """Non-null values of a column, as Python values (summed in Python, as whileai does)."""
     if name not in rows.column_names:
         return []
-    return [v for v in A.column(rows, name).to_pylist() if v is not None]
+    return [v for v in _arrow.column(rows, name).to_pylist() if v is not None]

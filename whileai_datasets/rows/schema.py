@@ -6,7 +6,7 @@ Rows of every shape whileai writes are normalized into these columns by the
 * ``messages``: ``List(Message())``: typed structs (role, content, tool calls
   with JSON-text arguments, tool_call_id, name) plus ``extra``, a Json object
   holding any other per-message key, so nothing is lost. ``Message`` decodes
-  back to exactly the keys the message had (see ``whileai_datasets.features``).
+  back to exactly the keys the message had (see ``whileai_datasets.rows.features``).
 * ``loss_mask``: one int8 per message, 1 where the message carries loss.
 * ``tools``: the tool schemas, heterogeneous JSON, so ``Json()``.
 * whileai's carried keys (``_CARRY_KEYS`` in ``whileai.simulations.export``):
@@ -27,7 +27,7 @@ from typing import Any
 import pyarrow as pa
 from datasets import Features, Json, List, Value
 
-from whileai_datasets.features import Message
+from whileai_datasets.rows.features import Message
 
 MESSAGES = "messages"
 LOSS_MASK = "loss_mask"

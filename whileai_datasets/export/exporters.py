@@ -34,15 +34,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from whileai_datasets.errors import ExportFormatError
-from whileai_datasets.transforms import _arrow as A
-from whileai_datasets.transforms import _pipeline as P
-from whileai_datasets.transforms import _reports as R
-from whileai_datasets.transforms import _sources as S
-from whileai_datasets.transforms import _writer as W
-from whileai_datasets.transforms import gates as G
-from whileai_datasets.transforms import groups as GR
-from whileai_datasets.transforms import think as TH
-from whileai_datasets.transforms import wire as WR
+from whileai_datasets.export import pipeline, reports, sources
+from whileai_datasets.export import writer as export_writer
+from whileai_datasets.transforms import _arrow, gates, think, wire
+from whileai_datasets.transforms import groups as grouping
 
 MASK_MODES = ("assistant", "final")
 #: Called with the source rows each finished chunk held, and the total.
@@ -111,7 +106,7 @@ export_dataset = export_training
 
 
 def _check_options(format: str, mask_mode: str) -> None:
-    G.check_format(format)
+    gates.check_format(format)
     if mask_mode not in MASK_MODES:
         raise ExportFormatError(
             f"mask_mode must be one of {', '.join(map(repr, MASK_MODES))}, got {mask_mode!r}",
@@ -125,8 +120,8 @@ def run_training(
 ) -> dict[str, Any]:
     """``export_training`` with a progress callback (source rows done per chunk)."""
     _check_options(options["format"], options["mask_mode"])
-    src = S.Source(source, options["system_prompt"], options["tools"])
-    dest = output or (S.default_output(src.path) if src.path else None)
+    src = sources.Source(source, options["system_prompt"], options["tools"])
+    dest = output or (sources.default_output(src.path) if src.path else None)
     if options.get("push_to") and not dest:
         raise ExportFormatError(
             "push_to needs an output path: the file that is written is what is pushed",
@@ -134,18 +129,18 @@ def run_training(
             hint="Pass output='train.jsonl' (or .parquet) as well.",
         )
     keys = src.keys()
-    groups = None if options["unroll"] else GR.group_columns(*GR._key_columns(keys))
-    stats = R.TrainingStats(options)
-    writer = W.open_writer(dest, W.TRAINING_NULLS) if dest else None
+    groups = None if options["unroll"] else grouping.group_columns(*grouping._key_columns(keys))
+    stats = reports.TrainingStats(options)
+    writer = export_writer.open_writer(dest, export_writer.TRAINING_NULLS) if dest else None
     memoize = writer is not None and not writer.parquet
 
     def work(chunk: pa.Table, offset: int) -> tuple[pa.Table, Any, int, int]:
-        rows, written, before = P.training_chunk(chunk, offset, groups, src.tools_json, options, memoize)
+        rows, written, before = pipeline.training_chunk(chunk, offset, groups, src.tools_json, options, memoize)
         return rows, writer.encode(written) if writer is not None else None, before, chunk.num_rows
 
     try:
-        with P.reused_memory():
-            for rows, payload, before, done in P.pipelined(work, src.chunks()):
+        with pipeline.reused_memory():
+            for rows, payload, before, done in pipeline.pipelined(work, src.chunks()):
                 _check_messages(rows, before, stats.n)
                 stats.add(rows, before)
                 if writer is not None:
@@ -253,16 +248,16 @@ def export_preference(
         ValueError: not pairs, a side with no messages, a gate refused the
             pairs, or (``validate=True``) no pair is left to write.
     """
-    G.check_format(format)
+    gates.check_format(format)
     table, ties = _pair_table(pairs, str(system_prompt or ""), drop_ties)
     tools_json = json.dumps(list(tools), ensure_ascii=False) if tools else None
-    table = A.set_column(table, "tools", pa.array([tools_json] * table.num_rows, pa.string()).cast(pa.json_()))
+    table = _arrow.set_column(table, "tools", pa.array([tools_json] * table.num_rows, pa.string()).cast(pa.json_()))
     if strip_think:
-        table = TH.strip_table(table)
-    rows = WR.openai_preference_table(table)
+        table = think.strip_table(table)
+    rows = wire.openai_preference_table(table)
     dropped = trl_cut = fireworks_cut = 0
     if format == "trl":
-        rows, dropped, trl_cut = WR.trl_preference_table(rows)
+        rows, dropped, trl_cut = wire.trl_preference_table(rows)
     _check_sides(rows)
     roundtrip = _pair_roundtrip(rows, format)
     if validate and roundtrip["invalid"]:
@@ -274,7 +269,7 @@ def export_preference(
         )
     stats_rows, written = rows, rows
     if format == "fireworks":
-        written, lost, fireworks_cut = WR.fireworks_preference_table(rows)
+        written, lost, fireworks_cut = wire.fireworks_preference_table(rows)
         dropped += lost
     report: dict[str, Any] = {"pairs": written.num_rows, "format": format, "tool_call_roundtrip": roundtrip}
     for key, value in (
@@ -285,7 +280,7 @@ def export_preference(
     ):
         if value:
             report[key] = value
-    R.pair_stats(report, stats_rows, written.num_rows)
+    reports.pair_stats(report, stats_rows, written.num_rows)
     if not written.num_rows:
         if validate:
             raise ExportFormatError(
@@ -297,7 +292,7 @@ def export_preference(
         report["path"] = None
         return report
     if output:
-        writer = W.open_writer(output, W.PREFERENCE_NULLS)
+        writer = export_writer.open_writer(output, export_writer.PREFERENCE_NULLS)
         try:
             writer.write(written)
             report["path"] = writer.commit()
@@ -314,10 +309,10 @@ def _pair_table(pairs: Any, system: str, drop_ties: bool) -> tuple[pa.Table, int
         table = pairs.with_format("arrow")[:]
         if system:
             for side in ("chosen", "rejected"):
-                table = S.PrependSystem(system, column=side)(table)
+                table = sources.PrependSystem(system, column=side)(table)
         if not drop_ties or "tie" not in table.column_names:
             return table, 0
-        tie = pc.fill_null(A.column(table, "tie"), False)
+        tie = pc.fill_null(_arrow.column(table, "tie"), False)
         return table.filter(pc.invert(tie)), int(pc.sum(tie).as_py() or 0)
     entries = [p for p in pairs if isinstance(p, dict)]
     not_pairs = [
@@ -334,12 +329,12 @@ def _pair_table(pairs: Any, system: str, drop_ties: bool) -> tuple[pa.Table, int
             "scored.select_for_preference().",
         )
     kept = [p for p in entries if not (drop_ties and p.get("tie"))]
-    return S.normalize_rows(kept, "preference", system), len(entries) - len(kept)
+    return sources.normalize_rows(kept, "preference", system), len(entries) - len(kept)
 
 
 def _check_sides(rows: pa.Table) -> None:
     for side in ("chosen", "rejected"):
-        empty = np.flatnonzero(A.lengths(A.column(rows, side)) == 0)
+        empty = np.flatnonzero(_arrow.lengths(_arrow.column(rows, side)) == 0)
         if len(empty):
             bad = "; ".join(f"{i}:{side}_missing" for i in empty[:5].tolist())
             raise ExportFormatError(
@@ -351,8 +346,8 @@ def _check_sides(rows: pa.Table) -> None:
 
 def _pair_roundtrip(rows: pa.Table, format: str) -> dict[str, Any]:
     """The gate over both sides, counted as whileai does (chosen, rejected, chosen, ...)."""
-    gate = G.Roundtrip(format)
-    counts = [G.call_counts(A.column(rows, side), gate.encoding) for side in ("chosen", "rejected")]
+    gate = gates.Roundtrip(format)
+    counts = [gates.call_counts(_arrow.column(rows, side), gate.encoding) for side in ("chosen", "rejected")]
     checked = np.empty(2 * rows.num_rows, np.int64)
     invalid = np.empty(2 * rows.num_rows, np.int64)
     for k, (c, i) in enumerate(counts):

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from whileai_datasets import ray_cli
+from whileai_datasets.cli import ray_options as ray_cli
 from whileai_datasets.errors import ExportFormatError, WhileaiError
 
 EXIT_OK = 0
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> dict[str, Any]:
-    from whileai_datasets import export
+    from whileai_datasets.export import exporters
 
     system = args.system_prompt
     if args.system_prompt_file is not None:
@@ -75,7 +75,7 @@ def _export(args: argparse.Namespace) -> dict[str, Any]:
         return ray_cli.run_ray_export(args, training_options(args, system, tools))
     if args.preference:
         pairs = _pairs(args.source)
-        return export.export_preference(
+        return exporters.export_preference(
             pairs,
             str(args.output),
             system_prompt=system,
@@ -86,7 +86,7 @@ def _export(args: argparse.Namespace) -> dict[str, Any]:
             format=args.format,
         )
     with _Progress(enabled=not args.json) as progress:
-        return export.run_training(
+        return exporters.run_training(
             str(args.source),
             str(args.output),
             progress=progress,

@@ -21,12 +21,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from whileai_datasets.canonical import Normalizer, Options
 from whileai_datasets.errors import ExportFormatError
-from whileai_datasets.normalize import RowContext
-from whileai_datasets.reader import BadRows, iter_tables
-from whileai_datasets.transforms import _arrow as A
-from whileai_datasets.transforms import gates as G
+from whileai_datasets.rows.canonical import Normalizer, Options
+from whileai_datasets.rows.normalize import RowContext
+from whileai_datasets.rows.reader import BadRows, iter_tables
+from whileai_datasets.transforms import _arrow, gates
 
 CHUNK_ROWS = 8192
 KEY_COLUMNS = ("scenario_id", "prompt", "reward", "finish_reason")
@@ -62,15 +61,15 @@ class Source:
         if raw is not None:
             self.n_raw = len(raw)
             self.table = normalize_rows([r for r in raw if isinstance(r, dict)], "default", self.system)
-            self.leaks = G.leak_report(raw)
+            self.leaks = gates.leak_report(raw)
             return
         self.dataset = load_path(self.path, self.system) if self.path else canonical_dataset(source)
         self.prepend = PrependSystem(self.system) if self.system and not self.path else None
         self.n_raw = len(self.dataset)
         if self.path:
-            self.leaks = G.scan_path_leaks(self.path, self.n_raw)
+            self.leaks = gates.scan_path_leaks(self.path, self.n_raw)
         else:
-            scan = G.LeakScan()
+            scan = gates.LeakScan()
             scan.n_rows, scan.exported = self.n_raw, "scenario_id" in self.dataset.column_names
             self.leaks = scan.report()
 
@@ -157,7 +156,9 @@ def load_path(path: str, system: str) -> Any:
     """The canonical dataset of a JSONL / Parquet export, through the builder."""
     import datasets
 
-    import whileai_datasets  # noqa: F401  (registers the builder)
+    from whileai_datasets.builders import registry
+
+    registry.register()  # idempotent; load_dataset("whileai/export") needs it
 
     if not os.path.exists(path):
         raise ExportFormatError("no such file", location=path, hint="Pass an existing JSONL or Parquet export.")
@@ -185,40 +186,40 @@ class PrependSystem:
     column: str = "messages"
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        lists = A.message_column(batch, self.column)
-        starts = A.offsets_of(A.lengths(lists))[:-1]
-        has = A.lengths(lists) > 0
+        lists = _arrow.message_column(batch, self.column)
+        starts = _arrow.offsets_of(_arrow.lengths(lists))[:-1]
+        has = _arrow.lengths(lists) > 0
         already = np.zeros(len(lists), dtype=bool)
         if has.any():
-            first = A.flat(lists).take(pa.array(starts[has]))
+            first = _arrow.flat(lists).take(pa.array(starts[has]))
             same = pc.and_(
                 pc.equal(pc.struct_field(first, "role"), "system"),
                 pc.equal(pc.struct_field(first, "content"), self.content),
             )
-            already[has] = A.to_numpy_bool(same)
+            already[has] = _arrow.to_numpy_bool(same)
         if already.all():
             return batch
-        head = A._typed_array([{"role": "system", "content": self.content}] * len(lists), lists.type.value_type)
-        table = A.set_column(batch, self.column, prepend(lists, head, ~already))
+        head = _arrow._typed_array([{"role": "system", "content": self.content}] * len(lists), lists.type.value_type)
+        table = _arrow.set_column(batch, self.column, prepend(lists, head, ~already))
         if self.column == "messages" and "loss_mask" in batch.column_names:
-            mask = A.column(batch, "loss_mask")
+            mask = _arrow.column(batch, "loss_mask")
             zeros = pa.array([0] * len(mask), mask.type.value_type)
-            table = A.set_column(table, "loss_mask", prepend(mask, zeros, ~already))
+            table = _arrow.set_column(table, "loss_mask", prepend(mask, zeros, ~already))
         return table
 
 
 def prepend(lists: pa.Array, head: pa.Array, where: np.ndarray) -> pa.ListArray:
     """Each list with ``head[i]`` in front, on the rows ``where`` is True."""
-    lens = A.lengths(lists)
+    lens = _arrow.lengths(lists)
     added = where.astype(np.int64)
-    offsets = A.offsets_of(lens + added)
+    offsets = _arrow.offsets_of(lens + added)
     take = np.empty(int(offsets[-1]), dtype=np.int64)
     is_head = np.zeros(len(take), dtype=bool)
     is_head[offsets[:-1][where]] = True
     take[is_head] = np.flatnonzero(where)
     take[~is_head] = len(lists) + np.arange(int(lens.sum()))
-    values = pa.concat_arrays([head, A.flat(lists)])
-    return A.build_list(offsets, values.take(pa.array(take)))
+    values = pa.concat_arrays([head, _arrow.flat(lists)])
+    return _arrow.build_list(offsets, values.take(pa.array(take)))
 
 
 def default_output(path: str) -> str:

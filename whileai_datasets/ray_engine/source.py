@@ -31,11 +31,11 @@ import pyarrow.parquet as pq
 from ray.data import Datasource, ReadTask
 from ray.data.block import BlockMetadata
 
-from whileai_datasets.canonical import Normalizer, Options
 from whileai_datasets.errors import ExportFormatError, WhileaiError
-from whileai_datasets.normalize import RowContext
-from whileai_datasets.reader import _gc_paused, _parse_line, parquet_rows
-from whileai_datasets.transforms import gates as G
+from whileai_datasets.rows.canonical import Normalizer, Options
+from whileai_datasets.rows.normalize import RowContext
+from whileai_datasets.rows.reader import _gc_paused, _parse_line, parquet_rows
+from whileai_datasets.transforms import gates
 
 #: Private columns: the row key (file index, position) and raw-row facts.
 FILE = "_wai_file"
@@ -347,7 +347,7 @@ def _leak(row: Any) -> str | None:
     privileged text to look for, ``{}`` when none is quoted, else whileai's entry."""
     if not isinstance(row, dict) or "privileged" not in row:
         return None
-    found = G.row_leak(row)
+    found = gates.row_leak(row)
     if found is None:
         return None
     entry: dict[str, Any] = dict(found)

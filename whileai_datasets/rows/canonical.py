@@ -14,10 +14,9 @@ from typing import Any
 import pyarrow as pa
 from datasets import Features
 
-from whileai_datasets import normalize as nz
-from whileai_datasets import schema
-from whileai_datasets.features import storage_type
-from whileai_datasets.normalize import RowContext
+from whileai_datasets.rows import normalize, schema
+from whileai_datasets.rows.features import storage_type
+from whileai_datasets.rows.normalize import RowContext
 
 _CARRY = frozenset(schema.CARRY_KEYS)
 _SOURCE = frozenset(schema.SOURCE_KEYS)
@@ -43,7 +42,7 @@ class Options:
     tools_json: str | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
-        text = nz.JSON_ENCODER.encode(list(self.tools)) if self.tools else None
+        text = normalize.JSON_ENCODER.encode(list(self.tools)) if self.tools else None
         object.__setattr__(self, "tools_json", text)
 
 
@@ -58,7 +57,7 @@ class Normalizer:
             "preference": schema.PREFERENCE_FEATURES,
             "raw": schema.RAW_FEATURES,
         }[config_name]
-        self.kinds = nz.column_kinds(self.features)
+        self.kinds = normalize.column_kinds(self.features)
         self._fast_types = {key: _FAST_TYPES[kind] for key, kind in self.kinds.items() if kind in _FAST_TYPES}
         self.record = {"default": self._training, "preference": self._preference, "raw": self._raw}[config_name]
 
@@ -66,17 +65,17 @@ class Normalizer:
 
     def _training(self, row: Any, ctx: RowContext) -> dict[str, Any]:
         row = self._object(row, ctx)
-        row = nz.join_trl(nz.bridge_tool_trace(nz.expand_flat(row, ctx)))
+        row = normalize.join_trl(normalize.bridge_tool_trace(normalize.expand_flat(row, ctx)))
         source = row.get("messages")
         if source and not isinstance(source, list):
             raise ctx.error("messages", f"expected a list of messages, got {type(source).__name__}", "Fix the row.")
-        turns = source or nz.conversation(row)
-        messages = nz.convert_messages(
+        turns = source or normalize.conversation(row)
+        messages = normalize.convert_messages(
             turns, system=self.options.system_prompt, ctx=ctx, keep_keys=self.options.keep_message_keys
         )
         record: dict[str, Any] = {
             "messages": messages,
-            "loss_mask": nz.loss_mask(messages, self.options.mask_mode),
+            "loss_mask": normalize.loss_mask(messages, self.options.mask_mode),
             "tools": self._tools(row, ctx),
         }
         self._scalars(row, ctx, record, _CARRY)
@@ -91,35 +90,35 @@ class Normalizer:
             return None
         if not isinstance(own, list):
             raise ctx.error("tools", f"expected a list of tool schemas, got {type(own).__name__}", "Fix the row.")
-        return nz.JSON_ENCODER.encode(own)
+        return normalize.JSON_ENCODER.encode(own)
 
     # ------------------------------------------------------------ preference
 
     def _preference(self, pair: Any, ctx: RowContext) -> dict[str, Any]:
-        pair = nz.join_preference(self._object(pair, ctx))
-        record: dict[str, Any] = {"prompt": nz.typed_value(pair.get("prompt"), "json", ctx, "prompt")}
+        pair = normalize.join_preference(self._object(pair, ctx))
+        record: dict[str, Any] = {"prompt": normalize.typed_value(pair.get("prompt"), "json", ctx, "prompt")}
         for side in ("chosen", "rejected"):
             record[side] = self._side(pair.get(side), ctx, side)
         tools = self.options.tools_json
         if tools is None and isinstance(pair.get("tools"), list) and pair["tools"]:
-            tools = nz.JSON_ENCODER.encode(pair["tools"])
+            tools = normalize.JSON_ENCODER.encode(pair["tools"])
         record["tools"] = tools
         self._scalars(pair, ctx, record, _PAIR)
         return record
 
     def _side(self, side: Any, ctx: RowContext, name: str) -> list[dict[str, Any]]:
         if isinstance(side, dict):
-            row = nz.join_trl(nz.bridge_tool_trace(nz.expand_flat(side, ctx)))
-            turns = row.get("messages") or nz.conversation(row)
+            row = normalize.join_trl(normalize.bridge_tool_trace(normalize.expand_flat(side, ctx)))
+            turns = row.get("messages") or normalize.conversation(row)
         elif isinstance(side, list):
             turns = side
         else:
             raise ctx.error(
                 name,
-                f"expected a rollout object or a message list, got {nz._type_name(side)}",
+                f"expected a rollout object or a message list, got {normalize._type_name(side)}",
                 "Preference rows need both a chosen and a rejected side.",
             )
-        return nz.convert_messages(
+        return normalize.convert_messages(
             turns, system=self.options.system_prompt, ctx=ctx, column=name, keep_keys=self.options.keep_message_keys
         )
 
@@ -130,7 +129,7 @@ class Normalizer:
         record: dict[str, Any] = {}
         self._scalars(row, ctx, record, _RAW)
         rest = {k: v for k, v in row.items() if k not in schema.RAW_SCALAR_FEATURES}
-        record["extra"] = nz.JSON_ENCODER.encode(rest) if rest else None
+        record["extra"] = normalize.JSON_ENCODER.encode(rest) if rest else None
         record["source_file"] = ctx.source
         record["source_line"] = ctx.line if ctx.line is not None else ctx.row
         return record
@@ -140,7 +139,7 @@ class Normalizer:
     @staticmethod
     def _object(row: Any, ctx: RowContext) -> dict[str, Any]:
         if not isinstance(row, dict):
-            raise ctx.error("", f"expected a JSON object, got {nz._type_name(row)}", "Each line must be one object.")
+            raise ctx.error("", f"expected a JSON object, got {normalize._type_name(row)}", "Each line must be one object.")
         return row
 
     def _scalars(self, row: dict[str, Any], ctx: RowContext, record: dict[str, Any], keys: frozenset[str]) -> None:
@@ -155,7 +154,7 @@ class Normalizer:
             if type(value) in fast.get(key, ()):
                 record[key] = value
             else:
-                record[key] = nz.typed_value(value, kinds[key], ctx, key)
+                record[key] = normalize.typed_value(value, kinds[key], ctx, key)
 
     def to_table(self, records: list[dict[str, Any]]) -> pa.Table:
         return records_to_table(records, self.features)

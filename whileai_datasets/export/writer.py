@@ -17,8 +17,7 @@ from typing import IO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from whileai_datasets.transforms import _arrow as A
-from whileai_datasets.transforms import _json as J
+from whileai_datasets.transforms import _arrow, _json
 
 #: Null rules of whileai's training rows (see ``_json.encode_rows``).
 TRAINING_NULLS: dict[str, str | bool] = {"reward_mean": "group_id", "reward_std": "group_id"}
@@ -51,7 +50,7 @@ class Writer:
         the rows' JSON texts, or the table for Parquet."""
         if self.parquet:
             return table
-        return J.encode_rows(table, keep_null=self.keep_null)
+        return _json.encode_rows(table, keep_null=self.keep_null)
 
     def write_encoded(self, payload: pa.Table | pa.Array) -> None:
         if self._handle is None:
@@ -59,13 +58,13 @@ class Writer:
             self._write_parquet(payload)
             return
         self.rows += len(payload)
-        self._handle.write(J.lines_bytes(payload))
+        self._handle.write(_json.lines_bytes(payload))
 
     def _write_parquet(self, table: pa.Table) -> None:
         for i, name in enumerate(table.column_names):
             if pa.types.is_dictionary(table.schema.field(i).type):
-                table = table.set_column(i, name, A.decoded(A.column(table, name)))
-        table = A.with_features(table)
+                table = table.set_column(i, name, _arrow.decoded(_arrow.column(table, name)))
+        table = _arrow.with_features(table)
         if self._parquet is None:
             self._schema = table.schema
             self._parquet = pq.ParquetWriter(self.tmp, self._schema)

@@ -88,10 +88,10 @@ def _version(distribution: str) -> str | None:
 
 
 def _own_version() -> str:
-    """`whileai_datasets.__version__` when the package is imported from a source tree, else "unknown"."""
-    import whileai_datasets
+    """The source tree's version (`whileai_datasets._version`), for a package that is not installed."""
+    from whileai_datasets import _version
 
-    return str(getattr(whileai_datasets, "__version__", "unknown"))
+    return _version.__version__
 
 
 def describe_mask(report: Mapping[str, Any]) -> str:

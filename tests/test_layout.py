@@ -1,0 +1,151 @@
+"""The package is laid out by stage and data flows one way through it.
+
+Every import of a ``whileai_datasets`` module is read from the source (lazy
+imports inside functions and ``TYPE_CHECKING`` blocks included), and each must
+point at the importer's own stage or an earlier one. The README's "How the code
+is laid out" section names the same order.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+import whileai_datasets
+import whileai_datasets.builders
+
+#: Stages in the order data flows; a module may import its own stage or an earlier one.
+STAGES = (
+    ("base", ("whileai_datasets.errors", "whileai_datasets._typing", "whileai_datasets._version",
+              "whileai_datasets.data", "whileai_datasets.templates")),
+    ("rows", ("whileai_datasets.rows",)),
+    ("builders", ("whileai_datasets.builders",)),
+    ("chat_template", ("whileai_datasets.chat_template",)),
+    ("transforms", ("whileai_datasets.transforms",)),
+    ("hub", ("whileai_datasets.hub",)),
+    ("export", ("whileai_datasets.export",)),
+    ("ray_engine", ("whileai_datasets.ray_engine",)),
+    ("front door", ("whileai_datasets",)),
+    ("cli", ("whileai_datasets.cli",)),
+)
+#: The ecosystem's own short names; any other alias of one or two letters is refused.
+ECOSYSTEM_ALIASES = {"pa", "pc", "np", "pq", "pds", "ds"}
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    roots = [("whileai_datasets", Path(whileai_datasets.__file__).parent),
+             ("whileai_datasets.builders", Path(whileai_datasets.builders.__file__).parent)]
+    for prefix, root in roots:
+        for path in sorted(root.rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            name = ".".join([prefix, *parts])
+            if name.startswith("whileai_datasets.builders") and prefix == "whileai_datasets":
+                continue  # a stale copy under the package folder; the mapped folder is the real one
+            found[name] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _stage(module: str) -> int:
+    best = (-1, -1)  # (length of the matching prefix, stage index)
+    for index, (_, prefixes) in enumerate(STAGES):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best[0]:
+                best = (len(prefix), index)
+    assert best[1] >= 0, f"{module} belongs to no stage: add it to STAGES and to the README's layout section"
+    return best[1]
+
+
+def _resolve(name: str) -> str:
+    """The module an imported dotted name lives in (``a.b.func`` -> ``a.b``)."""
+    while name not in MODULES and "." in name:
+        name = name.rsplit(".", 1)[0]
+    return name
+
+
+def _imports(path: Path) -> list[tuple[int, str, str | None]]:
+    """(line, imported module, alias) for every whileai_datasets import in a file."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name, a.asname) for a in node.names if a.name.startswith("whileai_datasets")]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("whileai_datasets"):
+            found += [(node.lineno, _resolve(f"{node.module}.{a.name}"), a.asname) for a in node.names]
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    return {module: {target for _, target, _ in _imports(path) if target != module} for module, path in MODULES.items()}
+
+
+def test_every_module_is_in_a_stage() -> None:
+    for module in MODULES:
+        _stage(module)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_point_to_the_same_or_an_earlier_stage(module: str) -> None:
+    here = _stage(module)
+    late = [f"line {line}: {target} ({STAGES[_stage(target)][0]})" for line, target, _ in _imports(MODULES[module])
+            if _stage(target) > here]
+    assert late == [], f"{module} ({STAGES[here][0]}) imports a later stage: {late}"
+
+
+def test_no_import_circles() -> None:
+    graph = _graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    # a package front door importing its own submodules is not a circle unless they import it back
+    assert circles == []
+
+
+def test_no_one_or_two_letter_module_aliases() -> None:
+    short = re.compile(r"^_?[A-Za-z]{1,2}$")
+    found = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                found += [f"{module} line {node.lineno}: {a.name} as {a.asname}" for a in node.names
+                          if a.asname and short.match(a.asname) and a.asname not in ECOSYSTEM_ALIASES]
+    assert found == []
+
+
+def test_stage_order_is_the_one_the_readme_describes() -> None:
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    section = readme.read_text().split("## How the code is laid out", 1)[1].split("\n## ", 1)[0]
+    folders = re.findall(r"^\| `([a-z_]+)/` \|", section, flags=re.MULTILINE)
+    expected = [name for name, _ in STAGES if name not in ("base", "front door")]
+    assert folders == expected
