@@ -33,7 +33,9 @@ def test_other_keys_are_stored_in_extra_and_the_rest_is_typed() -> None:
     table = _dataset().with_format("arrow")[:]
     assert table.schema.field("messages").type == pa.list_(MESSAGE_TYPE)
     extra = table["messages"].combine_chunks().flatten().field("extra").to_pylist()
-    assert extra == [None, None, None, None, '{"weight": 0, "reasoning_content": "because"}']
+    assert extra == [None, None, None, None, '{"weight": 0}']  # reasoning_content is a typed field (issue 15)
+    reasoning = table["messages"].combine_chunks().flatten().field("reasoning_content").to_pylist()
+    assert reasoning == [None, None, None, None, "because"]
 
 
 def test_decoding_survives_a_python_map() -> None:

@@ -9,6 +9,11 @@ those three keys (the key is absent), so "null means absent" is lossless, and
 ``Message.decode_example`` drops them. Any other per-message key rides in
 ``extra`` (a JSON object) and is merged back on decode.
 
+``reasoning_content`` is a typed field too (null means absent), and content
+given as a list of parts is stored in ``parts`` (``rows.content.PART_TYPE``)
+with a null ``content``; decoding gives the list of part dicts back as
+``content``.
+
 Storage stays columnar: ``pc.struct_field(messages.flatten(), "role")`` works on
 the Arrow data, and ``with_format("arrow")`` never decodes.
 """
@@ -23,6 +28,8 @@ import pyarrow as pa
 from datasets.features.features import register_feature
 from datasets.table import array_cast
 
+from whileai_datasets.rows.content import PART_TYPE, located, part_from_storage, part_to_storage
+
 FUNCTION_TYPE = pa.struct([("name", pa.string()), ("arguments", pa.string())])
 TOOL_CALL_TYPE = pa.struct([("id", pa.string()), ("type", pa.string()), ("function", FUNCTION_TYPE)])
 MESSAGE_TYPE = pa.struct(
@@ -33,12 +40,14 @@ MESSAGE_TYPE = pa.struct(
         ("name", pa.string()),
         ("tool_call_id", pa.string()),
         ("extra", pa.json_()),
+        ("reasoning_content", pa.string()),
+        ("parts", pa.list_(PART_TYPE)),
     ]
 )
 #: Message keys that are typed fields; every other key goes to ``extra``.
-TYPED_KEYS = ("role", "content", "tool_calls", "name", "tool_call_id")
-#: Keys whose null means "absent" on decode.
-OPTIONAL_KEYS = ("tool_calls", "name", "tool_call_id")
+TYPED_KEYS = ("role", "content", "reasoning_content", "tool_calls", "name", "tool_call_id")
+#: Keys whose null means "absent" on decode (in decode order, after ``content``).
+OPTIONAL_KEYS = ("reasoning_content", "tool_calls", "name", "tool_call_id")
 FEATURE_TYPE_NAME = "WhileaiMessage"
 
 
@@ -60,9 +69,19 @@ def message_to_storage(message: dict[str, Any]) -> dict[str, Any]:
     calls = out["tool_calls"]
     if calls is not None:
         out["tool_calls"] = [_call_to_storage(call) for call in calls]
+    content_parts(out)
     rest = {k: v for k, v in message.items() if k not in TYPED_KEYS}
     out["extra"] = json.dumps(rest, ensure_ascii=False) if rest else None
     return out
+
+
+def content_parts(out: dict[str, Any]) -> None:
+    """Move list-of-parts ``content`` of a storage dict into ``parts`` (in place)."""
+    content = out.get("content")
+    if isinstance(content, list):
+        error = located(f"message with role {out.get('role')!r}")
+        out["parts"] = [part_to_storage(part, error, f"content[{j}]") for j, part in enumerate(content)]
+        out["content"] = None
 
 
 def _call_to_storage(call: dict[str, Any]) -> dict[str, Any]:
@@ -80,6 +99,9 @@ def _call_to_storage(call: dict[str, Any]) -> dict[str, Any]:
 def message_from_storage(value: dict[str, Any]) -> dict[str, Any]:
     """The message dict a storage struct stands for: no invented None keys."""
     out: dict[str, Any] = {"role": value["role"], "content": value["content"]}
+    parts = value.get("parts")
+    if parts is not None:
+        out["content"] = [part_from_storage(part) for part in parts]
     for key in OPTIONAL_KEYS:
         item = value.get(key)
         if item is not None:
@@ -135,7 +157,7 @@ class Message:
         if not pa.types.is_struct(storage.type):
             raise TypeError(f"cannot cast {storage.type} to a message struct")
         names = {storage.type.field(i).name for i in range(storage.type.num_fields)}
-        unknown = names - set(TYPED_KEYS) - {"extra"}
+        unknown = names - set(TYPED_KEYS) - {"extra", "parts"}
         if unknown:
             raise TypeError(
                 f"message struct has fields {sorted(unknown)} that are not typed message keys; "

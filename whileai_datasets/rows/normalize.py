@@ -30,6 +30,7 @@ from typing import Any
 
 from whileai_datasets._typing import ROLES
 from whileai_datasets.errors import ExportFormatError
+from whileai_datasets.rows import content as content_parts
 
 _JSON_STRING_KEYS = ("steps_json", "messages_json", "metadata_json")
 
@@ -225,18 +226,6 @@ def wire_arguments(arguments: Any) -> str:
     return _ARGUMENTS_ENCODER.encode(value or {})
 
 
-def _content(value: Any, ctx: RowContext, path: str) -> str:
-    """Non-text content as whileai reads it (``str(content or "")``); content
-    parts (lists, objects) are refused."""
-    if isinstance(value, (list, dict)):
-        raise ctx.error(
-            f"{path}.content",
-            f"expected text, got {_type_name(value)}",
-            "Content parts (multimodal messages) are not supported; join the text parts first.",
-        )
-    return str(value or "")
-
-
 class _Linker:
     """Tool-call ids in call order (``call_0000``, ...) and their FIFO link
     to the tool messages that answer them."""
@@ -287,14 +276,21 @@ def convert_messages(
         if role not in _ROLE_SET:
             _bad_role(ctx, f"{column}[{i}]", role)
         content = message.get("content")
-        if type(content) is not str:
-            content = _content(content, ctx, f"{column}[{i}]")
+        read = None
+        if type(content) is not str or "reasoning_content" in message:
+            read = content_parts.read_content(message, role, ctx.error, f"{column}[{i}]")
+            content = read.content
         entry = {"role": role, "content": content, "tool_calls": None, "name": None, "tool_call_id": None, "extra": None}
+        if read is not None:
+            entry["reasoning_content"] = read.reasoning
+            entry["parts"] = read.parts
         if role == "assistant":
             calls = message.get("tool_calls")
+            if calls and type(calls) is not list:
+                raise ctx.error(f"{column}[{i}].tool_calls", f"expected a list, got {_type_name(calls)}", "Fix the row.")
+            if read is not None and read.calls:
+                calls = [*(calls or ()), *read.calls]
             if calls:
-                if type(calls) is not list:
-                    raise ctx.error(f"{column}[{i}].tool_calls", f"expected a list, got {_type_name(calls)}", "Fix the row.")
                 entry["tool_calls"] = [linker.call(c, ctx, column, i, j) for j, c in enumerate(calls)]
         elif role == "tool":
             name = message.get("name")
@@ -320,7 +316,7 @@ def _bad_role(ctx: RowContext, path: str, role: Any) -> None:
     )
 
 
-_TYPED = frozenset(("role", "content", "tool_calls", "name", "tool_call_id"))
+_TYPED = frozenset(("role", "content", "reasoning_content", "tool_calls", "name", "tool_call_id"))
 
 
 

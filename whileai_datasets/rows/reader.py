@@ -212,7 +212,7 @@ def _is_message_list(arrow_type: pa.DataType) -> bool:
     if not pa.types.is_list(arrow_type) or not pa.types.is_struct(arrow_type.value_type):
         return False
     names = {f.name for f in arrow_type.value_type}
-    return names == set(MESSAGE_TYPE.names)
+    return {"role", "content", "extra"} <= names <= set(MESSAGE_TYPE.names)  # older files lack the newer fields
 
 
 @contextmanager
