@@ -250,3 +250,23 @@ def _tool_call(part: dict[str, Any], role: str, error: ErrorFactory, path: str) 
             "Write tool_call parts as {'type': 'tool_call', 'value': {'name': ..., 'arguments': {...}}}.",
         )
     return call
+
+
+# ---------------------------------------------------------------- raw text
+
+
+def spoken_texts(message: dict[str, Any]) -> list[str]:
+    """Every text a raw message says: its content text (or the text of its text
+    parts), its ``reasoning_content`` and its ``reasoning`` / ``thinking``
+    parts. The leak gate reads these from rows as whileai wrote them."""
+    content = message.get("content")
+    texts = [content] if isinstance(content, str) else []
+    if isinstance(content, list):
+        for part in content:
+            if type(part) is not dict:
+                continue
+            keys = ("text",) if part.get("type") == "text" else REASONING_PARTS.get(str(part.get("type")), ())
+            texts.extend(part[k] for k in keys if isinstance(part.get(k), str))
+    if isinstance(message.get("reasoning_content"), str):
+        texts.append(message["reasoning_content"])
+    return texts

@@ -98,10 +98,7 @@ def _call_to_storage(call: dict[str, Any]) -> dict[str, Any]:
 
 def message_from_storage(value: dict[str, Any]) -> dict[str, Any]:
     """The message dict a storage struct stands for: no invented None keys."""
-    out: dict[str, Any] = {"role": value["role"], "content": value["content"]}
-    parts = value.get("parts")
-    if parts is not None:
-        out["content"] = [part_from_storage(part) for part in parts]
+    out: dict[str, Any] = {"role": value["role"], "content": decoded_content(value)}
     for key in OPTIONAL_KEYS:
         item = value.get(key)
         if item is not None:
@@ -110,6 +107,12 @@ def message_from_storage(value: dict[str, Any]) -> dict[str, Any]:
     if extra is not None:
         out.update(json.loads(extra) if isinstance(extra, str) else extra)
     return out
+
+
+def decoded_content(value: dict[str, Any]) -> Any:
+    """A storage struct's content: its text, or its list of part dicts."""
+    parts = value.get("parts")
+    return value["content"] if parts is None else [part_from_storage(part) for part in parts]
 
 
 @dataclass

@@ -14,7 +14,6 @@ Two jobs that would otherwise be a Python loop over every row:
 from __future__ import annotations
 
 import json
-from json.encoder import encode_basestring
 from typing import Any
 
 import numpy as np
@@ -23,7 +22,14 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from whileai_datasets.rows.normalize import decode_arguments
-from whileai_datasets.transforms import _arrow
+from whileai_datasets.transforms import _arrow, _parts
+from whileai_datasets.transforms._text import NULL as _NULL
+from whileai_datasets.transforms._text import concat as _concat
+from whileai_datasets.transforms._text import escape as escape
+from whileai_datasets.transforms._text import join as _join
+from whileai_datasets.transforms._text import or_null as _or_null
+from whileai_datasets.transforms._text import plain as _plain
+from whileai_datasets.transforms._text import quote as quote
 
 # ---------------------------------------------------------------- arguments
 
@@ -97,51 +103,6 @@ def _arrow_parses_objects(texts: pa.Array) -> bool:
 # hundreds of MB, so the text is assembled with as few passes as possible: a
 # value is escaped once, a message object is one join, a row is one join that
 # already ends in "\n", and the file is written straight from its buffer.
-
-_NEEDS_ESCAPE = r'["\\\x00-\x1f]'
-_NULL = pa.scalar(None, pa.string())
-
-
-def _plain(strings: Any) -> pa.Array:
-    if isinstance(strings, pa.ChunkedArray):
-        strings = strings.combine_chunks()
-    if isinstance(strings, pa.ExtensionArray):
-        strings = strings.storage
-    return strings
-
-
-def escape(strings: pa.Array) -> pa.Array:
-    """JSON-escaped text of each string, without the quotes (nulls stay null).
-
-    Only strings holding a quote, a backslash or a control character are
-    touched; they go through the C encoder of Python's ``json`` (one call per
-    string, several times faster than a chain of Arrow replace passes)."""
-    strings = _plain(strings)
-    needs = pc.fill_null(pc.match_substring_regex(strings, _NEEDS_ESCAPE), False)
-    if not pc.any(needs).as_py():
-        return strings
-    escaped = pa.array(list(map(encode_basestring, pc.filter(strings, needs).to_pylist())), pa.string())
-    return pc.replace_with_mask(strings, needs, pc.utf8_slice_codeunits(escaped, 1, -1))
-
-
-def quote(strings: pa.Array) -> pa.Array:
-    """JSON string literals of a string array (nulls stay null)."""
-    return _join('"', escape(strings), '"')
-
-
-def _join(*parts: Any) -> pa.Array:
-    """Concatenation per row; null when any part is null."""
-    return pc.binary_join_element_wise(*parts, "")
-
-
-def _concat(*parts: Any) -> pa.Array:
-    """Concatenation per row; a null part counts as empty."""
-    return pc.binary_join_element_wise(*parts, "", null_handling="replace", null_replacement="")
-
-
-def _or_null(values: pa.Array) -> pa.Array:
-    return pc.fill_null(values, "null") if values.null_count else values
-
 
 def encode(array: Any) -> pa.Array:
     """The JSON text of every value of ``array`` (null where the value is null)."""
@@ -219,15 +180,15 @@ def memoize_messages(lists: pa.Array, *, drop_content: bool = False) -> pa.Array
 
 def message_objects(messages: pa.Array) -> pa.Array:
     """The JSON object of each message, with the keys ``Message`` decodes to:
-    a null ``tool_calls`` / ``name`` / ``tool_call_id`` is absent, ``extra``
-    is merged in."""
+    content parts as the content array, a null ``reasoning_content`` /
+    ``tool_calls`` / ``name`` / ``tool_call_id`` absent, ``extra`` merged in."""
     names = messages.type.names
-    parts: list[Any] = [
-        '{"role": ',
-        _or_null(quote(pc.struct_field(messages, "role"))),
-        ', "content": ',
-        _or_null(quote(pc.struct_field(messages, "content"))),
-    ]
+    content = _or_null(_parts.content_json(messages, quote(pc.struct_field(messages, "content"))))
+    parts: list[Any] = ['{"role": ', _or_null(quote(pc.struct_field(messages, "role"))), ', "content": ', content]
+    if "reasoning_content" in names:
+        reasoning = pc.struct_field(messages, "reasoning_content")
+        if reasoning.null_count < len(reasoning):
+            parts.append(_join(', "reasoning_content": ', quote(reasoning)))
     if "tool_calls" in names:
         calls = pc.struct_field(messages, "tool_calls")
         if calls.null_count < len(calls):

@@ -18,7 +18,8 @@ import pyarrow as pa
 from datasets.features.features import register_feature
 from datasets.table import array_cast
 
-from whileai_datasets.rows.features import MESSAGE_TYPE, OPTIONAL_KEYS, TYPED_KEYS
+from whileai_datasets.rows.content import PART_TYPE
+from whileai_datasets.rows.features import MESSAGE_TYPE, OPTIONAL_KEYS, TYPED_KEYS, content_parts, decoded_content
 
 TRL_FUNCTION_TYPE = pa.struct([("name", pa.string()), ("arguments", pa.json_())])
 TRL_TOOL_CALL_TYPE = pa.struct([("id", pa.string()), ("type", pa.string()), ("function", TRL_FUNCTION_TYPE)])
@@ -30,6 +31,8 @@ TRL_MESSAGE_TYPE = pa.struct(
         ("name", pa.string()),
         ("tool_call_id", pa.string()),
         ("extra", pa.json_()),
+        ("reasoning_content", pa.string()),
+        ("parts", pa.list_(PART_TYPE)),
     ]
 )
 #: Fireworks preference rows: ``input`` is ``{"messages": [...], "tools": [...]}``.
@@ -56,6 +59,7 @@ def trl_message_to_storage(message: dict[str, Any]) -> dict[str, Any]:
                 }
             )
         out["tool_calls"] = stored
+    content_parts(out)
     rest = {k: v for k, v in message.items() if k not in TYPED_KEYS}
     out["extra"] = json.dumps(rest, ensure_ascii=False) if rest else None
     return out
@@ -63,7 +67,7 @@ def trl_message_to_storage(message: dict[str, Any]) -> dict[str, Any]:
 
 def trl_message_from_storage(value: dict[str, Any]) -> dict[str, Any]:
     """The TRL message a storage struct stands for: arguments decoded, no invented None keys."""
-    out: dict[str, Any] = {"role": value["role"], "content": value["content"]}
+    out: dict[str, Any] = {"role": value["role"], "content": decoded_content(value)}
     for key in OPTIONAL_KEYS:
         item = value.get(key)
         if item is None:

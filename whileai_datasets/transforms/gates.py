@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from whileai_datasets.errors import ExportFormatError, SchemaError
+from whileai_datasets.rows.content import spoken_texts
 from whileai_datasets.rows.normalize import conversation
 from whileai_datasets.transforms import _arrow, _json
 
@@ -214,8 +215,8 @@ def _assistant_text(row: dict[str, Any]) -> str:
         [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) and messages else conversation(row)
     )
     for message in turns:
-        if str(message.get("role") or "") == "assistant" and isinstance(message.get("content"), str):
-            parts.append(message["content"])
+        if str(message.get("role") or "") == "assistant":
+            parts.extend(spoken_texts(message))  # text, text parts and reasoning
     return "\n".join(p for p in parts if p).lower()
 
 

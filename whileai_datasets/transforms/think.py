@@ -21,11 +21,12 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from whileai_datasets._typing import Batch
-from whileai_datasets.transforms import _arrow
+from whileai_datasets.transforms import _arrow, _parts
 
 #: Every code point Python's ``str.strip()`` and ``re``'s ``\s`` treat as whitespace.
 PY_WHITESPACE = "".join(chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace())
@@ -41,6 +42,11 @@ _HAS_OPEN_TAG = f"<{_THINK}>"
 
 def strip_think_text(content: pa.Array) -> pa.Array:
     """whileai's ``_strip_think`` on every value (null becomes "")."""
+    return pc.utf8_trim(remove_think_blocks(content), characters=PY_WHITESPACE)
+
+
+def remove_think_blocks(content: pa.Array) -> pa.Array:
+    """Every ``<think>...</think>`` block and the whitespace after it removed (null becomes "")."""
     if isinstance(content, pa.ChunkedArray):
         content = content.combine_chunks()
     content = pc.fill_null(content, "")
@@ -49,7 +55,29 @@ def strip_think_text(content: pa.Array) -> pa.Array:
         mask = pa.array(has_tag)
         replaced = pc.replace_substring_regex(pc.filter(content, mask), THINK_BLOCK_RE2, "")
         content = pc.replace_with_mask(content, mask, replaced)
-    return pc.utf8_trim(content, characters=PY_WHITESPACE)
+    return content
+
+
+def strip_parts(messages: pa.Array, is_assistant: np.ndarray) -> pa.Array | None:
+    """The parts lists with think blocks removed from assistant text parts, and
+    the message's text trimmed at its ends (the start of its first text part,
+    the end of its last), as whileai trims the whole content. None: no change."""
+    parts = _parts.flat_parts(messages)
+    if parts is None:
+        return None
+    owner = parts.owner
+    text_part = parts.kind_in(("text",)) & is_assistant[owner]
+    if not text_part.any():
+        return None
+    picked = pa.array(text_part)
+    text = remove_think_blocks(pc.filter(parts.field("text"), picked))
+    n = len(messages)
+    first = _arrow.first_true_per_row(text_part, owner, n)
+    last = _arrow.first_true_per_row(text_part, owner, n, last=True)
+    rank = np.flatnonzero(text_part)  # flat index of each picked part
+    text = pc.if_else(pa.array(np.isin(rank, first)), pc.utf8_ltrim(text, characters=PY_WHITESPACE), text)
+    text = pc.if_else(pa.array(np.isin(rank, last)), pc.utf8_rtrim(text, characters=PY_WHITESPACE), text)
+    return parts.rebuilt(text=pc.replace_with_mask(parts.field("text"), picked, text))
 
 
 def message_list_columns(table: pa.Table) -> list[str]:
@@ -64,22 +92,37 @@ def message_list_columns(table: pa.Table) -> list[str]:
 
 
 def strip_messages(lists: pa.Array) -> pa.Array:
-    """A message-list array with think blocks stripped from assistant content."""
+    """A message-list array with think blocks stripped from assistant content
+    (text, or the text parts) and every ``reasoning_content`` dropped."""
     messages = _arrow.flat(lists)
+    fields: dict[str, pa.Array | None] = {}
+    if "reasoning_content" in messages.type.names:
+        if pc.struct_field(messages, "reasoning_content").null_count < len(messages):
+            fields["reasoning_content"] = None
     role = pc.struct_field(messages, "role")
-    is_assistant = pc.fill_null(pc.equal(role, "assistant"), False)
-    if not pc.any(is_assistant).as_py():
+    assistant = _arrow.to_numpy_bool(pc.equal(role, "assistant"))
+    text_content = assistant & ~_parts.has_parts(messages)
+    if text_content.any():
+        mask = pa.array(text_content)
+        content = pc.struct_field(messages, "content")
+        fields["content"] = pc.replace_with_mask(content, mask, strip_think_text(pc.filter(content, mask)))
+    parts = strip_parts(messages, assistant) if assistant.any() else None
+    if parts is not None:
+        fields["parts"] = parts
+    if not fields:
         return lists
-    content = pc.struct_field(messages, "content")
-    stripped = strip_think_text(pc.filter(content, is_assistant))
-    content = pc.replace_with_mask(content, is_assistant, stripped)
-    return _arrow.relist(lists, _arrow.replace_fields(messages, content=content))
+    return _arrow.relist(lists, _arrow.replace_fields(messages, **fields))
 
 
 @dataclass(frozen=True)
 class StripThink:
     """Remove ``<think>...</think>`` blocks (any case, across lines) and the
     whitespace after them from assistant turns, then trim, as whileai's export does.
+
+    Content parts: the blocks go from each assistant text part, and the
+    message's text is trimmed at its two ends. ``reasoning_content`` is dropped
+    from every message (whileai's intent: no thinking taught to a student that
+    should not think); skip this transform to keep it.
 
     Args:
         column: The message-list column; ``None`` (the default) strips every

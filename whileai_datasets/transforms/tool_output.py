@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from whileai_datasets._typing import Batch
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.transforms import _arrow
+from whileai_datasets.transforms import _arrow, _parts
 
 TRUNCATED = "tool_output_truncated"
 CHARS_CUT = "tool_output_chars_cut"
@@ -65,37 +65,87 @@ def truncate_table(table: pa.Table, max_chars: int, column: str = "messages") ->
     messages = _arrow.flat(lists)
     limit = int(max_chars)
     cap = max(0, limit)
+    is_tool = _arrow.to_numpy_bool(pc.equal(pc.struct_field(messages, "role"), "tool"))
     original = pc.struct_field(messages, "content")
     content = pc.fill_null(original, "")
     size = pc.utf8_length(content)
-    cut = pc.and_(pc.fill_null(pc.equal(pc.struct_field(messages, "role"), "tool"), False), pc.greater(size, limit))
-    cut_np = _arrow.to_numpy_bool(cut)
+    cut_np = is_tool & ~_parts.has_parts(messages) & _arrow.to_numpy_bool(pc.greater(size, limit))
+    removed = np.where(cut_np, size.to_numpy(zero_copy_only=False) - cap, 0).astype(np.int64)
+    fields: dict[str, pa.Array] = {}
+    if cut_np.any():
+        cut = pa.array(cut_np)
+        fields["content"] = pc.replace_with_mask(
+            original, cut, _cut_text(pc.filter(content, cut), cap, pa.array(removed[cut_np]))
+        )
+    parts = truncate_parts(messages, is_tool, limit)
+    if parts is not None:
+        fields["parts"], parts_cut, parts_removed = parts
+        cut_np, removed = cut_np | parts_cut, removed + parts_removed
     n_rows = table.num_rows
     per_row = np.zeros(n_rows, dtype=np.int64)
     chars_per_row = np.zeros(n_rows, dtype=np.int64)
     if cut_np.any():
-        picked = pc.filter(content, cut)
-        removed = pc.subtract(pc.filter(size, cut), cap)
-        marker = pc.binary_join_element_wise(
-            pc.utf8_slice_codeunits(picked, 0, cap),
-            "\n[... ",
-            pc.cast(removed, pa.string()),
-            " chars of tool output truncated]",
-            "",
-        )
-        new_content = pc.replace_with_mask(original, cut, marker)
-        lists = _arrow.relist(lists, _arrow.replace_fields(messages, content=new_content))
+        lists = _arrow.relist(lists, _arrow.replace_fields(messages, **fields))
         table = _arrow.set_column(table, column, lists)
         parent = _arrow.parents(lists)[cut_np]
         per_row = np.bincount(parent, minlength=n_rows).astype(np.int64)
-        chars_per_row = np.bincount(parent, weights=removed.to_numpy(zero_copy_only=False), minlength=n_rows).astype(
-            np.int64
-        )
+        chars_per_row = np.bincount(parent, weights=removed[cut_np], minlength=n_rows).astype(np.int64)
     table, truncated = _add_count(table, TRUNCATED, per_row, None)
     # whileai writes both keys whenever it truncated a message, even with 0 chars cut
     table, _ = _add_count(table, CHARS_CUT, chars_per_row, truncated > 0)
     return table
 
+
+def _cut_text(text: pa.Array, keep: int | pa.Array, removed: pa.Array) -> pa.Array:
+    """The first ``keep`` code points of each text and whileai's marker."""
+    head = pc.utf8_slice_codeunits(text, 0, keep) if isinstance(keep, int) else _heads(text, keep)
+    return pc.binary_join_element_wise(
+        head, "\n[... ", pc.cast(removed, pa.string()), " chars of tool output truncated]", ""
+    )
+
+
+def _heads(text: pa.Array, keep: pa.Array) -> pa.Array:
+    """``text[:keep]`` per value (code points), for a different ``keep`` per value."""
+    values = [t[:k] for t, k in zip(text.to_pylist(), keep.to_pylist())]
+    return pa.array(values, pa.string())
+
+
+def truncate_parts(messages: pa.Array, is_tool: np.ndarray, limit: int) -> tuple[pa.Array, np.ndarray, np.ndarray] | None:
+    """Tool turns with content parts: their text parts together keep at most
+    ``max(0, limit)`` code points; the part where the cut falls gets the
+    marker (the message's chars cut), text parts wholly past it are dropped,
+    media parts stay. ``(parts lists, message cut, chars cut per message)``,
+    or None when no tool turn with parts is over the limit."""
+    parts = _parts.flat_parts(messages)
+    if parts is None:
+        return None
+    owner = parts.owner
+    text_part = parts.kind_in(("text",)) & is_tool[owner]
+    length = np.where(text_part, pc.fill_null(pc.utf8_length(parts.field("text")), 0).to_numpy(zero_copy_only=False), 0)
+    total = np.bincount(owner, weights=length, minlength=len(messages)).astype(np.int64)
+    cut_message = is_tool & (total > limit)
+    if not cut_message.any():
+        return None
+    cap = max(0, limit)
+    before = np.cumsum(length) - length  # text before each part, counted from the batch start
+    starts = _arrow.offsets_of(_arrow.lengths(parts.lists))[:-1]
+    before_in_message = before - np.concatenate([[0], np.cumsum(length)])[starts][owner]
+    keep = np.clip(cap - before_in_message, 0, length)
+    over = text_part & cut_message[owner] & (keep < length)
+    marked = np.zeros(len(over), dtype=bool)
+    first = _arrow.first_true_per_row(over, owner, len(messages))
+    marked[first[first >= 0]] = True
+    removed = np.where(cut_message, total - cap, 0).astype(np.int64)
+    text = parts.field("text")
+    if marked.any():
+        picked = pa.array(marked)
+        cut_text = _cut_text(pc.filter(text, picked), pa.array(keep[marked]), pa.array(removed[owner[marked]]))
+        text = pc.replace_with_mask(text, picked, cut_text)
+    stays = ~over | marked
+    rebuilt = _arrow.replace_fields(parts.flat, text=text).filter(pa.array(stays))
+    counts = np.bincount(owner[stays], minlength=len(messages))
+    lists = _arrow.build_list(_arrow.offsets_of(counts), rebuilt, mask=parts.lists.is_null())
+    return lists, cut_message, removed
 
 def _add_count(
     table: pa.Table, name: str, values: np.ndarray, present: np.ndarray | None

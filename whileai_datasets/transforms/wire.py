@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from whileai_datasets._typing import Batch
 from whileai_datasets.errors import SchemaError
 from whileai_datasets.rows.schema import CARRY_KEYS, PAIR_KEYS, SOURCE_KEYS
-from whileai_datasets.transforms import _arrow, _json, _types, pairs
+from whileai_datasets.transforms import _arrow, _json, _parts, _types, pairs
 from whileai_datasets.transforms.groups import GROUP_COLUMNS
 
 SCHEMA_VERSION = "1"
@@ -70,15 +70,22 @@ def ordered(table: pa.Table, order: tuple[str, ...]) -> pa.Table:
 
 
 def openai_messages(lists: pa.Array) -> pa.Array:
-    """Message lists with ``extra`` dropped (whileai writes no other keys)."""
+    """Message lists with ``extra`` dropped (whileai writes no other keys) and
+    content parts as OpenAI content parts."""
     messages = _arrow.flat(lists)
-    if "extra" not in messages.type.names or pc.struct_field(messages, "extra").null_count == len(messages):
-        return lists
-    return _arrow.relist(lists, _arrow.replace_fields(messages, extra=None))
+    fields: dict[str, Any] = {}
+    if "extra" in messages.type.names and pc.struct_field(messages, "extra").null_count < len(messages):
+        fields["extra"] = None
+    parts = _parts.openai_parts(messages)
+    if parts is not None:
+        fields["parts"] = parts
+    return _arrow.relist(lists, _arrow.replace_fields(messages, **fields)) if fields else lists
 
 
-def trl_messages(lists: pa.Array) -> pa.Array:
-    """Message lists with tool-call arguments as whileai's decoded values (``TrlMessage``)."""
+def trl_messages(lists: pa.Array, *, inline_images: bool = False) -> pa.Array:
+    """Message lists with tool-call arguments as whileai's decoded values
+    (``TrlMessage``) and content parts in TRL's vision format (image
+    references kept in the parts with ``inline_images``)."""
     messages = _arrow.flat(lists)
     if _is_trl(messages.type):
         return lists
@@ -101,8 +108,19 @@ def trl_messages(lists: pa.Array) -> pa.Array:
         pc.struct_field(messages, "name"),
         pc.struct_field(messages, "tool_call_id"),
         pa.nulls(len(messages), pa.json_()),
+        _optional_field(messages, "reasoning_content", pa.string()),
+        _parts.trl_parts(messages, inline_images=inline_images) if _parts.parts_of(messages) is not None else pa.nulls(len(messages), _PARTS),
     ]
     return _arrow.relist(lists, pa.StructArray.from_arrays(children, fields=list(_types.TRL_MESSAGE_TYPE), mask=_nulls(messages)))
+
+
+_PARTS = _types.TRL_MESSAGE_TYPE.field("parts").type
+
+
+def _optional_field(messages: pa.Array, name: str, arrow_type: pa.DataType) -> pa.Array:
+    if name in messages.type.names:
+        return pc.struct_field(messages, name)
+    return pa.nulls(len(messages), arrow_type)
 
 
 def _is_trl(message_type: pa.DataType) -> bool:
@@ -150,10 +168,11 @@ def openai_table(table: pa.Table) -> pa.Table:
     return ordered(out, TRAINING_ORDER)
 
 
-def trl_training_table(table: pa.Table) -> pa.Table:
-    """Training rows as TRL conversational SFT rows (``to_trl(kind="training")``)."""
-    out = openai_table(table)
-    out = _arrow.set_column(out, "messages", trl_messages(_arrow.column(out, "messages")))
+def trl_training_table(table: pa.Table, images: bool | None = None) -> pa.Table:
+    """Training rows as TRL conversational SFT rows (``to_trl(kind="training")``);
+    ``images`` adds TRL's ``images`` column (None: when a row has an image part)."""
+    out = _with_images(openai_table(table), _arrow.message_column(table, "messages"), images)
+    out = _arrow.set_column(out, "messages", trl_messages(_arrow.column(out, "messages"), inline_images=images is False))
     if "prompt_text" in out.column_names and "prompt" not in out.column_names:
         return ordered(_arrow.drop(out, "loss_mask"), TRAINING_ORDER)  # already TRL rows
     prompt = _arrow.optional(out, "prompt", pa.string())
@@ -168,10 +187,20 @@ def trl_training_table(table: pa.Table) -> pa.Table:
     return ordered(out, TRAINING_ORDER)
 
 
-def trl_completion_table(table: pa.Table) -> pa.Table:
+def _with_images(out: pa.Table, lists: pa.Array, images: bool | None) -> pa.Table:
+    """``out`` with TRL's ``images`` column from the image parts of ``lists``."""
+    if images is False or "images" in out.column_names:
+        return out
+    column = _parts.images_column(lists)
+    if column is None and images is None:
+        return out
+    return _arrow.set_column(out, "images", _parts.no_images(out.num_rows) if column is None else column)
+
+
+def trl_completion_table(table: pa.Table, images: bool | None = None) -> pa.Table:
     """Training rows as TRL prompt/completion rows split at the last assistant
     turn; rows with no such split are dropped (``to_trl(kind="completion")``)."""
-    out = trl_training_table(table)
+    out = trl_training_table(table, images)
     lists = _arrow.column(out, "messages")
     messages = _arrow.flat(lists)
     lens = _arrow.lengths(lists)
@@ -200,6 +229,7 @@ def _slices(values: pa.Array, begin: np.ndarray, size: np.ndarray) -> pa.ListArr
 def fireworks_table(table: pa.Table) -> pa.Table:
     """Training rows as Fireworks SFT rows: ``messages`` and ``tools``."""
     lists = openai_messages(_arrow.message_column(table, "messages"))
+    _parts.check_fireworks(lists, "messages")
     mask = _arrow.column(table, "loss_mask") if "loss_mask" in table.column_names else None
     columns = {"messages": fireworks_messages(lists, mask)}
     if "tools" in table.column_names:
@@ -235,15 +265,17 @@ def openai_preference_table(table: pa.Table) -> pa.Table:
     return ordered(out, PREFERENCE_ORDER)
 
 
-def trl_preference_table(table: pa.Table) -> tuple[pa.Table, int, int]:
+def trl_preference_table(table: pa.Table, images: bool | None = None) -> tuple[pa.Table, int, int]:
     """OpenAI preference rows as TRL one-turn DPO rows: ``(rows, dropped, cut)``."""
-    chosen = trl_messages(openai_messages(_arrow.message_column(table, "chosen")))
-    rejected = trl_messages(openai_messages(_arrow.message_column(table, "rejected")))
+    inline = images is False
+    chosen = trl_messages(openai_messages(_arrow.message_column(table, "chosen")), inline_images=inline)
+    rejected = trl_messages(openai_messages(_arrow.message_column(table, "rejected")), inline_images=inline)
     split = pairs.first_difference(chosen, rejected, decoded_arguments=True)
     out = table.take(pa.array(split.keep))
     out = _arrow.set_column(out, "prompt", split.prefix(chosen))
     out = _arrow.set_column(out, "chosen", split.turn(chosen, "chosen"))
     out = _arrow.set_column(out, "rejected", split.turn(rejected, "rejected"))
+    out = _with_images(out, split.prefix(openai_messages(_arrow.message_column(table, "chosen"))), images)
     if "schema_version" not in out.column_names:
         out = _arrow.set_column(out, "schema_version", pa.array([SCHEMA_VERSION] * out.num_rows, pa.string()))
     return ordered(out, PREFERENCE_ORDER), split.dropped, split.cut
@@ -253,6 +285,8 @@ def fireworks_preference_table(table: pa.Table) -> tuple[pa.Table, int, int]:
     """OpenAI preference rows as Fireworks one-turn DPO rows: ``(rows, dropped, cut)``."""
     chosen = fireworks_messages(openai_messages(_arrow.message_column(table, "chosen")), None, keep_tool_call_id=False)
     rejected = fireworks_messages(openai_messages(_arrow.message_column(table, "rejected")), None, keep_tool_call_id=False)
+    _parts.check_fireworks(chosen, "chosen")
+    _parts.check_fireworks(rejected, "rejected")
     split = pairs.first_difference(chosen, rejected, decoded_arguments=False)
     tools = _arrow.optional(table, "tools", pa.json_()).take(pa.array(split.keep))
     tools_text = tools.storage if isinstance(tools, pa.ExtensionArray) else tools
@@ -303,6 +337,14 @@ class ToTrl:
         kind: ``"training"`` (conversational ``messages``), ``"completion"``
             (``prompt``/``completion`` split at the last assistant turn) or
             ``"preference"`` (one-turn DPO rows from preference pairs).
+        images: TRL's vision format: image parts become ``{"type": "image"}``
+            placeholders and their references (URLs, paths, data URIs) an
+            ``images`` list per row, which TRL's vision collator fills them
+            from. ``None`` adds the column to a batch that has an image part;
+            pass ``True`` when mapping a dataset whose batches may lack one
+            (every batch then has the column, ``[]`` on text-only rows);
+            ``False`` keeps each reference in its part (``{"type": "image",
+            "image": ref}``) and adds no column.
     Raises:
         SchemaError: an unknown ``kind``, or a row-dropping kind called one example at a time.
     Example:
@@ -311,6 +353,7 @@ class ToTrl:
     """
 
     kind: str = "training"
+    images: bool | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in TRL_KINDS:
@@ -325,11 +368,11 @@ class ToTrl:
             _arrow.require_batched(batch, f'to_trl("{self.kind}")')
         table = _arrow.as_table(batch)
         if self.kind == "training":
-            out = trl_training_table(table)
+            out = trl_training_table(table, self.images)
         elif self.kind == "completion":
-            out = trl_completion_table(table)
+            out = trl_completion_table(table, self.images)
         else:
-            out = trl_preference_table(table)[0]
+            out = trl_preference_table(table, self.images)[0]
         return _arrow.like(batch, out, reshaped=True)
 
 
@@ -350,9 +393,9 @@ class ToFireworks:
         return _arrow.like(batch, fireworks_table(_arrow.as_table(batch)), reshaped=True)
 
 
-def to_trl(kind: str = "training") -> ToTrl:
-    """``ToTrl(kind)``: ``ds.map(to_trl("completion"), batched=True)``."""
-    return ToTrl(kind)
+def to_trl(kind: str = "training", *, images: bool | None = None) -> ToTrl:
+    """``ToTrl(kind, images)``: ``ds.map(to_trl("completion"), batched=True)``."""
+    return ToTrl(kind, images)
 
 
 #: The ``ToOpenAI()`` instance.
