@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from whileai_datasets.export import writer
-from whileai_datasets.transforms import _arrow, _json, masks, think, tool_output, unrolling, wire
+from whileai_datasets.transforms import _arrow, _json, _parts, masks, think, tool_output, unrolling, wire
 from whileai_datasets.transforms import groups as grouping
 
 
@@ -82,7 +82,7 @@ def training_chunk(
         for name in grouping.GROUP_COLUMNS:
             table = _arrow.set_column(table, name, groups[name].slice(offset, table.num_rows))
     fmt = options["format"]
-    if options["unroll"] and memoize and fmt != "fireworks":
+    if options["unroll"] and memoize and fmt != "fireworks" and not _trl_images(table, fmt):
         return _unrolled_jsonl_chunk(table, fmt)
     if options["unroll"]:
         table = unrolling.unroll_table(table)
@@ -96,6 +96,12 @@ def training_chunk(
     rows = wire.openai_table(table)
     written = wire.fireworks_table(rows) if fmt == "fireworks" else rows
     return rows, written, table.num_rows
+
+
+def _trl_images(table: pa.Table, fmt: str) -> bool:
+    """Whether TRL rows of ``table`` get an ``images`` column: each unrolled
+    sample then needs the images of its own messages, so they are unrolled first."""
+    return fmt == "trl" and _parts.images_column(_arrow.column(table, "messages")) is not None
 
 
 def _unrolled_jsonl_chunk(table: pa.Table, fmt: str) -> tuple[pa.Table, pa.Table, int]:

@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 from datasets import Features
 
+from whileai_datasets.rows import content as content_parts
 from whileai_datasets.rows import normalize, schema
 from whileai_datasets.rows.features import storage_type
 from whileai_datasets.rows.normalize import RowContext
@@ -70,6 +71,8 @@ class Normalizer:
         if source and not isinstance(source, list):
             raise ctx.error("messages", f"expected a list of messages, got {type(source).__name__}", "Fix the row.")
         turns = source or normalize.conversation(row)
+        if row.get("images") is not None:  # TRL's vision rows: placeholders + references
+            turns = content_parts.fill_images(turns, row["images"], ctx.error)
         messages = normalize.convert_messages(
             turns, system=self.options.system_prompt, ctx=ctx, keep_keys=self.options.keep_message_keys
         )

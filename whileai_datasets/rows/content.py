@@ -98,7 +98,7 @@ def _media_to_storage(part: dict[str, Any], kind: str, error: ErrorFactory, path
         keys = " or ".join(repr(k) for k in MEDIA_KEYS[kind])
         raise error(
             path,
-            f"expected a {kind} part with a media reference under {keys}, got keys {sorted(part)}",
+            f"expected the {kind!r} part to hold a media reference under {keys}, got keys {sorted(part)}",
             "Give each media part its URL, path or data URI (nothing is downloaded).",
         )
     rest = {k: v for k, v in part.items() if k not in ("type", key)}
@@ -270,3 +270,38 @@ def spoken_texts(message: dict[str, Any]) -> list[str]:
     if isinstance(message.get("reasoning_content"), str):
         texts.append(message["reasoning_content"])
     return texts
+
+
+# ---------------------------------------------------------------- TRL rows back
+
+
+def fill_images(messages: list[Any], images: Any, error: ErrorFactory) -> list[Any]:
+    """TRL vision rows back to parts with references: each ``{"type": "image"}``
+    placeholder outside tool turns takes the next of the row's ``images``, as
+    TRL's ``prepare_multimodal_messages`` fills them."""
+    if not isinstance(images, list) or not all(isinstance(ref, str) for ref in images):
+        got = _type_name(images) if not isinstance(images, list) else "a list holding non-text items"
+        raise error(
+            "images",
+            f"expected a list of image references (URLs, paths or data URIs), got {got}",
+            "Store TRL images as references; decoded images are not read.",
+        )
+    slots = [
+        (i, j)
+        for i, message in enumerate(messages)
+        if type(message) is dict and message.get("role") != "tool" and isinstance(message.get("content"), list)
+        for j, part in enumerate(message["content"])
+        if type(part) is dict and part.get("type") == "image" and "image" not in part
+    ]
+    if len(slots) != len(images):
+        raise error(
+            "images",
+            f"expected one image per {{'type': 'image'}} placeholder ({len(slots)}), got {len(images)} images",
+            "Give the row as many images as its placeholders (TRL refuses the row otherwise).",
+        )
+    out = list(messages)
+    for (i, j), ref in zip(slots, images):
+        if out[i] is messages[i]:
+            out[i] = {**messages[i], "content": list(messages[i]["content"])}
+        out[i]["content"][j] = {**out[i]["content"][j], "image": ref}
+    return out

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from datasets import Features, Json, List
 
 from whileai_datasets._typing import Batch
@@ -55,11 +56,27 @@ def like(batch: Batch, table: pa.Table, *, reshaped: bool = False) -> Batch:
     ``Dataset.map`` even under plain formatting: ``datasets`` merges a dict
     with the input columns, so a dropped column would stay, and it infers
     types from Python values, so TRL's argument values would lose their
-    feature. A table replaces the batch and keeps its features."""
-    if isinstance(batch, (pa.Table, pa.RecordBatch)) or (reshaped and type(batch).__name__ == "LazyBatch"):
+    feature. A table replaces the batch and keeps its features. So it does
+    for messages with content parts (decoded, their column mixes text and
+    lists, which ``datasets`` cannot infer an Arrow type for)."""
+    lazy = type(batch).__name__ == "LazyBatch"
+    if isinstance(batch, (pa.Table, pa.RecordBatch)) or (lazy and (reshaped or _has_parts(table))):
         return with_features(table)
     features = table_features(table)
     return features.decode_batch(table.to_pydict())
+
+
+def _has_parts(table: pa.Table) -> bool:
+    """Whether a message column holds content parts: decoded, such a column
+    mixes text and lists, which ``datasets``' writer cannot turn back into Arrow."""
+    for fld in table.schema:
+        arrow_type = fld.type
+        if pa.types.is_list(arrow_type) and pa.types.is_struct(arrow_type.value_type):
+            if "parts" in arrow_type.value_type.names:
+                parts = pc.struct_field(table.column(fld.name).combine_chunks().flatten(), "parts")
+                if parts.null_count < len(parts):
+                    return True
+    return False
 
 
 _MESSAGE_COLUMNS = (

@@ -1,0 +1,123 @@
+"""The builder on reasoning and vision rows: content parts typed, given back exactly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from tests.conftest import write_jsonl
+from tests.content_parts import CANONICAL_ROWS, CAT_URL, MAPPED_ROW, MEDIA, REASONING, ROWS, missing, text, texts
+from whileai_datasets.errors import ExportFormatError
+from whileai_datasets.rows.content import PART_TYPE
+
+
+def test_every_content_shape_decodes_to_exactly_the_messages_it_was(tmp_path: Path, load: Any) -> None:
+    ds = load(write_jsonl(tmp_path / "rows.jsonl", CANONICAL_ROWS))
+    assert [row["messages"] for row in ds] == [row["messages"] for row in CANONICAL_ROWS]
+
+
+def test_parts_are_typed_columns_with_the_media_reference_and_where_it_sat(tmp_path: Path, load: Any) -> None:
+    table = load(write_jsonl(tmp_path / "rows.jsonl", CANONICAL_ROWS)).with_format("arrow")[:]
+    messages = table["messages"].combine_chunks().flatten()
+    assert messages.type.field("parts").type == pa.list_(PART_TYPE)
+    parts = messages.field("parts").flatten()
+    media = [(p["type"], p["media"], p["media_key"]) for p in parts.to_pylist() if p["media"] is not None]
+    assert media == [
+        ("image", CAT_URL, "image"),
+        ("image", "https://images.example.com/dog-1187.jpg", "url"),
+        ("image_url", MEDIA[2], "image_url.url"),
+        ("image", MEDIA[3], "image"),
+        ("video", MEDIA[4], "video"),
+        ("image", MEDIA[5], "path"),
+    ]
+    assert messages.field("content").to_pylist()[0] is None  # the text lives in the parts
+    assert messages.field("reasoning_content").drop_null().to_pylist() == REASONING[:2]
+
+
+def test_reasoning_thinking_and_tool_call_parts_map_onto_the_message(tmp_path: Path, load: Any) -> None:
+    ds = load(write_jsonl(tmp_path / "rows.jsonl", [MAPPED_ROW]))
+    user, call, tool, answer = ds[0]["messages"]
+    assert user == MAPPED_ROW["messages"][0]
+    assert call["reasoning_content"] == "echo reasoning in a typed part"
+    assert call["content"] == ""  # only mapped parts: whileai's empty content
+    [wire_call] = call["tool_calls"]
+    assert wire_call["function"]["name"] == "lookup"
+    assert json.loads(wire_call["function"]["arguments"]) == {"q": "echo cat"}
+    assert tool["tool_call_id"] == "call_e1"
+    assert answer == {"role": "assistant", "content": [text("echo a tabby cat.")], "reasoning_content": "echo second thought"}
+
+
+def test_no_text_reasoning_or_media_reference_is_lost_on_load(tmp_path: Path, load: Any) -> None:
+    ds = load(write_jsonl(tmp_path / "rows.jsonl", ROWS))
+    assert missing([row["messages"] for row in ds], texts() + REASONING + MEDIA) == []
+
+
+def test_a_parquet_export_of_parts_reads_back_the_same(tmp_path: Path, load: Any) -> None:
+    ds = load(write_jsonl(tmp_path / "rows.jsonl", ROWS))
+    ds.to_parquet(str(tmp_path / "rows.parquet"))
+    again = load(str(tmp_path / "rows.parquet"), cache_dir=str(tmp_path / "cache2"))
+    assert [row["messages"] for row in again] == [row["messages"] for row in ds]
+
+
+def _row_with(content: Any, role: str = "user") -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": "ok"}, {"role": role, "content": content}]}
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        (
+            _row_with([text("hi"), {"type": "input_audio", "input_audio": {"data": "AAA", "format": "wav"}}]),
+            r"rows\.jsonl line 2 \(row 1\), messages\[1\]\.content\[1\]\.type: expected a part type of 'text', "
+            r"'image', .*got 'input_audio'\. Convert or drop parts of that type",
+        ),
+        (_row_with([{"type": "image"}]), r"messages\[1\]\.content\[0\]: expected the 'image' part to hold a media reference under 'image' or 'url'"),
+        (
+            _row_with([{"type": "image", "image": {"bytes": "..."}}]),
+            r"content\[0\]\.image: expected a URL, path or data URI string, got dict",
+        ),
+        (_row_with([{"type": "text", "text": 7}]), r"content\[0\]\.text: expected the text part's text as a string, got int"),
+        (_row_with([{"type": "reasoning", "value": "x"}]), r"expected a 'reasoning' part on an assistant turn, got one on a 'user' turn"),
+        (
+            _row_with([{"type": "reasoning", "value": "x", "signature": "s"}], role="assistant"),
+            r"expected a 'reasoning' part with only 'value', 'text', got also \['signature'\]",
+        ),
+        (_row_with([{"type": "tool_call", "value": "{not json"}], role="assistant"), r"content\[0\]\.value: expected the tool call as JSON text"),
+        (_row_with({"type": "text", "text": "hi"}), r"messages\[1\]\.content: expected text or a list of content parts, got dict"),
+        (
+            {"messages": [{"role": "assistant", "content": "x", "reasoning_content": ["a"]}]},
+            r"messages\[0\]\.reasoning_content: expected text, got list",
+        ),
+    ],
+)
+def test_parts_it_cannot_read_are_refused_naming_the_part_row_and_line(
+    tmp_path: Path, load: Any, row: dict[str, Any], message: str
+) -> None:
+    path = write_jsonl(tmp_path / "rows.jsonl", [{"messages": [{"role": "user", "content": "fine"}]}, row])
+    with pytest.raises(ExportFormatError, match=message):
+        load(path)
+
+
+def test_trl_vision_rows_read_back_with_their_images_in_the_parts(tmp_path: Path, load: Any) -> None:
+    trl_row = {
+        "messages": [
+            {"role": "user", "content": [{"type": "image"}, text("foxtrot what is it?"), {"type": "image"}]},
+            {"role": "assistant", "content": [text("foxtrot two cats.")]},
+        ],
+        "images": [CAT_URL, MEDIA[2]],
+        "prompt_text": "foxtrot what is it?",
+    }
+    ds = load(write_jsonl(tmp_path / "trl.jsonl", [trl_row]))
+    user = ds[0]["messages"][0]
+    assert user["content"] == [{"type": "image", "image": CAT_URL}, text("foxtrot what is it?"), {"type": "image", "image": MEDIA[2]}]
+    assert "images" not in ds.column_names
+
+
+def test_trl_rows_with_fewer_images_than_placeholders_are_refused(tmp_path: Path, load: Any) -> None:
+    trl_row = {"messages": [{"role": "user", "content": [{"type": "image"}, {"type": "image"}]}], "images": [CAT_URL]}
+    with pytest.raises(ExportFormatError, match=r"trl\.jsonl line 1 \(row 0\), images: expected one image per .* \(2\), got 1 images"):
+        load(write_jsonl(tmp_path / "trl.jsonl", [trl_row]))
