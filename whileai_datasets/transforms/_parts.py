@@ -148,17 +148,20 @@ def openai_parts(messages: pa.Array) -> pa.Array | None:
 
 
 def _placeholders(messages: pa.Array, parts: FlatParts) -> np.ndarray:
-    """Image parts outside tool turns: the ones TRL fills from ``images``
-    (its ``prepare_multimodal_messages`` skips tool turns)."""
-    in_tool = _arrow.to_numpy_bool(pc.equal(pc.struct_field(messages, "role"), "tool"))[parts.owner]
-    return parts.kind_in(IMAGE_TYPES) & ~in_tool
+    """Image parts of user and system turns: the ones that become TRL's
+    ``{"type": "image"}`` placeholders, filled from ``images``. TRL fills none
+    in tool turns, and a completion (an assistant turn) is prepared without
+    images, so images in assistant and tool turns keep their reference."""
+    seen = pc.is_in(pc.struct_field(messages, "role"), pa.array(["user", "system"]))
+    return parts.kind_in(IMAGE_TYPES) & _arrow.to_numpy_bool(seen)[parts.owner]
 
 
 def trl_parts(messages: pa.Array, *, inline_images: bool = False) -> pa.Array | None:
-    """Parts lists in TRL's vision format: image parts as ``{"type": "image"}``
-    placeholders (their references go to the ``images`` column), except in tool
-    turns, where TRL fills none, so the reference stays as ``image``; videos as
-    ``{"type": "video", "video": ref}``, which processors load themselves."""
+    """Parts lists in TRL's vision format: image parts of user and system turns
+    as ``{"type": "image"}`` placeholders (their references go to the
+    ``images`` column), the others as ``{"type": "image", "image": ref}``
+    (``prepare_multimodal_messages`` keeps those and the processor loads
+    them); videos as ``{"type": "video", "video": ref}``."""
     parts = flat_parts(messages)
     if parts is None:
         return None
