@@ -169,7 +169,7 @@ def test_to_fireworks_takes_data_uri_images_and_refuses_urls(tmp_path: Path, loa
     assert out[1]["messages"][0]["content"][1] == {"type": "image_url", "image_url": {"url": BLUE}}
     assert missing(out, [RED, BLUE, "charlie first pixel is red"]) == []
     by_url = load(write_jsonl(tmp_path / "url.jsonl", [ROWS[1]]), cache_dir=str(tmp_path / "c2")).with_format("arrow")
-    with pytest.raises(SchemaError, match=r"row 0, messages\[0\]\.content\[0\]: Fireworks training data takes images as base64"):
+    with pytest.raises(SchemaError, match=r"batch row 0, messages\[0\]\.content\[0\]: Fireworks training data takes images as base64"):
         by_url.map(wai_transforms.to_fireworks, batched=True)
 
 

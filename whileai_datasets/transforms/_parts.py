@@ -213,6 +213,6 @@ def check_fireworks(lists: pa.Array, column: str) -> None:
     got = "a video part" if video[first] else f"an image referenced as {media[first].as_py()[:60]!r}"
     raise SchemaError(
         f"Fireworks training data takes images as base64 data URIs (data:image/png;base64,...), got {got}",
-        location=f"row {row}, {column}[{in_row}].content[{in_message}]",
+        location=f"batch row {row}, {column}[{in_row}].content[{in_message}]",
         hint="Inline the images as data URIs before to_fireworks (nothing is downloaded here), or use to_openai / to_trl.",
     )
