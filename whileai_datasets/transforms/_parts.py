@@ -188,8 +188,17 @@ def images_column(lists: pa.Array) -> pa.ListArray | None:
     return _arrow.build_list(_arrow.offsets_of(counts), pc.filter(parts.field("media"), pa.array(placeholder)))
 
 
-def no_images(n_rows: int) -> pa.ListArray:
-    return _arrow.build_list(np.zeros(n_rows + 1, dtype=np.int64), pa.array([], pa.string()))
+def with_images(out: pa.Table, lists: pa.Array, images: bool | None) -> pa.Table:
+    """``out`` with TRL's ``images`` column from the image parts of ``lists``
+    (``images``: True always, False never, None when some row has one)."""
+    if images is False or "images" in out.column_names:
+        return out
+    column = images_column(lists)
+    if column is None and images is None:
+        return out
+    if column is None:
+        column = _arrow.build_list(np.zeros(out.num_rows + 1, dtype=np.int64), pa.array([], pa.string()))
+    return _arrow.set_column(out, "images", column)
 
 
 def check_fireworks(lists: pa.Array, column: str) -> None:

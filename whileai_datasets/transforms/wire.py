@@ -171,7 +171,7 @@ def openai_table(table: pa.Table) -> pa.Table:
 def trl_training_table(table: pa.Table, images: bool | None = None) -> pa.Table:
     """Training rows as TRL conversational SFT rows (``to_trl(kind="training")``);
     ``images`` adds TRL's ``images`` column (None: when a row has an image part)."""
-    out = _with_images(openai_table(table), _arrow.message_column(table, "messages"), images)
+    out = _parts.with_images(openai_table(table), _arrow.message_column(table, "messages"), images)
     out = _arrow.set_column(out, "messages", trl_messages(_arrow.column(out, "messages"), inline_images=images is False))
     if "prompt_text" in out.column_names and "prompt" not in out.column_names:
         return ordered(_arrow.drop(out, "loss_mask"), TRAINING_ORDER)  # already TRL rows
@@ -185,16 +185,6 @@ def trl_training_table(table: pa.Table, images: bool | None = None) -> pa.Table:
     text = pc.if_else(pc.fill_null(pc.not_equal(prompt, ""), False), prompt, pa.scalar(None, pa.string()))
     out = _arrow.set_column(_arrow.drop(out, "prompt", "loss_mask"), "prompt_text", text)
     return ordered(out, TRAINING_ORDER)
-
-
-def _with_images(out: pa.Table, lists: pa.Array, images: bool | None) -> pa.Table:
-    """``out`` with TRL's ``images`` column from the image parts of ``lists``."""
-    if images is False or "images" in out.column_names:
-        return out
-    column = _parts.images_column(lists)
-    if column is None and images is None:
-        return out
-    return _arrow.set_column(out, "images", _parts.no_images(out.num_rows) if column is None else column)
 
 
 def trl_completion_table(table: pa.Table, images: bool | None = None) -> pa.Table:
@@ -275,7 +265,7 @@ def trl_preference_table(table: pa.Table, images: bool | None = None) -> tuple[p
     out = _arrow.set_column(out, "prompt", split.prefix(chosen))
     out = _arrow.set_column(out, "chosen", split.turn(chosen, "chosen"))
     out = _arrow.set_column(out, "rejected", split.turn(rejected, "rejected"))
-    out = _with_images(out, split.prefix(openai_messages(_arrow.message_column(table, "chosen"))), images)
+    out = _parts.with_images(out, split.prefix(openai_messages(_arrow.message_column(table, "chosen"))), images)
     if "schema_version" not in out.column_names:
         out = _arrow.set_column(out, "schema_version", pa.array([SCHEMA_VERSION] * out.num_rows, pa.string()))
     return ordered(out, PREFERENCE_ORDER), split.dropped, split.cut
