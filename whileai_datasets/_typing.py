@@ -31,12 +31,21 @@ class ToolCall(TypedDict):
     function: FunctionCall
 
 
+class ContentPart(TypedDict, total=False):
+    """One content part: ``type`` plus ``text`` or a media reference (``image``,
+    ``url``, ``path``, ``image_url``, ``video``, ...), as it was written."""
+
+    type: str
+    text: str
+
+
 class _MessageBase(TypedDict):
     role: str
-    content: str
+    content: str | list[ContentPart]
 
 
 class Message(_MessageBase, total=False):
+    reasoning_content: str
     tool_calls: list[ToolCall]
     tool_call_id: str
     name: str
