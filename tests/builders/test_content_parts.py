@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import write_jsonl
 from tests.content_parts import CANONICAL_ROWS, CAT_URL, MAPPED_ROW, MEDIA, REASONING, ROWS, missing, text, texts
-from whileai_datasets.errors import ExportFormatError
+from whileai_datasets.errors import ExportFormatError, SchemaError
 from whileai_datasets.rows.content import PART_TYPE
 
 
@@ -121,3 +121,18 @@ def test_trl_rows_with_fewer_images_than_placeholders_are_refused(tmp_path: Path
     trl_row = {"messages": [{"role": "user", "content": [{"type": "image"}, {"type": "image"}]}], "images": [CAT_URL]}
     with pytest.raises(ExportFormatError, match=r"trl\.jsonl line 1 \(row 0\), images: expected one image per .* \(2\), got 1 images"):
         load(write_jsonl(tmp_path / "trl.jsonl", [trl_row]))
+
+
+def test_the_message_feature_encodes_and_decodes_parts_outside_the_builder() -> None:
+    from datasets import Dataset, Features, List
+
+    from whileai_datasets.rows.features import Message
+
+    messages = CANONICAL_ROWS[2]["messages"]
+    ds = Dataset.from_dict({"messages": [messages]}, features=Features({"messages": List(Message())}))
+    assert ds[0]["messages"] == messages
+    with pytest.raises(SchemaError, match=r"message with role 'user', content\[0\]\.type: expected a part type"):
+        Dataset.from_dict(
+            {"messages": [[{"role": "user", "content": [{"type": "file", "file": "x"}]}]]},
+            features=Features({"messages": List(Message())}),
+        )

@@ -28,7 +28,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from whileai_datasets.errors import ExportFormatError, WhileaiError
+from whileai_datasets.errors import SchemaError, WhileaiError
 
 PART_TYPE = pa.struct(
     [
@@ -61,10 +61,12 @@ ErrorFactory = Callable[[str, str, str], WhileaiError]
 
 
 def located(location: str) -> ErrorFactory:
-    """An error factory for values outside a source row (a dict batch, ``encode_example``)."""
+    """An error factory for values outside a source row (a dict batch,
+    ``Message.encode_example``): ``SchemaError``, which ``datasets``' encoder
+    lets through (it swallows a ``ValueError`` and casts the raw value instead)."""
 
     def error(path: str, problem: str, hint: str) -> WhileaiError:
-        return ExportFormatError(problem, location=f"{location}, {path}" if path else location, hint=hint)
+        return SchemaError(problem, location=f"{location}, {path}" if path else location, hint=hint)
 
     return error
 
