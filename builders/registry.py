@@ -29,6 +29,7 @@ _HASHED_MODULES = (
     "whileai_datasets.rows.reader",
     "whileai_datasets.rows.schema",
     "whileai_datasets.rows.features",
+    "whileai_datasets.rows.content",
 )
 SUPPORTED = (Version("5.2"), Version("6"))
 
