@@ -259,6 +259,17 @@ def rollouts() -> Any:
     return DatasetDict({"train": ds.select(range(4)), "holdout": ds.select(range(4, 6))})
 
 
+def published_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages as a published repo holds them: a null `tool_calls` / `name` / `tool_call_id` is absent."""
+    optional = ("tool_calls", "name", "tool_call_id")
+    return [{k: v for k, v in m.items() if not (k in optional and v is None)} for m in messages]
+
+
+def published_rows(ds: Any) -> list[dict[str, Any]]:
+    """`ds`'s rows as the repo's `canonical` config loads them."""
+    return [{**row, "messages": published_messages(row["messages"])} for row in ds.to_list()]
+
+
 @pytest.fixture
 def saved_rollouts(rollouts: Any, tmp_path: Path) -> str:
     """`rollouts` written with `save_to_disk`: how a dataset reaches a client process."""

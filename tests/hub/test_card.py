@@ -6,15 +6,18 @@ import hashlib
 from importlib import metadata
 
 import pytest
+import pyarrow as pa
 from datasets import Features, Json, List, Value
-from datasets.info import DatasetInfo, DatasetInfosDict
+from datasets.info import DatasetInfosDict
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from whileai_datasets.errors import PublishError
 from whileai_datasets.hub import card as card_module
+from whileai_datasets.hub import layout
 from whileai_datasets.hub.card import SourceFile, describe_mask, hash_sources, package_versions, render_card
+from whileai_datasets.hub.configs import Config
 
-FEATURES = Features({"messages": List({"role": Value("string"), "content": Value("string")}), "tools": Json(),
+FEATURES = Features({"messages": List(Json()), "loss_mask": List(Value("int8")), "tools": Json(),
                      "scenario_id": Value("string")})
 VERSIONS = {"whileai": "0.131", "whileai-datasets": "0.1.0", "datasets": "5.2.0", "huggingface_hub": "2.4.0",
             "pyarrow": "26.0.1"}
@@ -22,17 +25,30 @@ TRL_EVERY_TOKEN = ("TRL trains on every token of every turn (trl 0.19.1 SFTTrain
                    "assistant_only_loss=True in SFTConfig to train the assistant turns only")
 
 
+def _table(rows: int) -> pa.Table:
+    return pa.table({"messages": pa.array([["{}"]] * rows, pa.list_(pa.string())).cast(pa.list_(pa.json_())),
+                     "loss_mask": pa.array([[1]] * rows, pa.list_(pa.int8())),
+                     "tools": pa.array([None] * rows, pa.string()).cast(pa.json_()),
+                     "scenario_id": pa.array(["s"] * rows, pa.string())})
+
+
+def _configs() -> list[Config]:
+    default = Config("default", {"train": _table(4), "holdout": _table(2)})
+    default.facts = {"train": {"rows": 4}, "holdout": {"rows": 2}}
+    canonical = Config("canonical", {"train": _table(4), "holdout": _table(2)})
+    canonical.facts = {name: {"rows": n, "messages": n, "assistant_turns": n, "marked_turns": n,
+                              "rows_without_marked_turn": 0} for name, n in (("train", 4), ("holdout", 2))}
+    return [default, canonical]
+
+
 def _base() -> DatasetCardData:
-    """The card data push_to_hub writes: dataset_info from the features, configs per split."""
-    data = DatasetCardData()
-    DatasetInfosDict({"default": DatasetInfo(features=FEATURES)}).to_dataset_card_data(data)
-    data["configs"] = [{"config_name": "default", "data_files": [{"split": "train", "path": "data/train-*"}]}]
-    return data
+    """The card YAML publish builds: dataset_info per config, configs with data files per split."""
+    return layout.card_data(_configs())
 
 
 def _render(**options: object) -> DatasetCard:
-    defaults: dict[str, object] = {"repo_id": "alice/rollouts", "private": True, "splits": {"train": 4, "holdout": 2},
-                                   "features": FEATURES, "versions": VERSIONS}
+    defaults: dict[str, object] = {"repo_id": "alice/rollouts", "private": True, "configs": _configs(),
+                                   "versions": VERSIONS}
     return render_card(_base(), **{**defaults, **options})  # type: ignore[arg-type]
 
 
@@ -57,7 +73,7 @@ def test_card_explains_the_loss_mask_of_openai_rows():
 def test_card_without_a_report_says_the_mask_is_unknown():
     text = _render().text
 
-    assert "cannot say which mask a\ntrainer will apply" in text
+    assert "cannot say which mask mode the\nexport used" in text
     assert "**Mask:**" not in text
 
 
@@ -68,6 +84,7 @@ def test_card_keeps_the_yaml_datasets_wrote_and_adds_provenance():
     reloaded = DatasetCard(str(card)).data
 
     assert DatasetInfosDict.from_dataset_card_data(reloaded)["default"].features == FEATURES
+    assert DatasetInfosDict.from_dataset_card_data(reloaded)["canonical"].features == FEATURES
     assert reloaded["configs"] == _base()["configs"]
     assert reloaded["tags"] == ["whileai"]
     assert reloaded["whileai_datasets"] == {"version": "0.1.0", "whileai": "0.131", "split_key": "scenario_id",

@@ -11,6 +11,8 @@ from typing import Any
 
 from datasets import DatasetDict, load_from_disk
 
+from tests.hub.conftest import published_rows
+
 PUBLISH_ERROR = "whileai_datasets.errors.PublishError"
 
 
@@ -22,9 +24,10 @@ def publish_saved(path: str, repo_id: str, token: str) -> dict[str, Any]:
 
 
 def load_rows(repo_id: str, token: str) -> dict[str, list[dict[str, Any]]]:
+    """The rows of the repo's `canonical` config, per split."""
     from datasets import load_dataset
 
-    return {name: split.to_list() for name, split in load_dataset(repo_id, token=token).items()}
+    return {name: split.to_list() for name, split in load_dataset(repo_id, "canonical", token=token).items()}
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -74,7 +77,7 @@ def test_lfs_upload_answering_500_fails_clearly_and_keeps_the_previous_commit(al
     retry = alice.run(publish_saved, path=path, repo_id=repo_id, token=alice.token)
 
     assert retry["commit"] != first["commit"]
-    assert alice.run(load_rows, repo_id=repo_id, token=alice.token) == {n: d.to_list() for n, d in changed.items()}
+    assert alice.run(load_rows, repo_id=repo_id, token=alice.token) == {n: published_rows(d) for n, d in changed.items()}
 
 
 def test_connection_dropped_at_the_commit_keeps_the_previous_commit_and_retry_sends_no_file_twice(
@@ -97,7 +100,7 @@ def test_connection_dropped_at_the_commit_keeps_the_previous_commit_and_retry_se
     routes = [e["route"] for e in hub.requests(mark, repo=repo_id)]
     assert retry["commit"] != first["commit"]
     assert "lfs-upload" not in routes  # the shards reached the server before the commit was lost
-    assert alice.run(load_rows, repo_id=repo_id, token=alice.token) == {n: d.to_list() for n, d in changed.items()}
+    assert alice.run(load_rows, repo_id=repo_id, token=alice.token) == {n: published_rows(d) for n, d in changed.items()}
 
 
 def test_a_connection_dropped_mid_upload_is_retried_and_publish_succeeds(alice, hub, repo_id, rollouts, tmp_path):
@@ -111,4 +114,4 @@ def test_a_connection_dropped_mid_upload_is_retried_and_publish_succeeds(alice, 
     puts = [(e["fault"], e["status"]) for e in hub.requests(mark) if e["route"] == "lfs-upload"]
     assert puts[:2] == [("drop", None), (None, 200)]
     assert hub.head(repo_id, alice.token) == result["commit"]
-    assert alice.run(load_rows, repo_id=repo_id, token=alice.token) == {n: d.to_list() for n, d in unique.items()}
+    assert alice.run(load_rows, repo_id=repo_id, token=alice.token) == {n: published_rows(d) for n, d in unique.items()}

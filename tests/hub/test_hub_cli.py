@@ -38,7 +38,7 @@ def push(argv: list[str]) -> dict[str, Any]:
 def load_groups(repo_id: str, token: str, key: str) -> dict[str, list[str]]:
     from datasets import load_dataset
 
-    return {name: sorted(set(split[key])) for name, split in load_dataset(repo_id, token=token).items()}
+    return {name: sorted(set(split[key])) for name, split in load_dataset(repo_id, "canonical", token=token).items()}
 
 
 # --- tests ---------------------------------------------------------------------------------------
@@ -56,7 +56,7 @@ def test_push_publishes_a_parquet_file_split_by_key_and_prints_json(alice, hub, 
     groups = alice.run(load_groups, repo_id=repo_id, token=alice.token, key="scenario_id")
     assert done["code"] == 0
     assert result["private"] is True
-    assert result["splits"] == {"train": 2, "holdout": 2}
+    assert result["configs"]["canonical"] == {"train": 2, "holdout": 2}
     assert result["commit"] == hub.head(repo_id, alice.token)
     assert sorted(groups) == ["holdout", "train"]
     assert not set(groups["train"]) & set(groups["holdout"])
@@ -65,9 +65,7 @@ def test_push_publishes_a_parquet_file_split_by_key_and_prints_json(alice, hub, 
 def load_decoded(repo_id: str, token: str) -> dict[str, Any]:
     from datasets import load_dataset
 
-    import whileai_datasets  # noqa: F401  (registers the Message feature type)
-
-    loaded = load_dataset(repo_id, token=token)
+    loaded = load_dataset(repo_id, "canonical", token=token)
     return {"features": repr(loaded["train"].features["messages"]), "first": loaded["train"][0]["messages"][0],
             "rows": {name: split.num_rows for name, split in loaded.items()}}
 
@@ -81,8 +79,8 @@ def test_push_reads_a_whileai_jsonl_export_through_the_builder(alice, repo_id):
 
     assert done["code"] == 0, done["stderr"]
     assert done["stdout"].startswith(f"Published {repo_id} (private; train ")
-    assert loaded["features"] == "List(Message(decode=True))"
-    assert None not in loaded["first"].values()  # decoded by Message: no invented None keys
+    assert loaded["features"] == "List(Json(decode=True))"
+    assert None not in loaded["first"].values()  # one Json object per message: no invented None keys
     assert sum(loaded["rows"].values()) == 72
 
 

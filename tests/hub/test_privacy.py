@@ -44,7 +44,7 @@ def download_shard(repo_id: str, token: str | None = None) -> str:
 def test_anonymous_load_of_a_private_repo_raises_dataset_not_found(alice, anonymous, hub, repo_id,
                                                                    saved_rollouts):
     alice.run(publish_saved, path=saved_rollouts, repo_id=repo_id, token=alice.token)
-    assert alice.run(load_split, repo_id=repo_id, token=alice.token) == 4  # the owner's cache is warm
+    assert alice.run(load_split, repo_id=repo_id, token=alice.token) == 8  # warm owner cache; a row per marked turn
     mark = hub.mark()
 
     error = anonymous.run_error(load_split, repo_id=repo_id)

@@ -11,7 +11,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from datasets import DatasetDict, load_from_disk
+from datasets import DatasetDict, Features, Json, List, load_from_disk
+
+from tests.hub.conftest import published_rows
 
 PUBLISH_ERROR = "whileai_datasets.errors.PublishError"
 UPLOAD_ROUTES = {"repo-create", "preupload", "lfs-batch", "lfs-upload", "commit"}
@@ -25,14 +27,11 @@ def publish_saved(path: str, repo_id: str, **options: Any) -> dict[str, Any]:
 
 
 def load_to_disk(repo_id: str, out: str, token: str | None = None, revision: str | None = None,
-                 register: bool = False) -> dict[str, int]:
-    """Load as a reader would; `register` imports whileai_datasets first (its feature types)."""
+                 name: str | None = None) -> dict[str, int]:
+    """Load config `name` as a reader would (the default config when None)."""
     from datasets import load_dataset
 
-    if register:
-        import whileai_datasets  # noqa: F401
-
-    loaded = load_dataset(repo_id, token=token, revision=revision)
+    loaded = load_dataset(repo_id, name, token=token, revision=revision)
     loaded.save_to_disk(out)
     return {name: split.num_rows for name, split in loaded.items()}
 
@@ -48,37 +47,38 @@ def read_card(repo_id: str, token: str) -> dict[str, Any]:
 # --- tests ---------------------------------------------------------------------------------------
 def test_publish_round_trips_rows_and_features_of_every_split(alice, repo_id, rollouts, saved_rollouts, tmp_path):
     alice.run(publish_saved, path=saved_rollouts, repo_id=repo_id, token=alice.token)
-    alice.on_another_machine().run(load_to_disk, repo_id=repo_id, out=str(tmp_path / "back"), token=alice.token)
+    alice.on_another_machine().run(load_to_disk, repo_id=repo_id, out=str(tmp_path / "back"), token=alice.token,
+                                   name="canonical")
 
     back = load_from_disk(str(tmp_path / "back"))
     assert sorted(back) == ["holdout", "train"]
     for name in ("train", "holdout"):
-        assert back[name].features == rollouts[name].features
-        assert back[name].to_list() == rollouts[name].to_list()
+        assert back[name].features == Features({**rollouts[name].features, "messages": List(Json())})
+        assert back[name].to_list() == published_rows(rollouts[name])
 
 
-def test_publish_round_trips_a_feature_type_the_package_registers(alice, repo_id, tmp_path):
-    from datasets import Dataset, Features, List, Value
+def test_publish_of_message_feature_rows_stores_only_built_in_types(alice, repo_id, tmp_path):
+    from datasets import Dataset, Value
 
     from whileai_datasets.rows.features import Message
 
-    features = Features({"messages": List(Message()), "scenario_id": Value("string")})
+    features = Features({"messages": List(Message()), "loss_mask": List(Value("int8")), "scenario_id": Value("string")})
     call = {"id": "c1", "type": "function", "function": {"name": "book", "arguments": "{}"}}
-    rows: dict[str, list[Any]] = {"messages": [[{"role": "user", "content": "hi", "lang": "en"}],
-                         [{"role": "assistant", "content": "", "tool_calls": [call]}]],
-            "scenario_id": ["s1", "s2"]}
+    rows: dict[str, list[Any]] = {
+        "messages": [[{"role": "user", "content": "hi", "lang": "en"}, {"role": "assistant", "content": "yo"}],
+                     [{"role": "user", "content": "book"}, {"role": "assistant", "content": "", "tool_calls": [call]}]],
+        "loss_mask": [[0, 1], [0, 1]], "scenario_id": ["s1", "s2"]}
     Dataset.from_dict(rows, features=features).save_to_disk(str(tmp_path / "messages"))
     alice.run(publish_saved, path=str(tmp_path / "messages"), repo_id=repo_id, token=alice.token)
 
     reader = alice.on_another_machine()
-    reader.run(load_to_disk, repo_id=repo_id, out=str(tmp_path / "back"), token=alice.token, register=True)
+    reader.run(load_to_disk, repo_id=repo_id, out=str(tmp_path / "back"), token=alice.token, name="canonical")
     card = reader.run(read_card, repo_id=repo_id, token=alice.token)
 
     back = load_from_disk(str(tmp_path / "back"))["train"]
-    assert "`WhileaiMessage` is a feature type registered by the `whileai_datasets` package" in card["text"]
-    assert back.features == features
-    expected = [{"messages": m, "scenario_id": s} for m, s in zip(rows["messages"], rows["scenario_id"], strict=True)]
-    assert list(back) == expected
+    assert "WhileaiMessage" not in card["text"] + str(card["data"])
+    assert back.features["messages"] == List(Json())
+    assert back["messages"] == rows["messages"]  # exactly the keys each message had, "lang" included
 
 
 def test_publish_creates_a_private_repo_and_returns_its_head(alice, hub, repo_id, saved_rollouts):
@@ -90,7 +90,8 @@ def test_publish_creates_a_private_repo_and_returns_its_head(alice, hub, repo_id
     assert result["url"] == f"{hub.url}/datasets/{repo_id}"
     assert re.fullmatch(r"[0-9a-f]{40}", result["commit"])
     assert result["commit"] == info["sha"]
-    assert result["splits"] == {"train": 4, "holdout": 2}
+    assert result["configs"]["canonical"] == {"train": 4, "holdout": 2}
+    assert result["splits"] == {"train": 8, "holdout": 4}  # the default config: one row per marked turn
 
 
 def test_second_publish_replaces_the_splits_and_the_old_revision_still_loads(alice, hub, repo_id, rollouts,
@@ -101,15 +102,16 @@ def test_second_publish_replaces_the_splits_and_the_old_revision_still_loads(ali
     second = alice.run(publish_saved, path=str(tmp_path / "changed"), repo_id=repo_id, token=alice.token)
 
     reader = alice.on_another_machine()
-    latest = reader.run(load_to_disk, repo_id=repo_id, out=str(tmp_path / "latest"), token=alice.token)
+    latest = reader.run(load_to_disk, repo_id=repo_id, out=str(tmp_path / "latest"), token=alice.token,
+                        name="canonical")
     old = reader.run(load_to_disk, repo_id=repo_id, out=str(tmp_path / "old"), token=alice.token,
-                     revision=first["commit"])
+                     revision=first["commit"], name="canonical")
     _, _, history = hub.call("GET", f"/api/datasets/{repo_id}/commits/main", token=alice.token)
     assert second["commit"] != first["commit"]
     assert first["commit"] in [c["id"] for c in history]
     assert latest == {"train": 1, "test": 2}
     assert old == {"train": 4, "holdout": 2}
-    assert load_from_disk(str(tmp_path / "old"))["holdout"].to_list() == rollouts["holdout"].to_list()
+    assert load_from_disk(str(tmp_path / "old"))["holdout"].to_list() == published_rows(rollouts["holdout"])
 
 
 def test_republishing_the_same_data_makes_no_commit(alice, hub, repo_id, saved_rollouts):
@@ -140,7 +142,7 @@ def test_publish_with_private_false_makes_a_repo_anyone_can_load(alice, anonymou
                                                                  tmp_path):
     alice.run(publish_saved, path=saved_rollouts, repo_id=repo_id, token=alice.token, private=False)
 
-    rows = anonymous.run(load_to_disk, repo_id=repo_id, out=str(tmp_path / "anon"))
+    rows = anonymous.run(load_to_disk, repo_id=repo_id, out=str(tmp_path / "anon"), name="canonical")
 
     assert hub.call("GET", f"/api/datasets/{repo_id}")[2]["private"] is False
     assert rows == {"train": 4, "holdout": 2}
@@ -209,7 +211,9 @@ def test_card_on_the_hub_records_report_sources_versions_and_split_key(alice, re
     assert provenance["split_key"] == "scenario_id"
     assert provenance["sources"] == [{"name": "run-07.jsonl", "sha256": _sha256(source)}]
     assert provenance["export"]["mask_mode"] == "assistant"
-    assert [s["num_examples"] for s in card["data"]["dataset_info"]["splits"]] == [4, 2]
+    infos = {info["config_name"]: info for info in card["data"]["dataset_info"]}
+    assert [s["num_examples"] for s in infos["canonical"]["splits"]] == [4, 2]
+    assert [s["num_examples"] for s in infos["default"]["splits"]] == [8, 4]
     assert "12 of 30 messages (40.0%) are trained on; 18 are context only" in card["text"]
     assert "2 tool messages cut to 200 characters, 340 characters removed in total" in card["text"]
     assert "- 2 of 6 rows have reward below 0.5 and are exported as SFT targets" in card["text"]

@@ -1,9 +1,10 @@
-"""The dataset card `publish` writes: datasets' own YAML plus a body from templates/dataset_card.md.
+"""The dataset card `publish` writes: datasets' YAML plus a body from templates/dataset_card.md.
 
-The YAML `dataset_info` and `configs` blocks come from `push_to_hub` itself (it serialises
-`ds.features`, so a `Json()` column or a feature type registered later round-trips unchanged); this
-module adds provenance under `whileai_datasets` and renders the readable body. Everything the body
-says is computed here as plain strings; the template only lays them out.
+The YAML `configs` (data files per split) and `dataset_info` (features and rows per config) blocks
+are built by `hub.layout` with `datasets`' own serialiser, from built-in feature types only; this
+module adds provenance under `whileai_datasets` and renders the readable body: per config what a
+trainer trains on it and how to load it into TRL (`hub.card_configs`). Everything the body says is
+computed here as plain strings; the template only lays them out.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
-from datasets import Features
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from whileai_datasets.errors import PublishError
+from whileai_datasets.hub.card_configs import config_views
+from whileai_datasets.hub.configs import Config
+from whileai_datasets.transforms._portable import registered_feature_types
 
 CARD_TEMPLATE = "dataset_card.md"
 CARD_TAG = "whileai"
@@ -35,7 +38,7 @@ MASK_MEANINGS = {
     "final (unrolled)": "rows are unrolled, one per assistant turn, and only the last assistant message of "
     "each row is a target",
 }
-MASK_COLUMN_NOTE = "The mask is the per-message `loss_mask` column: it only applies if the training code reads it."
+MASK_COLUMN_NOTE = ("The mask is the per-message `loss_mask` column: it only applies if the training code reads it.")
 
 
 @dataclass(frozen=True)
@@ -131,27 +134,6 @@ def _groups(report: Mapping[str, Any]) -> str:
     return f"{groups} distinct `group_id` values"
 
 
-def registered_feature_types(features: Features) -> dict[str, str]:
-    """Feature types not built into datasets (name -> package): readers must import that package first."""
-    found: dict[str, str] = {}
-
-    def walk(feature: object) -> None:
-        if isinstance(feature, dict):
-            for child in feature.values():
-                walk(child)
-        elif isinstance(feature, (list, tuple)):
-            for child in feature:
-                walk(child)
-        elif hasattr(feature, "feature"):  # List, LargeList
-            walk(feature.feature)
-        elif not type(feature).__module__.startswith("datasets."):
-            name = str(getattr(feature, "_type", type(feature).__name__))
-            found[name] = type(feature).__module__.split(".")[0]
-
-    walk(features)
-    return found
-
-
 def _cell(value: object) -> str:
     """Text that stays inside one Markdown table cell."""
     return str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
@@ -201,12 +183,18 @@ def _card_template() -> str:
                            hint="Install the package (pip install -e . in a checkout) so templates/ is found") from err
 
 
-def render_card(base: DatasetCardData, *, repo_id: str, private: bool, splits: Mapping[str, int],
-                features: Features, report: Mapping[str, Any] | None = None,
-                sources: Sequence[SourceFile] = (), split_key: str | None = None,
-                split_groups: Mapping[str, int] | None = None,
-                versions: Mapping[str, str] | None = None) -> DatasetCard:
-    """The card for `repo_id`. `base` is the card data push_to_hub wrote (features, configs): kept as is."""
+def render_card(base: DatasetCardData, *, repo_id: str, private: bool, configs: Sequence[Config],
+                report: Mapping[str, Any] | None = None, sources: Sequence[SourceFile] = (),
+                split_key: str | None = None, split_groups: Mapping[str, int] | None = None,
+                versions: Mapping[str, str] | None = None, tokenizer: Any = None,
+                chat_template: Any = None) -> DatasetCard:
+    """The card for `repo_id`. `base` holds the YAML `configs` and `dataset_info` (kept as is)."""
+    for config in configs:
+        registered = registered_feature_types(config.features)
+        if registered:
+            raise PublishError(f"the {config.name!r} config still names feature types that only a plugin "
+                               f"defines: {sorted(registered)}", location=f"config {config.name!r}",
+                               hint="Publish canonical rows; publish converts message structs to Json itself")
     versions = dict(versions or package_versions())
     data = DatasetCardData(**base.to_dict())  # type: ignore[no-untyped-call]
     tags = list(data.get("tags") or [])
@@ -214,18 +202,26 @@ def render_card(base: DatasetCardData, *, repo_id: str, private: bool, splits: M
     if not data.get("pretty_name"):
         data["pretty_name"] = repo_id.split("/")[-1]
     data["whileai_datasets"] = _yaml_block(report, sources, split_key, versions)
-    feature_lines = "\n".join(f"{name}: {feature!r}" for name, feature in features.items())
+    views = config_views(configs, repo_id=repo_id, private=private, tokenizer=tokenizer, template=chat_template)
+    default_rows = {name: table.num_rows for name, table in configs[0].splits.items()}
     template = _card_template()
     card: DatasetCard = DatasetCard.from_template(
         data, template_str=template,
         repo_id=repo_id, title=data["pretty_name"], visibility="private" if private else "public",
-        splits=[{"name": _cell(name), "rows": rows} for name, rows in splits.items()],
-        total_rows=sum(splits.values()), split_key=split_key,
+        configs=[{**view, "fence": _fence(view["code"], view["features"])} for view in views],
+        splits=[{"name": _cell(name), "rows": rows} for name, rows in default_rows.items()],
+        total_rows=sum(default_rows.values()), split_key=split_key,
         split_groups=", ".join(f"{n} in {name}" for name, n in (split_groups or {}).items()),
-        report=_report_view(report, sum(splits.values())),
-        features=feature_lines, features_fence=_fence(feature_lines),
-        registered_types=sorted(registered_feature_types(features).items()),
+        report=_report_view(report, _canonical_rows(configs)),
         versions=[(_cell(k), _cell(v)) for k, v in versions.items()],
         sources=[{"name": _cell(s.name), "size": s.size, "sha256": s.sha256} for s in sources],
     )
     return card
+
+
+def _canonical_rows(configs: Sequence[Config]) -> int:
+    """Rows as exported: the canonical config's (the default config has one row per marked turn)."""
+    for config in configs:
+        if config.name == "canonical":
+            return sum(t.num_rows for t in config.splits.values())
+    return sum(t.num_rows for t in configs[0].splits.values())

@@ -1,27 +1,32 @@
-"""Publish a Dataset or DatasetDict to a private Hub dataset repo: Parquet splits plus a card.
+"""Publish canonical rows to a private Hub dataset repo: one config per trainer, Parquet plus a card.
 
 A training set is not a release: repos are created private, an existing public repo is refused
 unless the caller says `private=False`, and the card states what a trainer will train on.
 
-One `publish` makes up to two commits on the branch: `push_to_hub`'s (the Parquet shards, stale
-shards deleted, and the card YAML that `datasets` writes from `ds.features`), then the card body
-rendered from `templates/dataset_card.md`. Shards are uploaded before the first commit, so a failed
-upload leaves the remote head where it was; a repeat publish of the same data re-sends nothing that
-the Hub already holds and commits nothing that has not changed.
+What is published loads with plain `datasets` (built-in feature types only, see
+`transforms._portable`), and the repo's default config is the one a trainer trains exactly with
+no option set (see `hub.configs`). Every config's shards and the card go up in **one commit**:
+the files are uploaded first, then a single commit names them all, so a failure at any request
+leaves the branch where it was, and a repeat publish of the same rows sends nothing the Hub
+already holds and commits nothing.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypedDict
 
 from datasets import Dataset, DatasetDict
-from huggingface_hub import CommitOperationAdd, DatasetCard, HfApi, get_token
+from huggingface_hub import HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
 from whileai_datasets.errors import PublishError
+from whileai_datasets.hub import configs as repo_configs
+from whileai_datasets.hub import layout
 from whileai_datasets.hub.card import hash_sources, package_versions, render_card
 from whileai_datasets.hub.splits import count_disjoint_groups
 
@@ -32,17 +37,18 @@ except ImportError:  # pragma: no cover - depends on the installed huggingface_h
 
 #: Failures of a request to the Hub: an error answer or a lost connection.
 _HUB_ERRORS: tuple[type[BaseException], ...] = (HfHubHTTPError, _ClientHTTPError)
-CARD_COMMIT_MESSAGE = "Update dataset card (whileai-datasets)"
+COMMIT_MESSAGE = "Publish with whileai-datasets"
 
 
 class PublishResult(TypedDict):
     repo_id: str
     url: str
-    commit: str  # the head after publishing: splits and card
+    commit: str  # the head after publishing: every config and the card
     commit_url: str
-    data_commit: str  # push_to_hub's commit (splits, datasets' YAML)
+    data_commit: str  # the same commit (kept for callers of the two-commit publish)
     private: bool
-    splits: dict[str, int]
+    splits: dict[str, int]  # rows per split of the default config
+    configs: dict[str, dict[str, int]]  # rows per split of every config
 
 
 def publish(
@@ -57,78 +63,115 @@ def publish(
     sources: Sequence[str | os.PathLike[str]] | None = None,
     split_key: str | None = None,
     max_shard_size: int | str | None = None,
+    preference: Dataset | DatasetDict | None = None,
+    tokenizer: Any = None,
+    chat_template: Any = None,
 ) -> PublishResult:
-    """Push `data` as Parquet splits to the dataset repo `repo_id`, with a card, and return where it went.
+    """Publish canonical rows to the dataset repo `repo_id` as trainer-ready configs, with a card.
+
+    The repo holds the config `default` (prompt/completion rows, one per loss-carrying assistant
+    turn: TRL's SFTTrainer with default settings trains exactly the turns `loss_mask` marks),
+    `canonical` (the rows as given), `preference` (TRL's DPO rows, when `preference` is given)
+    and `tokenized` (`input_ids`, `attention_mask`, `assistant_masks`, when `tokenizer` is given).
+    Every feature type is built into `datasets`: readers need nothing but `datasets`.
 
     Args:
-        data: A `DatasetDict` (its split names are kept, e.g. train and holdout) or a `Dataset`
-            (published as the split "train").
+        data: Canonical training rows (`messages`, `loss_mask`, carried keys), as a `DatasetDict`
+            (its split names are kept, e.g. train and holdout) or a `Dataset` (the split "train").
         repo_id: "namespace/name"; a bare name goes to the token owner's namespace.
         private: Create the repo private (default). An existing repo must already have this
             visibility: publish never changes it, and refuses a public repo unless `private=False`.
         token: A Hub token; unset, huggingface_hub's own lookup (`HF_TOKEN`, then `hf auth login`).
         revision: Branch to commit to (created from main if missing); default main.
-        commit_message: Message of the data commit.
-        report: The export report (`export_dataset`'s dict); the card renders format, mask, counts
-            and warnings from it.
+        commit_message: Message of the commit.
+        report: The export report (`export_dataset`'s dict); the card renders it.
         sources: Files (or directories) the rows came from; the card lists their sha256.
         split_key: The column the splits were grouped by (see `split_by`). Checked: publish refuses
             splits that share a value of it, because the card will say they do not.
-        max_shard_size: Passed to `push_to_hub`.
+        max_shard_size: Largest Parquet shard (bytes or "500MB"); `datasets`' default otherwise.
+        preference: Preference pairs (`load_dataset("whileai/export", name="preference", ...)`, or
+            TRL DPO rows), a `Dataset` or a `DatasetDict` with its own splits.
+        tokenizer: A transformers fast tokenizer: adds the `tokenized` config and token counts on
+            the card (supervised tokens of the default config against this package's mask).
+        chat_template: The template for `tokenizer` (text or `ChatTemplate`); the tokenizer's own
+            otherwise.
     Returns:
-        `repo_id`, `url`, `commit` (the new head), `commit_url`, `data_commit`, `private`, `splits`
-        (rows per split).
+        `repo_id`, `url`, `commit` (the new head), `commit_url`, `data_commit` (the same commit),
+        `private`, `splits` (rows per split of the default config), `configs` (rows per split of each).
     Raises:
-        PublishError: no token, a token the Hub rejects, a visibility mismatch, splits that share a
-            group, or a failed request (the message says what was committed and how to retry).
+        PublishError: rows that are not canonical, no token, a token the Hub rejects, a visibility
+            mismatch, splits that share a group, or a failed request (the message says what was
+            committed and how to retry).
     Example:
         >>> publish(split_by(ds, "scenario_id", test_size=0.1), "me/rollouts",
         ...         report=report, split_key="scenario_id")  # doctest: +SKIP
     """
-    splits = _as_splits(data)
+    splits = _as_splits(data, "publish(data=...)")
     groups = count_disjoint_groups(splits, split_key) if split_key else None
     source_files = hash_sources(sources or ())
     resolved, origin = _resolve_token(token)
+    built = _build_configs(splits, preference, tokenizer, chat_template, split_key)
     api = HfApi(token=resolved, library_name="whileai-datasets")
     owner = _whoami(api, origin)
     repo_id = repo_id if "/" in repo_id else f"{owner}/{repo_id}"
     url = f"{api.endpoint}/datasets/{repo_id}"
-    previous = _prepare_repo(api, repo_id, url, private=private)
+    previous = _prepare_repo(api, repo_id, url, private=private, revision=revision)
+    card = render_card(layout.card_data(built), repo_id=repo_id, private=private, configs=built, report=report,
+                       sources=source_files, split_key=split_key, split_groups=groups, versions=package_versions(),
+                       tokenizer=tokenizer, chat_template=chat_template)
 
     after_failure = _after_failure_hint(api, repo_id, revision, previous)
-    with _hub_step(f"uploading the splits to {repo_id}", url, after_failure):
-        pushed = splits.push_to_hub(repo_id, private=private, token=resolved, revision=revision,
-                                    commit_message=commit_message, max_shard_size=max_shard_size)
-    data_commit = pushed.oid
-
-    card_hint = (f"The splits are committed as {data_commit}, with the card of the previous publish. "
-                 "Run publish again to write the card: unchanged splits are not uploaded again")
-    with _hub_step("reading back the card datasets wrote", url, card_hint):
-        written = api.hf_hub_download(repo_id, "README.md", repo_type="dataset", revision=data_commit)
-    card = render_card(DatasetCard.load(written).data, repo_id=repo_id, private=private,
-                       splits={name: ds.num_rows for name, ds in splits.items()},
-                       features=next(iter(splits.values())).features, report=report, sources=source_files,
-                       split_key=split_key, split_groups=groups, versions=package_versions())
-    with _hub_step("writing the dataset card", url, card_hint):
-        final = api.create_commit(repo_id, operations=[CommitOperationAdd("README.md", str(card).encode())],
-                                  commit_message=CARD_COMMIT_MESSAGE, repo_type="dataset", revision=revision,
-                                  parent_commit=data_commit)
+    with tempfile.TemporaryDirectory(prefix="whileai-publish-") as tmp:
+        folder = Path(tmp)
+        paths = layout.write_shards(built, folder, max_shard_size)
+        with _hub_step(f"uploading the splits to {repo_id}", url, after_failure):
+            existing = api.list_repo_files(repo_id, repo_type="dataset", revision=revision) if previous else []
+            ops = layout.operations(folder, paths, existing, built, str(card))
+            final = api.create_commit(repo_id, operations=ops, commit_message=commit_message or COMMIT_MESSAGE,
+                                      repo_type="dataset", revision=revision, parent_commit=previous)
+    rows = {config.name: {name: table.num_rows for name, table in config.splits.items()} for config in built}
     return PublishResult(repo_id=repo_id, url=url, commit=final.oid, commit_url=final.commit_url,
-                         data_commit=data_commit, private=private,
-                         splits={name: ds.num_rows for name, ds in splits.items()})
+                         data_commit=final.oid, private=private, splits=rows[repo_configs.DEFAULT], configs=rows)
+
+
+def _build_configs(splits: DatasetDict, preference: Dataset | DatasetDict | None, tokenizer: Any,
+                   chat_template: Any, split_key: str | None) -> list[repo_configs.Config]:
+    """Every config's tables, measured, before anything is sent."""
+    canonical = {name: repo_configs.canonical_table(ds, f"split {name!r}") for name, ds in splits.items()}
+    default = repo_configs.Config(repo_configs.DEFAULT, {
+        name: repo_configs.trainer_table(table, f"split {name!r}") for name, table in canonical.items()})
+    rows = repo_configs.Config(repo_configs.CANONICAL, {
+        name: repo_configs.canonical_rows(table) for name, table in canonical.items()})
+    rows.facts = {name: repo_configs.canonical_facts(table) for name, table in canonical.items()}
+    default.facts = {name: {"rows": table.num_rows} for name, table in default.splits.items()}
+    built = [default, rows]
+    if preference is not None:
+        pairs = _as_splits(preference, "publish(preference=...)")
+        built.append(repo_configs.Config(repo_configs.PREFERENCE, {
+            name: repo_configs.preference_table(ds, f"preference split {name!r}") for name, ds in pairs.items()}))
+    if tokenizer is not None:
+        keep = (split_key,) if split_key else ()
+        tokenized = repo_configs.Config(repo_configs.TOKENIZED, {
+            name: repo_configs.tokenized_table(table, tokenizer, chat_template, keep)
+            for name, table in canonical.items()})
+        tokenized.facts = {name: repo_configs.tokenized_facts(t) for name, t in tokenized.splits.items()}
+        for name, table in default.splits.items():
+            default.facts[name] = repo_configs.completion_tokens(table, tokenizer, chat_template)
+        built.append(tokenized)
+    return built
 
 
 # --- before any upload ------------------------------------------------------------------------------
-def _as_splits(data: Dataset | DatasetDict) -> DatasetDict:
+def _as_splits(data: Dataset | DatasetDict, where: str) -> DatasetDict:
     if isinstance(data, DatasetDict):
         if not data:
-            raise PublishError("expected at least one split, got an empty DatasetDict", location="publish(data=...)",
+            raise PublishError("expected at least one split, got an empty DatasetDict", location=where,
                                hint="Pass a Dataset or a DatasetDict such as split_by(ds, key=...)")
         return data
     if isinstance(data, Dataset):
         return DatasetDict({"train": data})
     raise PublishError(f"expected a datasets.Dataset or DatasetDict, got {type(data).__name__}",
-                       location="publish(data=...)", hint="Load the rows with datasets first")
+                       location=where, hint="Load the rows with datasets first")
 
 
 def _resolve_token(token: str | None) -> tuple[str, str]:
@@ -158,8 +201,9 @@ def _whoami(api: HfApi, origin: str) -> str:
                            hint="Check HF_ENDPOINT and the network, then retry") from err
 
 
-def _prepare_repo(api: HfApi, repo_id: str, url: str, *, private: bool) -> str | None:
-    """Create the repo, or check the existing one has the visibility asked for; returns its head."""
+def _prepare_repo(api: HfApi, repo_id: str, url: str, *, private: bool, revision: str | None) -> str | None:
+    """Create the repo (and the branch), or check the existing one has the visibility asked for;
+    returns the head of the branch the commit goes to (None for an empty repo)."""
     with _hub_step(f"looking up {repo_id}", url, "Retry; nothing was uploaded"):
         try:
             info = api.repo_info(repo_id, repo_type="dataset")
@@ -179,7 +223,11 @@ def _prepare_repo(api: HfApi, repo_id: str, url: str, *, private: bool) -> str |
                            "not change the visibility of an existing repo (its history would go public too)",
                            location=url, hint="Change the visibility on the Hub (or with "
                            "HfApi.update_repo_settings) first, or drop private=False; nothing was uploaded")
-    return info.sha
+    if revision is None or revision == "main" or info.sha is None:
+        return info.sha
+    with _hub_step(f"creating the branch {revision!r}", url, "Retry; nothing was uploaded"):
+        api.create_branch(repo_id, branch=revision, repo_type="dataset", exist_ok=True)
+        return api.repo_info(repo_id, repo_type="dataset", revision=revision).sha
 
 
 # --- error translation ---------------------------------------------------------------------------

@@ -1,0 +1,132 @@
+"""What the card says about each config: what it holds, what a trainer trains on it (measured on the
+published rows), and the lines that load it into TRL on a machine with only datasets and TRL."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from whileai_datasets.hub.configs import CANONICAL, DEFAULT, PREFERENCE, TOKENIZED, Config
+
+#: Why the default config trains exactly the marked turns (also in README's publishing section).
+EXACT_BECAUSE = (
+    "TRL tokenizes `prompt` with the generation prompt and `prompt + completion` without it, and labels only "
+    "the tokens after their common prefix. So the labelled tokens are the marked turn's own output (its "
+    "content, tool calls and end-of-turn marker), once per turn, and every earlier turn is context. This holds "
+    "on any chat template that renders the start of a conversation as a prefix of the whole; a template that "
+    "rewrites earlier turns (one that drops past reasoning, for instance) breaks it, and TRL then warns that "
+    "the prompt is not a prefix."
+)
+
+
+def _total(facts: Mapping[str, Mapping[str, Any]], key: str) -> int | None:
+    values = [f.get(key) for f in facts.values()]
+    return None if any(v is None for v in values) else sum(int(v) for v in values)  # type: ignore[arg-type]
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part} of {whole}" + (f" ({100 * part / whole:.1f}%)" if whole else "")
+
+
+def _name(obj: Any, fallback: str) -> str:
+    name = getattr(obj, "name_or_path", None) or getattr(obj, "name", None)
+    return f"`{name}`" if name else fallback
+
+
+def _load_call(repo_id: str, config: str, split: str) -> str:
+    name = "" if config == DEFAULT else f', "{config}"'
+    return f'load_dataset("{repo_id}"{name}, split="{split}")'
+
+
+def _code(repo_id: str, config: Config, private: bool) -> str:
+    split = next(iter(config.splits))
+    login = ["# a private repo: run `hf auth login` (or set HF_TOKEN) with read access first"] if private else []
+    load = _load_call(repo_id, config.name, split)
+    if config.name == PREFERENCE:
+        body = ["from datasets import load_dataset", "from trl import DPOConfig, DPOTrainer", "", *login,
+                f"pairs = {load}",
+                'trainer = DPOTrainer(model="Qwen/Qwen2.5-0.5B-Instruct", args=DPOConfig(output_dir="dpo"), '
+                "train_dataset=pairs)"]
+    else:
+        body = ["from datasets import load_dataset", "from trl import SFTConfig, SFTTrainer", "", *login,
+                f"train = {load}",
+                'trainer = SFTTrainer(model="Qwen/Qwen2.5-0.5B-Instruct", args=SFTConfig(output_dir="sft"), '
+                "train_dataset=train)"]
+        if config.name == TOKENIZED:
+            body[-1] += "  # the model must use the tokenizer these ids come from"
+    return "\n".join([*body, "trainer.train()"])
+
+
+def _default_text(config: Config, canonical: Config | None, tokenizer: Any, template: Any) -> tuple[str, str]:
+    rows = _total(config.facts, "rows") or 0
+    marked = _total(canonical.facts, "marked_turns") if canonical else None
+    holds = ("Conversational prompt/completion rows: `prompt` is every message before a loss-carrying "
+             "assistant turn, `completion` is that turn alone (tool-call arguments as JSON values, as chat "
+             f"templates expect). One row per loss-carrying turn: {rows} rows")
+    if canonical is not None:
+        holds += f" from {_total(canonical.facts, 'rows')} conversations"
+    holds += "."
+    trains = ("TRL's `SFTTrainer` with default settings trains the completion of each row and nothing else: "
+              f"{rows if marked is None else marked} loss-carrying assistant turns, each once. ")
+    supervised, tokens = _total(config.facts, "supervised_tokens"), _total(config.facts, "tokens")
+    if supervised is not None and tokens is not None:
+        trains += (f"Measured on these rows with the tokenizer {_name(tokenizer, 'given to publish')} and "
+                   f"{_name(template, 'its chat template')}: the completion mask covers "
+                   f"{_share(supervised, tokens)} tokens. ")
+    return holds, trains + EXACT_BECAUSE
+
+
+def _canonical_text(config: Config) -> tuple[str, str]:
+    marked, messages = _total(config.facts, "marked_turns") or 0, _total(config.facts, "messages") or 0
+    unmarked = _total(config.facts, "rows_without_marked_turn") or 0
+    holds = ("The rows as exported: `messages` (each message a JSON object with exactly its own keys; "
+             "tool-call arguments as JSON text, as whileai writes them), `loss_mask` (one 0/1 per message) and "
+             f"the carried keys. `loss_mask` marks {_share(marked, messages)} messages"
+             + (f"; {unmarked} rows mark none and are not in the default config." if unmarked else "."))
+    trains = ("For analysis. A trainer reads no `loss_mask`: `SFTTrainer` with default settings trains every "
+              "token of these `messages`. Train on the default config instead.")
+    return holds, trains
+
+
+def _preference_text(config: Config) -> tuple[str, str]:
+    pairs = sum(t.num_rows for t in config.splits.values())
+    holds = (f"TRL's preference rows: `prompt` (the messages both sides share), `chosen` and `rejected` (one "
+             f"assistant turn each). {pairs} pairs.")
+    trains = ("TRL's `DPOTrainer` with default settings compares the chosen and the rejected turn on their own "
+              "tokens; the prompt is context and carries no loss.")
+    return holds, trains
+
+
+def _tokenized_text(config: Config, tokenizer: Any, template: Any, default: Config) -> tuple[str, str]:
+    marked, tokens = _total(config.facts, "marked_tokens") or 0, _total(config.facts, "tokens") or 0
+    holds = (f"`input_ids`, `attention_mask` and `assistant_masks` for the tokenizer {_name(tokenizer, '')} and "
+             f"{_name(template, 'its chat template')}, made by this package's token mask from `loss_mask`: "
+             f"{_share(marked, tokens)} tokens are marked.")
+    trains = "`SFTTrainer` with default settings trains exactly the `assistant_masks` tokens of these rows."
+    supervised = _total(default.facts, "supervised_tokens")
+    if supervised is not None:
+        verdict = "the same count" if supervised == marked else f"a difference of {supervised - marked}"
+        trains += (f" The default config's completion mask covers {supervised} tokens against {marked} marked "
+                   f"here: {verdict}.")
+    return holds, trains + " Only valid with this tokenizer."
+
+
+def config_views(configs: Sequence[Config], *, repo_id: str, private: bool, tokenizer: Any = None,
+                 template: Any = None) -> list[dict[str, Any]]:
+    """Per config: name, rows per split, what it holds, what a trainer trains, and the TRL lines."""
+    by_name = {c.name: c for c in configs}
+    views = []
+    for config in configs:
+        if config.name == DEFAULT:
+            holds, trains = _default_text(config, by_name.get(CANONICAL), tokenizer, template)
+        elif config.name == CANONICAL:
+            holds, trains = _canonical_text(config)
+        elif config.name == PREFERENCE:
+            holds, trains = _preference_text(config)
+        else:
+            holds, trains = _tokenized_text(config, tokenizer, template, by_name[DEFAULT])
+        views.append({"name": config.name, "holds": holds, "trains": trains,
+                      "splits": ", ".join(f"{name} {t.num_rows}" for name, t in config.splits.items()),
+                      "code": _code(repo_id, config, private),
+                      "features": "\n".join(f"{k}: {v!r}" for k, v in config.features.items())})
+    return views
