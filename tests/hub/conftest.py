@@ -40,6 +40,8 @@ SERVER_START_TIMEOUT = 20.0
 CLIENT_TIMEOUT = 120.0  # one child process: imports, a push or a load
 TEST_TIMEOUT = 600.0  # last resort: dump the stacks and stop the run rather than hang
 HTTP_TIMEOUT = 10.0
+#: What `import whileai_datasets` raises for an identity `on_a_training_machine`.
+BLOCKED_IMPORT = "whileai_datasets is not installed on this machine"
 
 #: Third-party warnings the children tolerate while every other warning is an error:
 #: huggingface_hub 2.4 passes raw bytes to httpx2 as `data=` (LFS PUT, commit), which httpx2 deprecates.
@@ -152,10 +154,16 @@ class Identity:
     home: Path
     hub: LocalHub
     env_token: bool = False  # export the token as HF_TOKEN
+    without_package: bool = False  # `import whileai_datasets` fails in the child (a machine without it)
 
     def on_another_machine(self) -> Identity:
         """The same user and token with empty caches."""
         return Identity(self.name, self.token, self.home.with_name(f"{self.home.name}-elsewhere"), self.hub)
+
+    def on_a_training_machine(self) -> Identity:
+        """The same user with empty caches, on a machine where `import whileai_datasets` fails."""
+        return Identity(self.name, self.token, self.home.with_name(f"{self.home.name}-trainer"), self.hub,
+                        without_package=True)
 
     def login(self) -> None:
         """Cache the token the way `hf auth login` does (the `token` file under HF_HOME)."""
@@ -209,7 +217,15 @@ class Identity:
         )
         if self.env_token and self.token:
             env["HF_TOKEN"] = self.token
+        if self.without_package:  # first on sys.path: shadows the checkout and the editable install
+            env["PYTHONPATH"] = os.pathsep.join([str(self._blocker()), env["PYTHONPATH"]])
         return env
+
+    def _blocker(self) -> Path:
+        package = self.home / "no-whileai-datasets" / "whileai_datasets"
+        package.mkdir(parents=True, exist_ok=True)
+        (package / "__init__.py").write_text(f"raise ImportError({BLOCKED_IMPORT!r})\n")
+        return package.parent
 
 
 def _tool_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
