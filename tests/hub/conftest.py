@@ -228,6 +228,25 @@ class Identity:
         return package.parent
 
 
+def blocked_import() -> str:
+    """In a child `on_a_training_machine`: what `import whileai_datasets` raised (it must raise)."""
+    try:
+        import whileai_datasets  # noqa: F401
+    except ImportError as err:
+        return str(err)
+    raise AssertionError("whileai_datasets imported on a machine that does not have it")
+
+
+def not_built_in(feature: Any) -> list[str]:
+    """The feature types in `feature` that `datasets` itself does not define (empty when portable)."""
+    if isinstance(feature, dict):
+        return [name for child in feature.values() for name in not_built_in(child)]
+    own = [] if type(feature).__module__.startswith("datasets.") else [f"{type(feature).__module__}.{feature!r}"]
+    if hasattr(feature, "feature"):  # List, LargeList
+        return own + not_built_in(feature.feature)
+    return own
+
+
 def _tool_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 

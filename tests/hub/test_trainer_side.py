@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.hub.conftest import BLOCKED_IMPORT
+from tests.hub.conftest import BLOCKED_IMPORT, blocked_import, not_built_in
 
 pytestmark = pytest.mark.slow
 
@@ -56,35 +56,17 @@ def _quiet() -> Any:
     return context
 
 
-def _blocked() -> str:
-    try:
-        import whileai_datasets  # noqa: F401
-    except ImportError as err:
-        return str(err)
-    raise AssertionError("whileai_datasets imported on the training machine")
-
-
-def _built_in(feature: Any) -> list[str]:
-    """Qualified names of the feature types in `feature` that `datasets` does not define."""
-    if isinstance(feature, dict):
-        return [name for child in feature.values() for name in _built_in(child)]
-    if hasattr(feature, "feature"):
-        return [*([] if type(feature).__module__.startswith("datasets.") else [repr(feature)]),
-                *_built_in(feature.feature)]
-    return [] if type(feature).__module__.startswith("datasets.") else [f"{type(feature).__module__}.{feature!r}"]
-
-
 def load_every_config(repo_id: str, token: str) -> dict[str, Any]:
     from datasets import get_dataset_config_names, load_dataset
 
-    blocked = _blocked()
+    blocked = blocked_import()
     names = get_dataset_config_names(repo_id, token=token)
     configs = {}
     for name in names:
         loaded = load_dataset(repo_id, name, token=token)
         configs[name] = {"splits": {s: d.num_rows for s, d in loaded.items()},
                          "features": {s: repr(d.features) for s, d in loaded.items()},
-                         "not_built_in": sorted({t for d in loaded.values() for t in _built_in(d.features)})}
+                         "not_built_in": sorted({t for d in loaded.values() for t in not_built_in(d.features)})}
         if name == "tokenized":
             configs[name]["assistant_masks"] = sum(sum(m) for m in loaded["train"]["assistant_masks"])
     return {"blocked": blocked, "configs": configs}
@@ -113,7 +95,7 @@ def sft_labels(repo_id: str, token: str, tokenizer_dir: str, out: str) -> dict[s
 
     from tests.tiny_lm import tiny_causal_lm
 
-    blocked = _blocked()
+    blocked = blocked_import()
     context = _quiet()
     try:
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
@@ -143,7 +125,7 @@ def dpo_masks(repo_id: str, token: str, tokenizer_dir: str, out: str) -> dict[st
 
     from tests.tiny_lm import tiny_causal_lm
 
-    blocked = _blocked()
+    blocked = blocked_import()
     context = _quiet()
     try:
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)

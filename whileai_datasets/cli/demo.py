@@ -13,7 +13,10 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from datasets import Dataset, load_dataset
+
+from whileai_datasets.transforms._portable import portable_table
 
 SAMPLE = "sample.jsonl.gz"
 SAMPLE_META = "sample_meta.json"
@@ -74,7 +77,8 @@ def run_demo(out: str, *, cache_dir: str | None = None) -> dict[str, Any]:
     with tempfile.NamedTemporaryFile(dir=directory, suffix=".parquet", delete=False) as tmp:
         temp_path = tmp.name
     try:
-        ds.to_parquet(temp_path)
+        # built-in feature types only (messages as Json): the file loads where this package is not installed
+        pq.write_table(portable_table(ds.with_format("arrow")[:]), temp_path)
         os.replace(temp_path, out)
     finally:
         if os.path.exists(temp_path):

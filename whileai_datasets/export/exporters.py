@@ -19,8 +19,9 @@ count. Differences, on purpose:
 * Rows whileai would silently drop or mangle (a message with an unknown role,
   a non-object tool call) raise ``ExportFormatError`` with their location:
   that is the builder's contract.
-* ``push_to`` publishes the written rows with ``whileai_datasets.hub.publish``
-  (private Parquet splits and a dataset card) where whileai uploads the file.
+* ``push_to`` publishes the exported rows with ``whileai_datasets.hub.publish``
+  (a private repo whose default config a trainer trains exactly, with the
+  canonical rows beside it and a dataset card) where whileai uploads the file.
 """
 
 from __future__ import annotations
@@ -156,21 +157,24 @@ def run_training(
         if writer is not None:
             writer.abort()
     if options.get("push_to"):
-        report["hub"] = push_file(report["path"], options["push_to"], report)
+        rows = _canonical_rows(src, groups, options)
+        report["hub"] = push_file(report["path"], options["push_to"], report, rows=rows)
     return report
 
 
-def push_file(path: str, repo_id: str, report: dict[str, Any]) -> dict[str, Any]:
-    """Publish the written rows to a private Hub dataset repo (``whileai_datasets.hub.publish``:
-    Parquet splits with a card, where whileai uploads the file as is); returns
-    whileai's ``repo_id``, ``repo_type``, ``url``, ``commit`` and ``private``,
-    with ``splits`` (rows per split) in place of its ``files``."""
+def push_file(path: str, repo_id: str, report: dict[str, Any], *, rows: pa.Table) -> dict[str, Any]:
+    """Publish an export to a private Hub dataset repo (``whileai_datasets.hub.publish``: trainer-ready
+    configs with a card, where whileai uploads the file as is); returns whileai's ``repo_id``,
+    ``repo_type``, ``url``, ``commit`` and ``private``, with ``splits`` (rows per split of the
+    default config) in place of its ``files``.
+
+    ``rows`` are the canonical rows the file was written from (messages and ``loss_mask`` after
+    the mask and unroll, as ``publish`` needs them), whatever the file's format."""
     import datasets
 
     from whileai_datasets.hub import publish
 
-    loader = "parquet" if path.lower().endswith(".parquet") else "json"
-    data = datasets.load_dataset(loader, data_files=path, split="train")
+    data = datasets.Dataset(datasets.table.InMemoryTable(rows))
     result = publish(data, repo_id, private=True, report=report, sources=[path])
     return {
         "repo_id": result["repo_id"],
@@ -180,6 +184,25 @@ def push_file(path: str, repo_id: str, report: dict[str, Any]) -> dict[str, Any]
         "private": result["private"],
         "splits": result["splits"],
     }
+
+
+def _canonical_rows(src: sources.Source, groups: dict[str, pa.Array] | None, options: dict[str, Any]) -> pa.Table:
+    """The rows an export wrote, as canonical rows (OpenAI shape: messages with ``loss_mask``), for ``push_to``.
+
+    A second pass over the source through the same chunk pipeline: the written file of a TRL or
+    Fireworks export no longer says which turn carries loss (and an unrolled one repeats each
+    conversation per turn), so the rows are rebuilt rather than read back."""
+    shaped = {**options, "format": "openai"}
+    parts, offset = [], 0
+    for chunk in src.chunks():
+        rows, _, _ = pipeline.training_chunk(chunk, offset, groups, src.tools_json, shaped, False)
+        parts.append(rows)
+        offset += chunk.num_rows
+    table = pa.concat_tables(parts, promote_options="permissive")
+    for i, name in enumerate(table.column_names):  # datasets has no feature for a dictionary of Json
+        if pa.types.is_dictionary(table.schema.field(i).type):
+            table = table.set_column(i, name, _arrow.decoded(_arrow.column(table, name)))
+    return table
 
 
 def _check_messages(rows: pa.Table, before: int, offset: int) -> None:

@@ -3,6 +3,10 @@
 Both write to ``<dest>.tmp`` and rename on ``commit``, as whileai does, so a
 failed or refused export never leaves a half-written file behind.
 
+Parquet files carry ``datasets``' feature metadata with built-in types only
+(each message one ``Json`` value with exactly its own keys), so
+``Dataset.from_parquet`` reads them on a machine without this package.
+
 JSONL rows carry exactly whileai's keys: a null value leaves its key out,
 except the keys whileai writes as ``null``: a group's ``reward_mean`` /
 ``reward_std`` (on rows that have a ``group_id``) and a preference row's
@@ -17,7 +21,7 @@ from typing import IO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from whileai_datasets.transforms import _arrow, _json
+from whileai_datasets.transforms import _json, _portable
 
 #: Null rules of whileai's training rows (see ``_json.encode_rows``).
 TRAINING_NULLS: dict[str, str | bool] = {"reward_mean": "group_id", "reward_std": "group_id"}
@@ -61,10 +65,7 @@ class Writer:
         self._handle.write(_json.lines_bytes(payload))
 
     def _write_parquet(self, table: pa.Table) -> None:
-        for i, name in enumerate(table.column_names):
-            if pa.types.is_dictionary(table.schema.field(i).type):
-                table = table.set_column(i, name, _arrow.decoded(_arrow.column(table, name)))
-        table = _arrow.with_features(table)
+        table = _portable.portable_table(table)  # dictionaries decoded, messages as Json: loads anywhere
         if self._parquet is None:
             self._schema = table.schema
             self._parquet = pq.ParquetWriter(self.tmp, self._schema)
