@@ -112,3 +112,42 @@ def test_load_source_rejects_an_unknown_file_type(tmp_path):
 def test_load_source_reports_a_missing_path(tmp_path):
     with pytest.raises(PublishError, match=r"missing\.parquet: SOURCE does not exist"):
         hub_cli.load_source(tmp_path / "missing.parquet")
+
+
+def export_and_push(source: str, output: str, repo_id: str) -> dict[str, Any]:
+    import whileai_datasets as package
+
+    report = package.export_dataset(source, output, format="trl", mask_mode="final", validate=False, push_to=repo_id)
+    return dict(report["hub"])
+
+
+def repo_view(repo_id: str, token: str) -> dict[str, Any]:
+    """What a reader sees: the files, the card's configs and headings, the default config's rows."""
+    from datasets import load_dataset
+    from huggingface_hub import DatasetCard, HfApi, hf_hub_download
+
+    card = DatasetCard.load(hf_hub_download(repo_id, "README.md", repo_type="dataset", token=token))
+    rows = load_dataset(repo_id, split="train", token=token)
+    return {"files": sorted(HfApi(token=token).list_repo_files(repo_id, repo_type="dataset")),
+            "configs": card.data.to_dict()["configs"],
+            "headings": [line for line in card.text.splitlines() if line.startswith(("## ", "### `"))],
+            "rows": rows.select_columns(["prompt", "completion"]).to_list()}
+
+
+def test_push_and_export_push_to_make_the_same_repo(alice, tmp_path):
+    from tests.conftest import seeded_rows, write_jsonl
+
+    source = write_jsonl(tmp_path / "run.jsonl", seeded_rows(seed=2, mode="rl", budget=12))
+    alice.login()
+    exported, pushed = f"alice/exported-{tmp_path.name[-8:]}", f"alice/pushed-{tmp_path.name[-8:]}"
+    alice.run(export_and_push, source=str(source), output=str(tmp_path / "train.jsonl"), repo_id=exported)
+    done = alice.run(push, argv=[str(source), pushed, "--mask-mode", "final"])
+
+    one, other = (alice.run(repo_view, repo_id=repo, token=alice.token) for repo in (exported, pushed))
+    assert done["code"] == 0, done["stderr"]
+    assert one["files"] == other["files"]
+    assert [c["config_name"] for c in one["configs"]] == ["default", "canonical"]
+    assert one["configs"] == other["configs"]
+    assert one["headings"] == other["headings"]
+    assert one["rows"] == other["rows"]
+    assert all(len(row["completion"]) == 1 for row in one["rows"])

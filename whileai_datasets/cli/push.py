@@ -1,5 +1,7 @@
 """`whileai-datasets push SOURCE REPO_ID`: publish a file or a saved dataset to a private Hub repo.
 
+The same `publish` as `export_dataset(push_to=)`: the same configs, layout and card.
+
 The main console entry (`whileai_datasets.cli:main`) calls `add_parser(subparsers)` to register the
 command and `run(args)` to execute it.
 """
@@ -24,9 +26,11 @@ EXIT_FAILED = 1
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `push` on the `subparsers` of the main parser, with `run` as its `run` default."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "push", help="publish rows to a private Hub dataset repo, as Parquet splits with a card",
-        description="Publish SOURCE to the Hub dataset repo REPO_ID: Parquet splits plus a dataset card. "
-        "The repo is private unless --public is given. The token is HF_TOKEN or the `hf auth login` one.")
+        "push", help="publish rows to a private Hub dataset repo, as trainer-ready configs with a card",
+        description="Publish SOURCE to the Hub dataset repo REPO_ID: a default config that TRL's SFTTrainer "
+        "trains exactly (prompt/completion rows, one per loss-carrying assistant turn), the canonical rows, "
+        "and a dataset card. The repo is private unless --public is given. The token is HF_TOKEN or the "
+        "`hf auth login` one.")
     parser.add_argument("source", metavar="SOURCE", type=Path,
                         help="a .parquet file, a whileai .jsonl export, or a folder written by save_to_disk")
     parser.add_argument("repo_id", metavar="REPO_ID", help="namespace/name (a bare name goes to your namespace)")
@@ -35,6 +39,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--test-size", type=float, default=0.1,
                         help="share of KEY groups held out with --split-by (default 0.1)")
     parser.add_argument("--seed", type=int, default=0, help="which groups --split-by holds out (default 0)")
+    parser.add_argument("--mask-mode", choices=("assistant", "final"), default="assistant",
+                        help="which assistant turns carry loss, for a whileai .jsonl SOURCE (default assistant)")
+    parser.add_argument("--preference", type=Path, metavar="PAIRS",
+                        help="preference pairs (.jsonl/.parquet) to publish as the `preference` config")
+    parser.add_argument("--tokenizer", metavar="DIR",
+                        help="a tokenizer folder (save_pretrained): adds the `tokenized` config and token counts")
     parser.add_argument("--report", type=Path, metavar="FILE", help="the export report as JSON, shown on the card")
     parser.add_argument("--revision", help="branch to push to (default main)")
     parser.add_argument("--message", help="commit message")
@@ -45,7 +55,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        data = load_source(args.source)
+        data = load_source(args.source, mask_mode=args.mask_mode)
+        pairs = load_source(args.preference, config="preference") if args.preference else None
         if args.split_by:
             if isinstance(data, DatasetDict):
                 raise PublishError(f"--split-by needs one table, but SOURCE already has splits {sorted(data)}",
@@ -53,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
             data = split_by(data, args.split_by, test_size=args.test_size, seed=args.seed)
         result = publish(data, args.repo_id, private=not args.public, revision=args.revision,
                          commit_message=args.message, report=_read_report(args.report), sources=[args.source],
-                         split_key=args.split_by)
+                         split_key=args.split_by, preference=pairs, tokenizer=_tokenizer(args.tokenizer))
     except (WhileaiError, ValueError) as err:
         print(f"whileai-datasets push: {err}", file=sys.stderr)
         return EXIT_FAILED
@@ -66,8 +77,11 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def load_source(path: Path) -> Dataset | DatasetDict:
-    """SOURCE as a Dataset (one file) or what save_to_disk wrote (a Dataset or a DatasetDict)."""
+def load_source(path: Path, *, mask_mode: str = "assistant", config: str = "default") -> Dataset | DatasetDict:
+    """SOURCE as a Dataset (one file) or what save_to_disk wrote (a Dataset or a DatasetDict).
+
+    A .jsonl file goes through the `whileai/export` builder (`config` "default" or "preference",
+    the loss mask from `mask_mode`); a .parquet file is read as it is (canonical rows)."""
     if path.is_dir():
         return load_from_disk(str(path))
     if not path.is_file():
@@ -77,18 +91,34 @@ def load_source(path: Path) -> Dataset | DatasetDict:
     if path.suffix.lower() == ".parquet":
         return load_dataset("parquet", data_files=str(path), split="train")
     if suffixes.endswith((".jsonl", ".jsonl.gz")):
-        return _load_whileai_export(path)
+        return _load_whileai_export(path, mask_mode, config)
     raise PublishError(f"expected a .parquet or .jsonl file, got {path.suffix or 'no suffix'}",
                        location=str(path), hint="Convert the rows to Parquet, or save them with save_to_disk")
 
 
-def _load_whileai_export(path: Path) -> Dataset:
+def _load_whileai_export(path: Path, mask_mode: str, config: str) -> Dataset:
     """whileai JSONL through the package's own builder (every row shape, canonical schema)."""
     import whileai_datasets  # noqa: F401  (registers "whileai/export")
 
-    ds = load_dataset("whileai/export", data_files=str(path), split="train")
+    options = {"mask_mode": mask_mode} if config == "default" else {}
+    ds = load_dataset("whileai/export", config, data_files=str(path), split="train", **options)
     assert isinstance(ds, Dataset)
     return ds
+
+
+def _tokenizer(folder: str | None) -> Any:
+    if folder is None:
+        return None
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        raise PublishError("--tokenizer needs transformers, which is not installed", location="--tokenizer",
+                           hint="pip install transformers") from None
+    try:
+        return AutoTokenizer.from_pretrained(folder)
+    except (OSError, ValueError) as err:
+        raise PublishError(f"could not load a tokenizer from {folder!r}: {err}", location="--tokenizer",
+                           hint="Pass a folder written by tokenizer.save_pretrained") from err
 
 
 def _read_report(path: Path | None) -> dict[str, Any] | None:
