@@ -153,3 +153,16 @@ def test_package_versions_say_not_installed_instead_of_guessing(monkeypatch):
     assert versions["whileai"] == "not installed"
     assert versions["whileai-datasets"] == "9.9.9"
     assert versions["datasets"] == real("datasets")
+
+
+def test_card_shows_the_trl_lines_per_config_and_never_asks_to_install_this_package():
+    text = _render().text
+
+    assert 'train = load_dataset("alice/rollouts", split="train")' in text
+    assert 'train = load_dataset("alice/rollouts", "canonical", split="train")' in text
+    assert "trainer = SFTTrainer(" in text
+    assert "run `hf auth login` (or set HF_TOKEN)" in text
+    assert "### `default` (default)" in text and "### `canonical`" in text
+    assert "trains the completion of each row and nothing else: 6 loss-carrying assistant turns" in text
+    assert "whileai_datasets" not in text and "whileai-datasets push" not in text
+    assert "pip install" not in text

@@ -1,0 +1,89 @@
+"""The configs publish builds from canonical rows (no server needed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from datasets import Dataset, Features, Json, List, Value
+
+from whileai_datasets.errors import PublishError, SchemaError
+from whileai_datasets.hub import configs
+from whileai_datasets.rows.features import Message
+
+FEATURES = Features({"messages": List(Message()), "loss_mask": List(Value("int8")), "tools": Json(),
+                     "prompt": Value("string"), "scenario_id": Value("string")})
+CALL = {"id": "c1", "type": "function", "function": {"name": "look", "arguments": '{"id": 7}'}}
+CONVERSATION = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Find 7."},
+    {"role": "assistant", "content": "", "tool_calls": [CALL]},
+    {"role": "tool", "content": "found", "tool_call_id": "c1", "name": "look"},
+    {"role": "assistant", "content": "It is 7."},
+]
+
+
+def _canonical(mask: list[int], messages: list[dict[str, Any]] = CONVERSATION) -> Any:
+    ds = Dataset.from_dict({"messages": [messages], "loss_mask": [mask], "tools": [None], "prompt": ["Find 7."],
+                            "scenario_id": ["s1"]}, features=FEATURES)
+    return configs.canonical_table(ds, "split 'train'")
+
+
+def _rows(table: Any) -> list[dict[str, Any]]:
+    return [configs._portable.portable_features(table.schema).decode_example(r) for r in table.to_pylist()]
+
+
+def test_default_config_has_one_row_per_marked_turn_with_the_turns_before_it_as_prompt():
+    rows = _rows(configs.trainer_table(_canonical([0, 0, 1, 0, 1]), "split 'train'"))
+
+    trl_call = {**CALL, "function": {"name": "look", "arguments": {"id": 7}}}
+    assert [r["prompt"] for r in rows] == [CONVERSATION[:2], [*CONVERSATION[:2], {**CONVERSATION[2],
+                                                                                   "tool_calls": [trl_call]},
+                                                                CONVERSATION[3]]]
+    assert [r["completion"] for r in rows] == [[{**CONVERSATION[2], "tool_calls": [trl_call]}], [CONVERSATION[4]]]
+    assert [r["prompt_text"] for r in rows] == ["Find 7.", "Find 7."]  # never a `prompt` string beside messages
+    assert "loss_mask" not in rows[0] and "messages" not in rows[0]
+
+
+def test_default_config_of_a_final_mask_is_one_row_per_conversation():
+    rows = _rows(configs.trainer_table(_canonical([0, 0, 0, 0, 1]), "split 'train'"))
+
+    assert len(rows) == 1
+    assert rows[0]["completion"] == [CONVERSATION[4]]
+    assert len(rows[0]["prompt"]) == 4
+
+
+def test_every_config_uses_only_built_in_feature_types():
+    from whileai_datasets.transforms._portable import registered_feature_types
+
+    canonical = _canonical([0, 0, 1, 0, 1])
+    tables = {"default": (configs.trainer_table(canonical, "x"), ("prompt", "completion")),
+              "canonical": (configs.canonical_rows(canonical), ("messages",))}
+    for name, (table, message_columns) in tables.items():
+        features = configs._portable.portable_features(table.schema)
+        assert registered_feature_types(features) == {}, name
+        assert [features[c] for c in message_columns] == [List(Json())] * len(message_columns), name
+
+
+def test_canonical_config_keeps_each_messages_own_keys():
+    rows = _rows(configs.canonical_rows(_canonical([0, 0, 1, 0, 1])))
+
+    assert rows[0]["messages"] == CONVERSATION
+    assert rows[0]["loss_mask"] == [0, 0, 1, 0, 1]
+
+
+def test_a_mask_on_a_user_message_is_refused_with_its_location():
+    with pytest.raises(SchemaError, match=r"split 'train', row 0, messages\[1\]: loss_mask marks a 'user' message"):
+        _canonical([0, 1, 0, 0, 1])
+
+
+def test_a_marked_turn_that_opens_the_conversation_is_refused():
+    table = _canonical([1, 0], [{"role": "assistant", "content": "Hi."}, {"role": "user", "content": "Yo"}])
+
+    with pytest.raises(PublishError, match=r"row 0, messages\[0\]: a loss-carrying assistant turn opens its conv"):
+        configs.trainer_table(table, "split 'train'")
+
+
+def test_a_mask_of_the_wrong_length_is_refused():
+    with pytest.raises(SchemaError, match=r"row 0: loss_mask has 2 entries for 5 messages"):
+        _canonical([0, 1])
