@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 from importlib import metadata
 
-import pytest
 import pyarrow as pa
+import pytest
 from datasets import Features, Json, List, Value
 from datasets.info import DatasetInfosDict
 from huggingface_hub import DatasetCard, DatasetCardData
@@ -159,7 +159,8 @@ def test_card_shows_the_trl_lines_per_config_and_never_asks_to_install_this_pack
     text = _render().text
 
     assert 'train = load_dataset("alice/rollouts", split="train")' in text
-    assert 'train = load_dataset("alice/rollouts", "canonical", split="train")' in text
+    assert 'rows = load_dataset("alice/rollouts", "canonical", split="train")' in text
+    assert text.count("trainer = SFTTrainer(") == 1  # none for the canonical rows: TRL would train every token
     assert "trainer = SFTTrainer(" in text
     assert "run `hf auth login` (or set HF_TOKEN)" in text
     assert "### `default` (default)" in text and "### `canonical`" in text

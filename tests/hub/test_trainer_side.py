@@ -72,6 +72,12 @@ def load_every_config(repo_id: str, token: str) -> dict[str, Any]:
     return {"blocked": blocked, "configs": configs}
 
 
+def card_text(repo_id: str, token: str) -> str:
+    from huggingface_hub import DatasetCard, hf_hub_download
+
+    return str(DatasetCard.load(hf_hub_download(repo_id, "README.md", repo_type="dataset", token=token)).text)
+
+
 def _runs(ids: list[int], flags: list[bool], tokenizer: Any) -> list[str]:
     """The decoded text of each run of consecutive flagged tokens."""
     runs: list[str] = []
@@ -219,8 +225,11 @@ def test_sft_trainer_on_the_default_config_trains_exactly_the_marked_turns(alice
     assert trained["steps"] == 1
     if mode == "final":
         assert trained["rows"] == len(canonical)
-    if extra:
+    if extra:  # the card's token counts, measured at publish time, are what TRL labelled
+        card = trainer_machine.run(card_text, repo_id=repo_id, token=alice.token)
         assert loaded["configs"]["tokenized"]["assistant_masks"] == marked
+        assert f"the completion mask covers {trained['labelled']} of " in card
+        assert f"covers {marked} tokens against {marked} marked here: the same count" in card
 
 
 def test_dpo_trainer_on_the_preference_config_masks_the_prompt_and_trains_one_turn_a_side(alice, repo_id,

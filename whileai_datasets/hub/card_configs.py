@@ -20,8 +20,14 @@ EXACT_BECAUSE = (
 
 
 def _total(facts: Mapping[str, Mapping[str, Any]], key: str) -> int | None:
-    values = [f.get(key) for f in facts.values()]
-    return None if any(v is None for v in values) else sum(int(v) for v in values)  # type: ignore[arg-type]
+    """`key` summed over the splits; None when a split did not measure it."""
+    total = 0
+    for split in facts.values():
+        value = split.get(key)
+        if value is None:
+            return None
+        total += int(value)
+    return total if facts else None
 
 
 def _share(part: int, whole: int) -> str:
@@ -42,16 +48,19 @@ def _code(repo_id: str, config: Config, private: bool) -> str:
     split = next(iter(config.splits))
     login = ["# a private repo: run `hf auth login` (or set HF_TOKEN) with read access first"] if private else []
     load = _load_call(repo_id, config.name, split)
+    if config.name == CANONICAL:  # for analysis: no trainer lines (TRL would train every token)
+        return "\n".join(["from datasets import load_dataset", "", *login, f"rows = {load}",
+                          'marked = sum(sum(mask) for mask in rows["loss_mask"])'])
     if config.name == PREFERENCE:
         body = ["from datasets import load_dataset", "from trl import DPOConfig, DPOTrainer", "", *login,
                 f"pairs = {load}",
-                'trainer = DPOTrainer(model="Qwen/Qwen2.5-0.5B-Instruct", args=DPOConfig(output_dir="dpo"), '
-                "train_dataset=pairs)"]
+                ('trainer = DPOTrainer(model="Qwen/Qwen2.5-0.5B-Instruct", args=DPOConfig(output_dir="dpo"), '
+                 "train_dataset=pairs)")]
     else:
         body = ["from datasets import load_dataset", "from trl import SFTConfig, SFTTrainer", "", *login,
                 f"train = {load}",
-                'trainer = SFTTrainer(model="Qwen/Qwen2.5-0.5B-Instruct", args=SFTConfig(output_dir="sft"), '
-                "train_dataset=train)"]
+                ('trainer = SFTTrainer(model="Qwen/Qwen2.5-0.5B-Instruct", args=SFTConfig(output_dir="sft"), '
+                 "train_dataset=train)")]
         if config.name == TOKENIZED:
             body[-1] += "  # the model must use the tokenizer these ids come from"
     return "\n".join([*body, "trainer.train()"])
@@ -99,15 +108,17 @@ def _preference_text(config: Config) -> tuple[str, str]:
 
 def _tokenized_text(config: Config, tokenizer: Any, template: Any, default: Config) -> tuple[str, str]:
     marked, tokens = _total(config.facts, "marked_tokens") or 0, _total(config.facts, "tokens") or 0
-    holds = (f"`input_ids`, `attention_mask` and `assistant_masks` for the tokenizer {_name(tokenizer, '')} and "
+    who = _name(tokenizer, "given to publish")
+    holds = (f"`input_ids`, `attention_mask` and `assistant_masks` for the tokenizer {who} and "
              f"{_name(template, 'its chat template')}, made by this package's token mask from `loss_mask`: "
              f"{_share(marked, tokens)} tokens are marked.")
     trains = "`SFTTrainer` with default settings trains exactly the `assistant_masks` tokens of these rows."
-    supervised = _total(default.facts, "supervised_tokens")
-    if supervised is not None:
+    supervised, default_tokens = _total(default.facts, "supervised_tokens"), _total(default.facts, "tokens")
+    if supervised is not None and default_tokens is not None:
         verdict = "the same count" if supervised == marked else f"a difference of {supervised - marked}"
         trains += (f" The default config's completion mask covers {supervised} tokens against {marked} marked "
-                   f"here: {verdict}.")
+                   f"here: {verdict}. A pass over these rows processes {tokens} tokens; over the default config, "
+                   f"whose rows repeat the earlier turns of their conversation, {default_tokens}.")
     return holds, trains + " Only valid with this tokenizer."
 
 
