@@ -87,3 +87,15 @@ def test_a_marked_turn_that_opens_the_conversation_is_refused():
 def test_a_mask_of_the_wrong_length_is_refused():
     with pytest.raises(SchemaError, match=r"row 0: loss_mask has 2 entries for 5 messages"):
         _canonical([0, 1])
+
+
+def test_trl_rows_and_json_rows_come_back_to_the_same_canonical_messages():
+    from whileai_datasets.transforms import _arrow, _portable, wire
+
+    canonical = _canonical([0, 0, 1, 0, 1])
+    trl_lists = wire.trl_messages(_arrow.column(canonical, "messages"))
+    json_lists = _portable.portable_messages(_arrow.column(canonical, "messages"))
+
+    for lists in (trl_lists, json_lists):
+        back = configs.message_structs(lists, "x")
+        assert back.to_pylist() == _arrow.column(canonical, "messages").to_pylist()

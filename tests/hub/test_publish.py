@@ -36,6 +36,12 @@ def load_to_disk(repo_id: str, out: str, token: str | None = None, revision: str
     return {name: split.num_rows for name, split in loaded.items()}
 
 
+def repo_files(repo_id: str, token: str) -> list[str]:
+    from huggingface_hub import HfApi
+
+    return sorted(HfApi(token=token).list_repo_files(repo_id, repo_type="dataset"))
+
+
 def read_card(repo_id: str, token: str) -> dict[str, Any]:
     from huggingface_hub import DatasetCard, hf_hub_download
 
@@ -108,8 +114,13 @@ def test_second_publish_replaces_the_splits_and_the_old_revision_still_loads(ali
                      revision=first["commit"], name="canonical")
     _, _, history = hub.call("GET", f"/api/datasets/{repo_id}/commits/main", token=alice.token)
     assert second["commit"] != first["commit"]
-    assert first["commit"] in [c["id"] for c in history]
+    ids = [c["id"] for c in history]
+    assert ids.index(first["commit"]) == ids.index(second["commit"]) + 1  # one commit per publish
     assert latest == {"train": 1, "test": 2}
+    files = reader.run(repo_files, repo_id=repo_id, token=alice.token)
+    assert [f for f in files if "holdout" in f] == []  # the old split's shards are deleted in the same commit
+    assert {f for f in files if f.endswith(".parquet")} == {
+        f"{folder}/{split}-00000-of-00001.parquet" for folder in ("data", "canonical") for split in ("train", "test")}
     assert old == {"train": 4, "holdout": 2}
     assert load_from_disk(str(tmp_path / "old"))["holdout"].to_list() == published_rows(rollouts["holdout"])
 

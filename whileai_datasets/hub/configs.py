@@ -89,7 +89,7 @@ def message_structs(lists: pa.Array, where: str) -> pa.Array:
     flat = _arrow.flat(lists)
     if flat.type == MESSAGE_TYPE:
         return lists
-    if "function" in str(flat.type) and _has_trl_arguments(flat.type):
+    if _has_trl_arguments(flat.type):
         flat = _text_arguments(flat)
     try:
         cast = Message().cast_storage(flat)
@@ -101,8 +101,18 @@ def message_structs(lists: pa.Array, where: str) -> pa.Array:
 
 
 def _has_trl_arguments(message_type: pa.StructType) -> bool:
-    return "tool_calls" in message_type.names and isinstance(
-        message_type.field("tool_calls").type.value_type.field("function").type.field("arguments").type, pa.JsonType)
+    """Whether tool-call arguments are stored as Json values (``TrlMessage``) rather than JSON text."""
+    arrow_type: pa.DataType = message_type
+    for step in ("tool_calls", None, "function", "arguments"):
+        if step is None:
+            if not pa.types.is_list(arrow_type):
+                return False
+            arrow_type = arrow_type.value_type
+        elif pa.types.is_struct(arrow_type) and step in arrow_type.names:
+            arrow_type = arrow_type.field(step).type
+        else:
+            return False
+    return isinstance(arrow_type, pa.JsonType)
 
 
 def _text_arguments(flat: pa.StructArray) -> pa.StructArray:
