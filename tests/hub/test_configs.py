@@ -99,3 +99,14 @@ def test_trl_rows_and_json_rows_come_back_to_the_same_canonical_messages():
     for lists in (trl_lists, json_lists):
         back = configs.message_structs(lists, "x")
         assert back.to_pylist() == _arrow.column(canonical, "messages").to_pylist()
+
+
+def test_publish_refuses_a_split_with_no_loss_carrying_turn_before_any_request():
+    from whileai_datasets.hub.publishing import _build_configs
+
+    ds = Dataset.from_dict({"messages": [CONVERSATION], "loss_mask": [[0, 0, 0, 0, 0]], "tools": [None],
+                            "prompt": ["Find 7."], "scenario_id": ["s1"]}, features=FEATURES)
+
+    with pytest.raises(PublishError, match=r"split 'holdout': the 'default' config would have no rows in split "
+                                           r"'holdout'.*check the export's mask_mode"):
+        _build_configs({"holdout": ds}, None, None, None, None)  # type: ignore[arg-type]

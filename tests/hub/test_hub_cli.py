@@ -79,6 +79,7 @@ def test_push_reads_a_whileai_jsonl_export_through_the_builder(alice, repo_id):
 
     assert done["code"] == 0, done["stderr"]
     assert done["stdout"].startswith(f"Published {repo_id} (private; train ")
+    assert "  configs  default: train " in done["stdout"] and "; canonical: train " in done["stdout"]
     assert loaded["features"] == "List(Json(decode=True))"
     assert None not in loaded["first"].values()  # one Json object per message: no invented None keys
     assert sum(loaded["rows"].values()) == 72

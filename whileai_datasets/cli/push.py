@@ -73,7 +73,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         splits = ", ".join(f"{name} {rows}" for name, rows in result["splits"].items())
         visibility = "private" if result["private"] else "public"
-        print(f"Published {result['repo_id']} ({visibility}; {splits} rows) at {result['commit']}\n{result['url']}")
+        configs = "; ".join(f"{name}: " + ", ".join(f"{split} {rows}" for split, rows in counts.items())
+                            for name, counts in result["configs"].items())
+        print(f"Published {result['repo_id']} ({visibility}; {splits} rows) at {result['commit']}\n"
+              f"  configs  {configs}\n  load     load_dataset({result['repo_id']!r}, split=...)  "
+              f"# the default config: SFTTrainer trains exactly the marked turns\n{result['url']}")
     return EXIT_OK
 
 

@@ -158,7 +158,27 @@ def _build_configs(splits: DatasetDict, preference: Dataset | DatasetDict | None
         for name, table in default.splits.items():
             default.facts[name] = repo_configs.completion_tokens(table, tokenizer, chat_template)
         built.append(tokenized)
+    _refuse_empty(built)
     return built
+
+
+#: Why a config's split can come out empty, and what to do.
+_EMPTY_HINTS = {
+    repo_configs.DEFAULT: "Its rows mark no assistant turn with loss_mask 1: check the export's mask_mode, "
+                          "or leave that split out",
+    repo_configs.TOKENIZED: "No row has a supervised token with this tokenizer: check the template and loss_mask",
+    repo_configs.PREFERENCE: "No pair has a chosen and a rejected turn that differ: pass pairs that contrast",
+}
+
+
+def _refuse_empty(built: Sequence[repo_configs.Config]) -> None:
+    """A split with no rows would be a Parquet file `datasets` cannot read (and nothing to train on)."""
+    for config in built:
+        for name, table in config.splits.items():
+            if not table.num_rows:
+                raise PublishError(f"the {config.name!r} config would have no rows in split {name!r}",
+                                   location=f"split {name!r}", hint=_EMPTY_HINTS.get(
+                                       config.name, "Leave that split out") + "; nothing was sent")
 
 
 # --- before any upload ------------------------------------------------------------------------------
