@@ -235,3 +235,29 @@ def test_card_on_the_hub_records_report_sources_versions_and_split_key(alice, re
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_publish_to_a_branch_leaves_main_alone_and_the_branch_loads(alice, hub, repo_id, rollouts, saved_rollouts,
+                                                                    tmp_path):
+    first = alice.run(publish_saved, path=saved_rollouts, repo_id=repo_id, token=alice.token)
+    DatasetDict({"train": rollouts["train"].select([0])}).save_to_disk(str(tmp_path / "one"))
+
+    branch = alice.run(publish_saved, path=str(tmp_path / "one"), repo_id=repo_id, token=alice.token, revision="dev")
+
+    reader = alice.on_another_machine()
+    on_dev = reader.run(load_to_disk, repo_id=repo_id, out=str(tmp_path / "dev"), token=alice.token,
+                        revision="dev", name="canonical")
+    on_main = reader.run(load_to_disk, repo_id=repo_id, out=str(tmp_path / "main"), token=alice.token,
+                         name="canonical")
+    assert hub.head(repo_id, alice.token) == first["commit"]
+    assert branch["commit"] != first["commit"]
+    assert on_dev == {"train": 1}
+    assert on_main == {"train": 4, "holdout": 2}
+
+
+def test_first_publish_to_a_branch_of_a_new_repo_creates_the_branch(alice, repo_id, saved_rollouts, tmp_path):
+    alice.run(publish_saved, path=saved_rollouts, repo_id=repo_id, token=alice.token, revision="dev")
+
+    on_dev = alice.on_another_machine().run(load_to_disk, repo_id=repo_id, out=str(tmp_path / "dev"),
+                                            token=alice.token, revision="dev", name="canonical")
+    assert on_dev == {"train": 4, "holdout": 2}
