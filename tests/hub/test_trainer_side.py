@@ -93,8 +93,8 @@ def _runs(ids: list[int], flags: list[bool], tokenizer: Any) -> list[str]:
     return runs
 
 
-def sft_labels(repo_id: str, token: str, tokenizer_dir: str, out: str) -> dict[str, Any]:
-    """SFTTrainer, default settings, on the default config: the text and count of every labelled run."""
+def sft_labels(repo_id: str, token: str, tokenizer_dir: str, out: str, config: str | None = None) -> dict[str, Any]:
+    """SFTTrainer, default settings, on a config (the default one when None): every labelled run's text, the count."""
     from datasets import load_dataset
     from transformers import AutoTokenizer
     from trl import SFTConfig, SFTTrainer
@@ -105,7 +105,7 @@ def sft_labels(repo_id: str, token: str, tokenizer_dir: str, out: str) -> dict[s
     context = _quiet()
     try:
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-        train = load_dataset(repo_id, split="train", token=token)
+        train = load_dataset(repo_id, config, split="train", token=token)
         args = SFTConfig(output_dir=out, max_steps=1, report_to=[], use_cpu=True, save_strategy="no")
         trainer = SFTTrainer(model=tiny_causal_lm(len(tokenizer)), args=args, train_dataset=train,
                              processing_class=tokenizer)
@@ -227,6 +227,9 @@ def test_sft_trainer_on_the_default_config_trains_exactly_the_marked_turns(alice
         assert trained["rows"] == len(canonical)
     if extra:  # the card's token counts, measured at publish time, are what TRL labelled
         card = trainer_machine.run(card_text, repo_id=repo_id, token=alice.token)
+        pre = trainer_machine.run(sft_labels, repo_id=repo_id, token=alice.token, config="tokenized",
+                                  tokenizer_dir=str(tmp_path / "tokenizer"), out=str(tmp_path / "sft-tokenized"))
+        assert (pre["labelled"], Counter(pre["runs"])) == (marked, Counter(ours))
         assert loaded["configs"]["tokenized"]["assistant_masks"] == marked
         assert f"the completion mask covers {trained['labelled']} of " in card
         assert f"covers {marked} tokens against {marked} marked here: the same count" in card

@@ -74,8 +74,9 @@ def export_training(
         validate: Refuse (``ValueError``) rows whose tool-call arguments are
             not structured, or whose assistant turns quote ``privileged``.
         format: ``"openai"``, ``"trl"`` or ``"fireworks"``.
-        push_to: A Hub dataset repo to publish the written rows to, privately
-            (``whileai_datasets.hub.publish``); the report gains ``hub``.
+        push_to: A Hub dataset repo to publish the exported rows to, privately
+            (``whileai_datasets.hub.publish``: the trainer-exact default config,
+            the canonical rows, a card); the report gains ``hub``.
     Returns:
         whileai's report: ``n``, ``format``, ``with_system``, ``with_tools``,
         ``groups``, ``tool_call_roundtrip``, ``mask_mode``, ``unrolled``,
