@@ -110,3 +110,24 @@ def test_publish_refuses_a_split_with_no_loss_carrying_turn_before_any_request()
     with pytest.raises(PublishError, match=r"split 'holdout': the 'default' config would have no rows in split "
                                            r"'holdout'.*check the export's mask_mode"):
         _build_configs({"holdout": ds}, None, None, None, None)  # type: ignore[arg-type]
+
+
+def _image_turn(url: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": "And this?"}, {"type": "image", "image": url}]}
+
+
+def test_content_parts_and_reasoning_content_publish_in_every_config():
+    conversation = [_image_turn("https://x.test/a.png"),
+                    {"role": "assistant", "content": "A cat.", "reasoning_content": "It has whiskers."},
+                    _image_turn("https://x.test/b.png"), {"role": "assistant", "content": "A dog."}]
+    canonical = _canonical([0, 1, 0, 1], conversation)
+
+    default = _rows(configs.trainer_table(canonical, "x"))
+    rows = _rows(configs.canonical_rows(canonical))
+
+    assert rows[0]["messages"] == conversation  # exactly, references and reasoning included
+    placeholder = {"role": "user", "content": [{"type": "text", "text": "And this?"}, {"type": "image"}]}
+    assert [r["prompt"] for r in default] == [[placeholder], [placeholder, conversation[1], placeholder]]
+    assert [r["completion"] for r in default] == [conversation[1:2], conversation[3:]]
+    # TRL's vision format: each row's `images` fill its prompt's placeholders, in order, and no more
+    assert [r["images"] for r in default] == [["https://x.test/a.png"], ["https://x.test/a.png", "https://x.test/b.png"]]

@@ -34,7 +34,7 @@ from datasets import Dataset, Features
 
 from whileai_datasets.errors import PublishError, SchemaError
 from whileai_datasets.rows.features import MESSAGE_TYPE, Message
-from whileai_datasets.transforms import _arrow, _batches, _portable, token_masks, wire
+from whileai_datasets.transforms import _arrow, _batches, _parts, _portable, token_masks, wire
 
 DEFAULT = "default"
 CANONICAL = "canonical"
@@ -166,11 +166,16 @@ def trainer_table(canonical: pa.Table, where: str) -> pa.Table:
         raise PublishError("a loss-carrying assistant turn opens its conversation, so it has no prompt",
                            location=f"{where}, row {first}, messages[0]",
                            hint="Pass system_prompt= to the export, or set that turn's loss_mask entry to 0")
-    out = _arrow.drop(trl, "messages").take(pa.array(row, pa.int64()))
+    out = _arrow.drop(trl, "messages", "images").take(pa.array(row, pa.int64()))
     prompt = wire._slices(messages, starts[row], head)
     completion = wire._slices(messages, turn, np.ones(len(turn), np.int64))
     out = _arrow.set_column(_arrow.set_column(out, "prompt", prompt), "completion", completion)
-    return _portable.portable_table(wire.ordered(out, ("prompt", "completion", "tools")))
+    # TRL's `images` fill the prompt's image placeholders in order: only the images before the turn
+    source = _arrow.flat(_arrow.column(canonical, "messages"))
+    images = _parts.images_column(wire._slices(source, starts[row], head))
+    if images is not None:
+        out = _arrow.set_column(out, "images", images)
+    return _portable.portable_table(wire.ordered(out, ("prompt", "completion", "images", "tools")))
 
 
 def canonical_rows(canonical: pa.Table) -> pa.Table:
