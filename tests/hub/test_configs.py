@@ -130,4 +130,5 @@ def test_content_parts_and_reasoning_content_publish_in_every_config():
     assert [r["prompt"] for r in default] == [[placeholder], [placeholder, conversation[1], placeholder]]
     assert [r["completion"] for r in default] == [conversation[1:2], conversation[3:]]
     # TRL's vision format: each row's `images` fill its prompt's placeholders, in order, and no more
-    assert [r["images"] for r in default] == [["https://x.test/a.png"], ["https://x.test/a.png", "https://x.test/b.png"]]
+    first, second = "https://x.test/a.png", "https://x.test/b.png"
+    assert [r["images"] for r in default] == [[first], [first, second]]

@@ -77,7 +77,8 @@ def test_lfs_upload_answering_500_fails_clearly_and_keeps_the_previous_commit(al
     retry = alice.run(publish_saved, path=path, repo_id=repo_id, token=alice.token)
 
     assert retry["commit"] != first["commit"]
-    assert alice.run(load_rows, repo_id=repo_id, token=alice.token) == {n: published_rows(d) for n, d in changed.items()}
+    expected = {n: published_rows(d) for n, d in changed.items()}
+    assert alice.run(load_rows, repo_id=repo_id, token=alice.token) == expected
 
 
 def test_connection_dropped_at_the_commit_keeps_the_previous_commit_and_retry_sends_no_file_twice(
@@ -100,7 +101,8 @@ def test_connection_dropped_at_the_commit_keeps_the_previous_commit_and_retry_se
     routes = [e["route"] for e in hub.requests(mark, repo=repo_id)]
     assert retry["commit"] != first["commit"]
     assert "lfs-upload" not in routes  # the shards reached the server before the commit was lost
-    assert alice.run(load_rows, repo_id=repo_id, token=alice.token) == {n: published_rows(d) for n, d in changed.items()}
+    expected = {n: published_rows(d) for n, d in changed.items()}
+    assert alice.run(load_rows, repo_id=repo_id, token=alice.token) == expected
 
 
 def test_a_connection_dropped_mid_upload_is_retried_and_publish_succeeds(alice, hub, repo_id, rollouts, tmp_path):
