@@ -81,6 +81,9 @@ class TemplateReport:
     content_format: str = "string"
     span_tracking_exact: bool | None = None
     probes: tuple[ProbeStatus, ...] = field(default_factory=tuple)
+    mask_method: str | None = None
+    mask_method_reason: str | None = None
+    tool_call_arguments: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data."""
@@ -269,6 +272,13 @@ def inspect_template(text: str, kwargs: Mapping[str, Any] | None = None, name: s
 
 
 # --- the human-readable form (``whileai-datasets template inspect``) ------------------------------
+_METHODS = {
+    "template": "the template's own generation blocks",
+    "patched": "generation blocks added by with_generation()",
+    "turns": "per-turn rendering (no structural patch fits)",
+}
+
+
 def _yes_no(value: bool | None) -> str:
     return "unknown" if value is None else "yes" if value else "no"
 
@@ -304,6 +314,9 @@ def format_report(report: TemplateReport) -> str:
         f"  add_generation_prompt:    {'used' if report.uses_add_generation_prompt else 'not used'}"
         + (f" (appends {report.generation_prompt!r})" if report.generation_prompt else ""),
         f"  content format:           {report.content_format}",
+        f"  tool-call arguments:      {report.tool_call_arguments or 'unknown'}",
+        f"  token masks by:           {_METHODS.get(report.mask_method or '', 'unknown')}",
+        *([f"    ({report.mask_method_reason})"] if report.mask_method_reason else []),
     ]
     failed = [p for p in report.probes if not p.ok]
     if failed:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         GenerationBlockInfo,
         TemplateReport,
     )
+    from whileai_datasets.chat_template.masking import MaskPlan
 
 _SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
 _TEMPLATE_FILES = ("chat_template.jinja", "tokenizer_config.json", "chat_template.json")
@@ -139,6 +140,7 @@ class ChatTemplate:
         self._all = variants
         self._report: TemplateReport | None = None
         self._analysis: Analysis | None = None
+        self._plan: MaskPlan | None = None
 
     @staticmethod
     def _pick(variants: Mapping[str, str], variant: str | None, name: str) -> str:
@@ -195,13 +197,36 @@ class ChatTemplate:
     # ------------------------------------------------------------ operations
 
     def inspect(self) -> TemplateReport:
-        """What the template does (see ``TemplateReport``); computed once."""
+        """What the template does (see ``TemplateReport``), including the mask method; computed once."""
+        from dataclasses import replace
+
+        report = self._structure()
+        if report.syntax_error or report.mask_method is not None:
+            return report
+        plan = self.mask_plan()
+        self._report = replace(report, mask_method=plan.method, mask_method_reason=plan.reason,
+                               tool_call_arguments=plan.arguments)
+        return self._report
+
+    def _structure(self) -> TemplateReport:
         from whileai_datasets.chat_template.inspect import inspect_template
 
         if self._report is None:
             analysis = None if self._syntax_broken() else self._probe()
             self._report = inspect_template(self.text, self.special_tokens, self.name, analysis)
         return self._report
+
+    def mask_plan(self) -> MaskPlan:
+        """How token masks are found for this template (see ``chat_template.masking``); computed once.
+
+        Raises:
+            TemplateError: a syntax error, or generation blocks that do not cover the assistant output.
+        """
+        from whileai_datasets.chat_template.masking import plan_masks
+
+        if self._plan is None:
+            self._plan = plan_masks(self)
+        return self._plan
 
     def _syntax_broken(self) -> bool:
         try:
@@ -238,7 +263,7 @@ class ChatTemplate:
         Raises:
             TemplateError: the template cannot be patched safely (the message says why and where).
         """
-        report = self.inspect()
+        report = self._structure()
         if report.syntax_error:
             raise TemplateError(f"syntax error: {report.syntax_error}",
                                 location=f"{self.name}:{report.syntax_error_line}",

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.transforms.token_masks import Tokenize, spans_to_token_mask, supervised_spans, template_messages
+from whileai_datasets.transforms.token_masks import Tokenize, spans_to_token_mask
 
 GREEN, DIM, RESET = "\x1b[30;42m", "\x1b[2m", "\x1b[0m"
 
@@ -58,20 +58,20 @@ class MaskView:
 
 def mask_view(transform: Tokenize, row: dict[str, Any]) -> MaskView:
     """The runs of supervised and unsupervised text of one canonical row."""
-    chat = transform.chat.render(template_messages(row["messages"]), tools=row.get("tools") or None)
+    text, spans = transform.row_spans(row["messages"], row.get("tools") or None, row["loss_mask"])
     from whileai_datasets.transforms.token_masks import _encode
 
-    (ids, offsets), = _encode(transform.tokenizer, [chat.text])
-    mask = spans_to_token_mask(offsets, supervised_spans(chat, row["loss_mask"]))
-    chars = np.zeros(len(chat.text), dtype=bool)
+    (ids, offsets), = _encode(transform.tokenizer, [text])
+    mask = spans_to_token_mask(offsets, spans)
+    chars = np.zeros(len(text), dtype=bool)
     for (start, end), flag in zip(offsets.tolist(), mask.tolist()):
         if flag:
             chars[start:end] = True
     runs: list[tuple[str, bool]] = []
     start = 0
-    for i in range(1, len(chat.text) + 1):
-        if i == len(chat.text) or chars[i] != chars[start]:
-            runs.append((chat.text[start:i], bool(chars[start])))
+    for i in range(1, len(text) + 1):
+        if i == len(text) or chars[i] != chars[start]:
+            runs.append((text[start:i], bool(chars[start])))
             start = i
     return MaskView(runs, len(ids), int(mask.sum()))
 

@@ -24,12 +24,22 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from whileai_datasets.errors import SchemaError
+from whileai_datasets._typing import ON_BAD_ROW, OnBadRow
+from whileai_datasets.chat_template.mask_check import check_row
+from whileai_datasets.chat_template.masking import MaskPlan, encode_arguments, supervised_spans
+from whileai_datasets.errors import SchemaError, TemplateError
 from whileai_datasets.rows.features import message_from_storage
+
+__all__ = ["BadMaskRowsWarning", "Tokenize", "UnsupervisedRowsWarning", "mask_report", "spans_to_token_mask",
+           "supervised_spans", "template_messages", "tokenize"]
 
 
 class UnsupervisedRowsWarning(UserWarning):
     """Rows with no supervised token were dropped from a tokenized batch."""
+
+
+class BadMaskRowsWarning(UserWarning):
+    """Rows whose mask failed the check (or that did not render) were dropped, as asked (on_bad_row='skip')."""
 
 
 def spans_to_token_mask(offsets: np.ndarray, spans: Sequence[tuple[int, int]]) -> np.ndarray:
@@ -53,29 +63,12 @@ def spans_to_token_mask(offsets: np.ndarray, spans: Sequence[tuple[int, int]]) -
     return mask
 
 
-def template_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Canonical messages as HF chat templates want them: tool-call arguments
+def template_messages(messages: Sequence[dict[str, Any]], arguments: str = "dict") -> list[dict[str, Any]]:
+    """Canonical messages as a chat template wants them: tool-call arguments
     as dicts (templates render them with ``| tojson``; a JSON string would be
-    quoted twice). Arguments that do not decode to a value stay text."""
-    out = []
-    for message in messages:
-        calls = message.get("tool_calls")
-        if calls:
-            message = dict(message)
-            message["tool_calls"] = [_call_with_dict_arguments(call) for call in calls]
-        out.append(message)
-    return out
-
-
-def _call_with_dict_arguments(call: dict[str, Any]) -> dict[str, Any]:
-    function = dict(call.get("function") or {})
-    arguments = function.get("arguments")
-    if isinstance(arguments, str):
-        try:
-            function["arguments"] = json.loads(arguments)
-        except ValueError:
-            pass  # left as text on purpose: the round-trip gate reports it
-    return {**call, "function": function}
+    quoted twice), or as JSON text for a template that concatenates them
+    (``arguments="text"``; ``ChatTemplate.mask_plan().arguments`` says which)."""
+    return encode_arguments(messages, arguments)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -90,25 +83,6 @@ class RowMask:
     @property
     def supervised(self) -> int:
         return int(sum(self.assistant_masks))
-
-
-def supervised_spans(rendered: Any, loss_mask: Sequence[int]) -> list[tuple[int, int]]:
-    """The generation spans of the messages whose loss_mask entry is 1."""
-    spans: list[tuple[int, int]] = []
-    for index, flag in enumerate(loss_mask):
-        if flag:
-            spans.extend(rendered.generation_spans_of(index))
-    return sorted(spans)
-
-
-@dataclass
-class TokenizedBatch:
-    """What ``tokenize`` computed for a batch, before rows are dropped."""
-
-    rows: list[RowMask] = field(default_factory=list)
-
-    def keep(self) -> list[int]:
-        return [i for i, row in enumerate(self.rows) if row.supervised > 0]
 
 
 def _batch_messages(batch: Any, column: str) -> tuple[list[list[dict[str, Any]]], list[Any], list[list[int]]]:
@@ -146,7 +120,7 @@ def dropped_warning(dropped: int, total: int) -> None:
 
 
 def _resolve_template(tokenizer: Any, template: Any) -> Any:
-    """The template to render with, patched when it has no generation block."""
+    """The template to render with, carrying the tokenizer's special tokens when it has none."""
     from whileai_datasets.chat_template import ChatTemplate
 
     if template is None:
@@ -155,13 +129,11 @@ def _resolve_template(tokenizer: Any, template: Any) -> Any:
                 f"no chat template: the tokenizer ({type(tokenizer).__name__}) has none and none was given",
                 hint="Pass template=ChatTemplate.shipped('qwen2_5') (or a template string / file).",
             )
-        chat = ChatTemplate.from_tokenizer(tokenizer)
-    elif isinstance(template, ChatTemplate):
-        chat = template
-    else:
-        chat = ChatTemplate(str(template))
-    if not chat.inspect().has_generation_block:
-        chat = chat.with_generation()
+        return ChatTemplate.from_tokenizer(tokenizer)
+    chat = template if isinstance(template, ChatTemplate) else ChatTemplate(str(template))
+    tokens = getattr(tokenizer, "special_tokens_map", None)
+    if not chat.special_tokens and tokens:
+        chat = ChatTemplate(chat.text, name=chat.name, special_tokens=dict(tokens))
     return chat
 
 
@@ -191,15 +163,26 @@ class Tokenize:
     Args:
         tokenizer: A transformers fast tokenizer or a ``tokenizers.Tokenizer``.
         template: A ``ChatTemplate``, template text, or None for the
-            tokenizer's own; patched with ``with_generation()`` when it has no
-            generation block.
+            tokenizer's own. Its mask method (``ChatTemplate.mask_plan()``):
+            its own generation blocks, blocks added by ``with_generation()``,
+            or per-turn rendering where no structural patch fits.
         max_length: Cut rows to this many tokens; the cut is counted per row
             (``tokens_truncated``, ``supervised_tokens_truncated``).
         column: The canonical messages column.
+        on_bad_row: Every row's supervised text is checked against its
+            messages (each loss-carrying assistant content supervised, no
+            masked content supervised). ``"raise"`` (default) raises on the
+            first row that fails, or that the template cannot render;
+            ``"skip"`` drops it, warns with the count, and counts it in
+            ``bad_rows_dropped`` (see ``mask_report``).
     Returns:
         The batch without the rows that have no supervised token left, plus
         ``input_ids``, ``attention_mask``, ``assistant_masks``, ``num_tokens``,
-        ``num_supervised_tokens`` and the two truncation counts.
+        ``num_supervised_tokens``, the two truncation counts, ``mask_method``
+        and ``bad_rows_dropped``.
+    Raises:
+        TemplateError: a row's mask fails the check (naming the row, the
+            message and the template line), or the template cannot render it.
     Example:
         >>> ds = ds.map(wai_transforms.tokenize(tok), batched=True)  # doctest: +SKIP
     """
@@ -208,23 +191,69 @@ class Tokenize:
     template: Any = None
     max_length: int | None = None
     column: str = "messages"
+    on_bad_row: OnBadRow = "raise"
     chat: Any = field(default=None, init=False, repr=False, compare=False)
+    plan: MaskPlan = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.max_length is not None and self.max_length < 1:
             raise SchemaError(f"max_length must be at least 1, got {self.max_length}", hint="Pass a positive number or None.")
-        object.__setattr__(self, "chat", _resolve_template(self.tokenizer, self.template))
+        if self.on_bad_row not in ON_BAD_ROW:
+            raise SchemaError(f"on_bad_row must be one of {', '.join(map(repr, ON_BAD_ROW))}, got {self.on_bad_row!r}",
+                              hint="Pass on_bad_row='raise' or on_bad_row='skip'.")
+        plan = _resolve_template(self.tokenizer, self.template).mask_plan()
+        object.__setattr__(self, "plan", plan)
+        object.__setattr__(self, "chat", plan.template)
 
-    def rows(self, messages: list[list[dict[str, Any]]], tools: list[Any], masks: list[list[int]]) -> list[RowMask]:
-        """One ``RowMask`` per conversation: one render and one tokenization each."""
-        rendered = [
-            self.chat.render(template_messages(m), tools=t or None) for m, t in zip(messages, tools)
-        ]
-        encoded = _encode(self.tokenizer, [r.text for r in rendered])
-        out = []
-        for chat, (ids, offsets), mask in zip(rendered, encoded, masks):
-            token_mask = spans_to_token_mask(offsets, supervised_spans(chat, mask))
-            out.append(self._truncate(ids, token_mask))
+    def row_spans(self, messages: list[dict[str, Any]], tools: Any, mask: list[int],
+                  row: int | None = None) -> tuple[str, list[tuple[int, int]]]:
+        """One row's rendered text and supervised character spans, checked.
+
+        Raises:
+            TemplateError: the spans fail the check (see ``chat_template.mask_check``).
+        """
+        shaped = template_messages(messages, self.plan.arguments)
+        rendered, spans = self.plan.render_row(shaped, tools or None, mask)
+        violation = check_row(rendered, shaped, mask, spans, spans_known=self.plan.tracking_exact)
+        if violation is not None:
+            where = "" if row is None else f"row {row}, "
+            number = violation.line
+            if violation.at is not None:
+                number = self.plan.content_line(shaped, tools or None, violation.at) or number
+            line = f":{number}" if number else ""
+            raise TemplateError(
+                f"{where}messages[{violation.message}] ({violation.role}): {violation.problem} "
+                f"(mask method {self.plan.method!r})",
+                location=f"{self.plan.template.name}{line}",
+                hint="The template renders this message in a way the mask method does not follow; report the "
+                     "template and the row, or pass on_bad_row='skip' to drop such rows.")
+        return rendered.text, spans
+
+    def rows(self, messages: list[list[dict[str, Any]]], tools: list[Any], masks: list[list[int]],
+             indices: Sequence[int] | None = None) -> list[RowMask | None]:
+        """One ``RowMask`` per conversation (None: dropped under ``on_bad_row='skip'``)."""
+        texts: list[str | None] = []
+        spans: list[list[tuple[int, int]]] = []
+        for position, (m, t, mask) in enumerate(zip(messages, tools, masks)):
+            row = indices[position] if indices is not None else position
+            try:
+                text, row_spans = self.row_spans(m, t, mask, row)
+            except TemplateError as err:
+                if self.on_bad_row == "raise":
+                    raise _at_row(err, row) from err
+                texts.append(None)
+                spans.append([])
+                continue
+            texts.append(text)
+            spans.append(row_spans)
+        encoded = iter(_encode(self.tokenizer, [t for t in texts if t is not None]))
+        out: list[RowMask | None] = []
+        for text, row_spans in zip(texts, spans):
+            if text is None:
+                out.append(None)
+                continue
+            ids, offsets = next(encoded)
+            out.append(self._truncate(ids, spans_to_token_mask(offsets, row_spans)))
         return out
 
     def _truncate(self, ids: list[int], mask: np.ndarray) -> RowMask:
@@ -235,10 +264,12 @@ class Tokenize:
 
     def __call__(self, batch: Any, indices: list[int] | None = None) -> Any:
         messages, tools, masks = _batch_messages(batch, self.column)
-        rows = self.rows(messages, tools, masks)
-        keep = [i for i, row in enumerate(rows) if row.supervised > 0]
-        dropped_warning(len(rows) - len(keep), len(rows))
-        kept = [rows[i] for i in keep]
+        rows = self.rows(messages, tools, masks, indices)
+        bad = sum(row is None for row in rows)
+        keep = [i for i, row in enumerate(rows) if row is not None and row.supervised > 0]
+        bad_rows_warning(bad, len(rows), indices)
+        dropped_warning(len(rows) - len(keep) - bad, len(rows))
+        kept = [row for row in (rows[i] for i in keep) if row is not None]
         columns = {
             "input_ids": [r.input_ids for r in kept],
             "attention_mask": [[1] * len(r.input_ids) for r in kept],
@@ -247,6 +278,8 @@ class Tokenize:
             "num_supervised_tokens": [r.supervised for r in kept],
             "tokens_truncated": [r.truncated_tokens for r in kept],
             "supervised_tokens_truncated": [r.supervised_lost for r in kept],
+            "mask_method": [self.plan.method] * len(kept),
+            "bad_rows_dropped": [bad if i == 0 else 0 for i in range(len(kept))],
         }
         if isinstance(batch, pa.Table):
             table = batch.take(pa.array(keep, pa.int64())) if len(keep) != batch.num_rows else batch
@@ -258,6 +291,24 @@ class Tokenize:
         return out
 
 
+def _at_row(err: TemplateError, row: int) -> TemplateError:
+    """``err`` with the row named (render failures name only the template line)."""
+    if err.problem.startswith("row "):
+        return err
+    return TemplateError(f"row {row}: {err.problem}", location=err.location, hint=err.hint)
+
+
+def bad_rows_warning(bad: int, total: int, indices: Sequence[int] | None) -> None:
+    if bad:
+        warnings.warn(
+            f"dropped {bad} of {total} rows in this batch whose token mask failed the check or that the "
+            "template could not render (on_bad_row='skip'); mask_report counts them as bad_rows_dropped. "
+            "Run with on_bad_row='raise' to see the first one.",
+            BadMaskRowsWarning,
+            stacklevel=3,
+        )
+
+
 _COLUMN_TYPES = {
     "input_ids": pa.list_(pa.int32()),
     "attention_mask": pa.list_(pa.int8()),
@@ -266,6 +317,8 @@ _COLUMN_TYPES = {
     "num_supervised_tokens": pa.int32(),
     "tokens_truncated": pa.int32(),
     "supervised_tokens_truncated": pa.int32(),
+    "mask_method": pa.string(),
+    "bad_rows_dropped": pa.int32(),
 }
 
 
@@ -275,14 +328,18 @@ def _set_column(table: pa.Table, name: str, array: pa.Array) -> pa.Table:
     return table.append_column(name, array)
 
 
-def tokenize(tokenizer: Any, template: Any = None, max_length: int | None = None, *, column: str = "messages") -> Tokenize:
+def tokenize(tokenizer: Any, template: Any = None, max_length: int | None = None, *, column: str = "messages",
+             on_bad_row: OnBadRow = "raise") -> Tokenize:
     """The ``Tokenize`` transform, for ``ds.map(tokenize(tok), batched=True)``."""
-    return Tokenize(tokenizer, template, max_length, column)
+    return Tokenize(tokenizer, template, max_length, column, on_bad_row)
 
 
 def mask_report(tokenized: Any, source_rows: int | None = None) -> dict[str, Any]:
     """Totals of a tokenized dataset: tokens, supervised tokens, what the naive
-    ``messages`` route would supervise (every token), truncation, and the rows
+    ``messages`` route would supervise (every token), truncation, the mask
+    method per row (``mask_methods``), the rows dropped by ``on_bad_row='skip'``
+    (``bad_rows_dropped``; counted on the first kept row of each batch, so a
+    batch that kept no row at all is only in its warning) and the rows
     dropped for having no supervised token (given the source's row count)."""
     table = tokenized.with_format("arrow")[:] if hasattr(tokenized, "with_format") else tokenized
     import pyarrow.compute as pc
@@ -305,6 +362,12 @@ def mask_report(tokenized: Any, source_rows: int | None = None) -> dict[str, Any
         "tokens_truncated": total("tokens_truncated"),
         "supervised_tokens_truncated": total("supervised_tokens_truncated"),
     }
+    report["bad_rows_dropped"] = total("bad_rows_dropped") if "bad_rows_dropped" in table.column_names else 0
+    if "mask_method" in table.column_names and table.num_rows:
+        counts = pc.value_counts(table["mask_method"]).to_pylist()
+        report["mask_methods"] = {item["values"]: item["counts"] for item in counts}
+    else:
+        report["mask_methods"] = {}
     if source_rows is not None:
-        report["rows_dropped_unsupervised"] = source_rows - table.num_rows
+        report["rows_dropped_unsupervised"] = source_rows - table.num_rows - report["bad_rows_dropped"]
     return report
