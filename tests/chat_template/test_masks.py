@@ -157,3 +157,16 @@ def test_skipped_rows_are_counted_in_mask_report(char_tokenizer: Callable[[str],
 def test_on_bad_row_is_checked(char_tokenizer: Callable[[str], Any]) -> None:
     with pytest.raises(Exception, match=r"on_bad_row must be one of 'raise', 'skip', got 'drop'"):
         tokenize(char_tokenizer(WRONG_BLOCK), on_bad_row="drop")  # type: ignore[arg-type]
+
+
+def test_tool_call_probes_are_judged_only_where_the_template_renders_tool_calls() -> None:
+    from whileai_datasets.chat_template.analysis import analyse
+
+    def meaningful(text: str) -> dict[str, bool]:
+        return {r.run.probe.name: r.meaningful for r in analyse(text).results if r.rendered is not None}
+
+    no_tools = meaningful((LOCAL / "chatml_no_tools.jinja").read_text(encoding="utf-8"))
+    assert no_tools["tool_call"] is False and no_tools["parallel_tool_calls"] is False
+    assert no_tools["multi_turn"] is True
+    assert meaningful((trl_template_dir() / "qwen2_5.jinja").read_text(encoding="utf-8"))["tool_call"] is True
+    ChatTemplate((LOCAL / "chatml_no_tools.jinja").read_text(encoding="utf-8")).with_generation()

@@ -34,6 +34,7 @@ class ProbeResult:
 
     run: ProbeRun
     rendered: RenderedChat | None = None
+    meaningful: bool = True  # False: the template ignores what the probe tests (its tool calls)
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Analysis:
 
     @property
     def ok(self) -> list[ProbeResult]:
+        """The probes the template renders (``meaningful`` says which of them verification judges)."""
         return [r for r in self.results if r.rendered is not None]
 
 
@@ -106,8 +108,27 @@ def _render_probe(analysis: Analysis, probe: Probe) -> ProbeResult:
             error = error or str(err)
             continue
         run = ProbeRun(candidate, rendered.text, rendered.message_spans)
-        return ProbeResult(run, rendered)
+        return ProbeResult(run, rendered, _renders_its_tool_calls(analysis, candidate, rendered.text))
     return ProbeResult(ProbeRun(probe, error=error))
+
+
+def _without_tool_calls(message: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in message.items() if key != "tool_calls"}
+
+
+def _renders_its_tool_calls(analysis: Analysis, probe: Probe, text: str) -> bool:
+    """False when the probe has tool calls and the template renders the same text without them.
+
+    A template without tool support is then not judged on a tool-call probe:
+    whatever it renders there is what it renders for the conversation without calls.
+    """
+    if not any(m.get("tool_calls") for m in probe.messages):
+        return True
+    bare = [_without_tool_calls(m) for m in probe.messages]
+    try:
+        return analysis.plain(probe, bare, probe.add_generation_prompt) != text
+    except TemplateError:
+        return True
 
 
 def expectations(analysis: Analysis, run: ProbeRun) -> list[TurnExpectation]:
