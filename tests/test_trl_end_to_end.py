@@ -74,3 +74,39 @@ def test_sft_trainer_trains_exactly_the_tokens_our_mask_marks(tmp_path: Path, lo
     assert ratio > 1.5
     with capsys.disabled():
         print(f"\nnaive messages route trains {naive_labelled} tokens; our mask {marked}: {ratio:.1f}x")
+
+
+def _labelled_sequences(trainer: Any) -> list[tuple[int, ...]]:
+    """Per row of the trainer's own collated batches: the token ids it computes loss on."""
+    out = []
+    for batch in trainer.get_train_dataloader():
+        for ids, labels in zip(batch["input_ids"].tolist(), batch["labels"].tolist()):
+            out.append(tuple(i for i, label in zip(ids, labels) if label != -100))
+    return out
+
+
+FALLBACK_TEMPLATES = {
+    "llama3": lambda: trl_template("llama3"),
+    "llama3_mixed": lambda: (Path(__file__).parent / "chat_template" / "templates" / "llama3_mixed.jinja").read_text(),
+    "mistral_shared_output": lambda: (Path(__file__).parent / "chat_template" / "templates"
+                                      / "mistral_shared_output.jinja").read_text(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FALLBACK_TEMPLATES))
+def test_sft_trainer_labels_equal_our_mask_on_templates_that_need_the_fallback(name: str, tmp_path: Path,
+                                                                                load: Any) -> None:
+    rows = seeded_rows(seed=3, mode="rl", repeats=1, budget=8)
+    source = write_jsonl(tmp_path / "rows.jsonl", rows)
+    template = FALLBACK_TEMPLATES[name]()
+    tokenizer = train_tokenizer([json.dumps(r) for r in rows], chat_template=template)
+    tokenizer.bos_token = "<|endoftext|>"
+    assert ChatTemplate.from_tokenizer(tokenizer).inspect().mask_method == "turns"
+    canonical = load(source, system_prompt=SYSTEM_PROMPT, tools=TOOLS)
+    tokenized = canonical.map(tokenize(tokenizer), batched=True, remove_columns=canonical.column_names)
+    assert set(tokenized["mask_method"]) == {"turns"}
+    ours = sorted(tuple(i for i, m in zip(ids, mask) if m)
+                  for ids, mask in zip(tokenized["input_ids"], tokenized["assistant_masks"]))
+    trainer = _trainer(tiny_causal_lm(len(tokenizer)), tokenizer, tokenized, tmp_path / "out")
+    assert sorted(_labelled_sequences(trainer)) == ours
+    assert sum(map(len, ours)) > 0
