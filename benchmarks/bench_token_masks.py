@@ -1,9 +1,18 @@
-"""Token masks: one render + one tokenization per row vs the prefix-diff method.
+"""Token masks, three ways side by side: tokenize, apply_chat_template with masks, prefix-diff.
 
 Conversations with 2, 8 and 32 assistant turns (user asks, tool calls and
-results, answers), the same trained tokenizer and trl's Qwen2.5 template
-(patched once for ours). Both methods run on the same rows in one process,
-interleaved; tokens/s and the ratio are printed.
+results, answers), the same trained fast tokenizer and one template (default
+trl's ``qwen2_5_training``, which has generation blocks, so transformers can
+mask it). Per size and round, in one process, interleaved:
+
+* ours: ``Tokenize`` on an Arrow batch of canonical rows (decode, render with
+  spans, check, one batched tokenizer call with offsets, Arrow columns out);
+* transformers: ``tokenizer.apply_chat_template(..., return_dict=True,
+  return_assistant_tokens_mask=True)`` row by row;
+* prefix-diff: two extra renders and tokenizations per assistant turn.
+
+Medians of ``--repeat`` rounds; ratios are against ours. The masks of ours
+and transformers are compared token for token.
 
     python benchmarks/bench_token_masks.py
 """
@@ -23,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.prefix_diff import prefix_diff_mask  # noqa: E402
 from tests.tiny_lm import train_tokenizer, trl_template  # noqa: E402
 from whileai_datasets.chat_template import ChatTemplate  # noqa: E402
+from whileai_datasets.rows.features import MESSAGE_TYPE, message_to_storage, storage_type  # noqa: E402
 from whileai_datasets.transforms.token_masks import Tokenize, template_messages  # noqa: E402
 
 
@@ -45,46 +55,82 @@ def conversation(turns: int, seed: int) -> dict[str, Any]:
     return {"messages": messages, "loss_mask": mask, "tools": None}
 
 
+def arrow_batch(rows: list[dict[str, Any]]) -> Any:
+    """Canonical rows as the Arrow batch ``ds.with_format('arrow').map`` hands a transform."""
+    import pyarrow as pa
+
+    messages = [[message_to_storage(m) for m in r["messages"]] for r in rows]
+    return pa.table({"messages": pa.array(messages, pa.list_(storage_type(MESSAGE_TYPE))),
+                     "loss_mask": pa.array([r["loss_mask"] for r in rows], pa.list_(pa.int8()))})
+
+
+def transformers_masks(tokenizer: Any, rows: list[list[dict[str, Any]]]) -> list[tuple[list[int], list[int]]]:
+    out = []
+    for messages in rows:
+        encoded = tokenizer.apply_chat_template(messages, return_dict=True, return_assistant_tokens_mask=True)
+        out.append((list(encoded["input_ids"]), list(encoded["assistant_masks"])))
+    return out
+
+
+def measure(args: argparse.Namespace, tokenizer: Any, transform: Tokenize, template: str,
+            turns: int) -> dict[str, Any]:
+    rows = [conversation(turns, s) for s in range(args.rows)]
+    batch = arrow_batch(rows)
+    shaped = [template_messages(r["messages"]) for r in rows]
+    masks = [r["loss_mask"] for r in rows]
+    times: dict[str, list[float]] = {"ours": [], "transformers": [], "prefix_diff": []}
+    for _ in range(args.repeat):
+        start = time.perf_counter()
+        ours = transform(batch)
+        times["ours"].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        theirs = transformers_masks(tokenizer, shaped)
+        times["transformers"].append(time.perf_counter() - start)
+        if not args.skip_prefix_diff:
+            start = time.perf_counter()
+            for m, k in zip(shaped, masks):
+                prefix_diff_mask(tokenizer, template, m, k)
+            times["prefix_diff"].append(time.perf_counter() - start)
+    same = sum(a == list(ids) and b == list(mask) for (a, b), ids, mask in
+               zip(theirs, ours.column("input_ids").to_pylist(), ours.column("assistant_masks").to_pylist()))
+    medians = {k: statistics.median(v) for k, v in times.items() if v}
+    tokens = int(sum(ours.column("num_tokens").to_pylist()))
+    return {"assistant_turns": turns, "rows": args.rows, "tokens": tokens, "same_masks": same,
+            "seconds": medians, "vs_transformers": medians["transformers"] / medians["ours"],
+            "vs_prefix_diff": medians["prefix_diff"] / medians["ours"] if "prefix_diff" in medians else None}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, default=40, help="conversations per size")
+    parser.add_argument("--rows", type=int, default=200, help="conversations per size")
     parser.add_argument("--turns", default="2,8,32")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--template", default="qwen2_5_training", help="a template trl ships")
+    parser.add_argument("--skip-prefix-diff", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    sizes = [int(x) for x in args.turns.split(",")]
     corpus = [json.dumps(conversation(8, s)) for s in range(50)]
-    tokenizer = train_tokenizer(corpus, chat_template=trl_template("qwen2_5"))
+    template = trl_template(args.template)
+    tokenizer = train_tokenizer(corpus, chat_template=template)
     transform = Tokenize(tokenizer)
-    patched = ChatTemplate(trl_template("qwen2_5")).with_generation().text
     results = []
-    for turns in sizes:
-        rows = [conversation(turns, s) for s in range(args.rows)]
-        msgs = [r["messages"] for r in rows]
-        masks = [r["loss_mask"] for r in rows]
-        ours_s, diff_s = [], []
-        tokens = 0
-        for _ in range(args.repeat):
-            start = time.perf_counter()
-            out = transform.rows(msgs, [None] * len(rows), masks)
-            ours_s.append(time.perf_counter() - start)
-            tokens = sum(len(r.input_ids) for r in out)
-            start = time.perf_counter()
-            for m, k in zip(msgs, masks):
-                prefix_diff_mask(tokenizer, patched, template_messages(m), k)
-            diff_s.append(time.perf_counter() - start)
-        ours, diff = statistics.median(ours_s), statistics.median(diff_s)
-        results.append({"assistant_turns": turns, "rows": args.rows, "tokens": tokens,
-                        "ours_tokens_per_s": tokens / ours, "prefix_diff_tokens_per_s": tokens / diff,
-                        "speedup": diff / ours})
+    for turns in [int(x) for x in args.turns.split(",")]:
+        results.append(measure(args, tokenizer, transform, template, turns))
+        if not args.json:
+            print(f"  measured {turns} turns", file=sys.stderr)
     if args.json:
         print(json.dumps(results, indent=2))
         return
-    print(f"token masks, {args.rows} conversations per size, median of {args.repeat}")
-    print(f"  {'assistant turns':>15} {'tokens':>8} {'ours tok/s':>12} {'prefix-diff tok/s':>18} {'speedup':>8}")
+    print(f"token masks on {args.template} ({transform.plan.method}), {args.rows} rows per size, "
+          f"median of {args.repeat}")
+    print(f"  {'turns':>5} {'tokens':>8} {'ours s':>8} {'transformers s':>15} {'prefix-diff s':>14} "
+          f"{'vs transformers':>16} {'vs prefix-diff':>15} {'same masks':>11}")
     for r in results:
-        print(f"  {r['assistant_turns']:>15} {r['tokens']:>8} {r['ours_tokens_per_s']:>12,.0f} "
-              f"{r['prefix_diff_tokens_per_s']:>18,.0f} {r['speedup']:>7.1f}x")
+        sec = r["seconds"]
+        diff = f"{sec['prefix_diff']:>14.3f}" if "prefix_diff" in sec else f"{'-':>14}"
+        vs_diff = f"{r['vs_prefix_diff']:>14.1f}x" if r["vs_prefix_diff"] else f"{'-':>15}"
+        print(f"  {r['assistant_turns']:>5} {r['tokens']:>8} {sec['ours']:>8.3f} {sec['transformers']:>15.3f} "
+              f"{diff} {r['vs_transformers']:>15.2f}x {vs_diff} {r['same_masks']:>5}/{r['rows']}")
 
 
 if __name__ == "__main__":

@@ -173,10 +173,31 @@ def pinned_strftime(moment: datetime) -> Callable[[str], str]:
     return strftime_now
 
 
+TRUSTED = "_wai_trusted"
+
+
+def trusted(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark one of this package's own callbacks so the sandbox calls it without its per-call checks."""
+    setattr(function, TRUSTED, True)
+    return function
+
+
 class ChatEnvironment(ImmutableSandboxedEnvironment):
-    """The sandbox plus the globals and filters transformers gives chat templates."""
+    """The sandbox plus the globals and filters transformers gives chat templates.
+
+    Calls to this package's own span-tracking callbacks (marked with
+    ``trusted``; a template cannot set attributes) skip the sandbox's
+    callability check, which is most of their cost; every other call is checked.
+    """
 
     track_generation: bool = False
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+        if getattr(__obj, TRUSTED, False) is True:
+            kwargs.pop("_loop_vars", None)
+            kwargs.pop("_block_vars", None)
+            return __obj(*args, **kwargs)
+        return super().call(__context, __obj, *args, **kwargs)
 
 
 def _check_jinja_version() -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from itertools import count
 from typing import Any
 
-from whileai_datasets.chat_template.environment import MARK_CLOSE, MARK_OPEN, marker
+from whileai_datasets.chat_template.environment import MARK_CLOSE, MARK_OPEN, marker, trusted
 from whileai_datasets.errors import TemplateError
 
 TRACKER_NAMES = ("__wai_loop_open", "__wai_iter", "__wai_loop_close")
@@ -61,10 +61,12 @@ class LoopTracker:
     def callbacks(self) -> dict[str, Callable[..., str]]:
         return dict(zip(TRACKER_NAMES, (self.loop_open, self.iterate, self.loop_close)))
 
+    @trusted
     def loop_open(self, uid: int) -> str:
         self._stack.append([next(self._frames), uid, 0])
         return ""
 
+    @trusted
     def iterate(self, item: Any) -> str:
         index = self._index.get(id(item))
         if not self._stack or index is None or self._messages[index] is not item:
@@ -73,6 +75,7 @@ class LoopTracker:
         frame[2] = 1
         return marker("I", frame[0], index, frame[1])
 
+    @trusted
     def loop_close(self) -> str:
         frame = self._stack.pop()
         return marker("L", frame[0]) if frame[2] else ""

@@ -76,13 +76,17 @@ class RowMask:
     """One row's tokens and mask, and what truncation cost."""
 
     input_ids: list[int]
-    assistant_masks: list[int]
+    mask: np.ndarray  # int8, one per token
     truncated_tokens: int = 0
     supervised_lost: int = 0
 
     @property
+    def assistant_masks(self) -> list[int]:
+        return [int(flag) for flag in self.mask]
+
+    @property
     def supervised(self) -> int:
-        return int(sum(self.assistant_masks))
+        return int(self.mask.sum())
 
 
 def _batch_messages(batch: Any, column: str) -> tuple[list[list[dict[str, Any]]], list[Any], list[list[int]]]:
@@ -140,9 +144,10 @@ def _resolve_template(tokenizer: Any, template: Any) -> Any:
 def _encode(tokenizer: Any, texts: list[str]) -> list[tuple[list[int], np.ndarray]]:
     """(ids, (n, 2) character offsets) per text, in one batched call. Takes a
     transformers fast tokenizer or a ``tokenizers.Tokenizer``."""
-    if hasattr(tokenizer, "encode_batch") and not hasattr(tokenizer, "apply_chat_template"):
-        encodings = tokenizer.encode_batch(texts, add_special_tokens=False)
-        return [(list(e.ids), np.asarray(e.offsets, dtype=np.int64).reshape(-1, 2)) for e in encodings]
+    backend = _backend(tokenizer)
+    if backend is not None:
+        encodings = backend.encode_batch(texts, add_special_tokens=False)
+        return [(e.ids, np.array(e.offsets, dtype=np.int64).reshape(-1, 2)) for e in encodings]
     if not getattr(tokenizer, "is_fast", False):
         raise SchemaError(
             f"{type(tokenizer).__name__} gives no character offsets (a slow tokenizer)",
@@ -153,6 +158,17 @@ def _encode(tokenizer: Any, texts: list[str]) -> list[tuple[list[int], np.ndarra
         (list(ids), np.asarray(offsets, dtype=np.int64).reshape(-1, 2))
         for ids, offsets in zip(out["input_ids"], out["offset_mapping"])
     ]
+
+
+def _backend(tokenizer: Any) -> Any:
+    """The ``tokenizers.Tokenizer`` to call directly: a raw one, or a transformers fast tokenizer's
+    backend when it has no truncation or padding of its own (transformers would turn them off per call)."""
+    if hasattr(tokenizer, "encode_batch") and not hasattr(tokenizer, "apply_chat_template"):
+        return tokenizer
+    backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
+    if backend is None or backend.truncation is not None or backend.padding is not None:
+        return None
+    return backend
 
 
 @dataclass(frozen=True)
@@ -259,8 +275,8 @@ class Tokenize:
     def _truncate(self, ids: list[int], mask: np.ndarray) -> RowMask:
         limit = self.max_length
         if limit is None or len(ids) <= limit:
-            return RowMask(ids, mask.tolist())
-        return RowMask(ids[:limit], mask[:limit].tolist(), len(ids) - limit, int(mask[limit:].sum()))
+            return RowMask(ids, mask)
+        return RowMask(ids[:limit], mask[:limit], len(ids) - limit, int(mask[limit:].sum()))
 
     def __call__(self, batch: Any, indices: list[int] | None = None) -> Any:
         messages, tools, masks = _batch_messages(batch, self.column)
@@ -270,25 +286,63 @@ class Tokenize:
         bad_rows_warning(bad, len(rows), indices)
         dropped_warning(len(rows) - len(keep) - bad, len(rows))
         kept = [row for row in (rows[i] for i in keep) if row is not None]
-        columns = {
-            "input_ids": [r.input_ids for r in kept],
-            "attention_mask": [[1] * len(r.input_ids) for r in kept],
-            "assistant_masks": [r.assistant_masks for r in kept],
-            "num_tokens": [len(r.input_ids) for r in kept],
-            "num_supervised_tokens": [r.supervised for r in kept],
-            "tokens_truncated": [r.truncated_tokens for r in kept],
-            "supervised_tokens_truncated": [r.supervised_lost for r in kept],
-            "mask_method": [self.plan.method] * len(kept),
-            "bad_rows_dropped": [bad if i == 0 else 0 for i in range(len(kept))],
-        }
         if isinstance(batch, pa.Table):
             table = batch.take(pa.array(keep, pa.int64())) if len(keep) != batch.num_rows else batch
-            for name, values in columns.items():
-                table = _set_column(table, name, pa.array(values, _COLUMN_TYPES[name]))
+            for name, array in _output_columns(kept, self.plan.method, bad).items():
+                table = _set_column(table, name, array)
             return table
-        out = {name: [values[i] for i in keep] for name, values in batch.items()}
-        out.update(columns)
+        out: dict[str, Any] = {name: [values[i] for i in keep] for name, values in batch.items()}
+        out.update(_numpy_columns(kept, self.plan.method, bad))
         return out
+
+
+def _list_array(lengths: np.ndarray, values: list[np.ndarray], dtype: Any, arrow_type: pa.DataType) -> pa.Array:
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    flat = np.concatenate(values).astype(dtype, copy=False) if values else np.zeros(0, dtype=dtype)
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, arrow_type))
+
+
+def _numpy_columns(kept: list[RowMask], method: str, bad: int) -> dict[str, Any]:
+    """The new columns for a dict batch: numpy arrays (datasets' fast path for ragged lists of arrays)."""
+    lengths = np.array([len(r.input_ids) for r in kept], dtype=np.int32)
+    dropped = np.zeros(len(kept), dtype=np.int32)
+    if len(kept):
+        dropped[0] = bad
+    return {
+        "input_ids": [np.asarray(r.input_ids, dtype=np.int32) for r in kept],
+        "attention_mask": [np.ones(n, dtype=np.int8) for n in lengths],
+        "assistant_masks": [r.mask for r in kept],
+        "num_tokens": lengths,
+        "num_supervised_tokens": np.array([int(r.mask.sum()) for r in kept], dtype=np.int32),
+        "tokens_truncated": np.array([r.truncated_tokens for r in kept], dtype=np.int32),
+        "supervised_tokens_truncated": np.array([r.supervised_lost for r in kept], dtype=np.int32),
+        "mask_method": [method] * len(kept),
+        "bad_rows_dropped": dropped,
+    }
+
+
+def _output_columns(kept: list[RowMask], method: str, bad: int) -> dict[str, pa.Array]:
+    """The new columns as Arrow arrays built from numpy (datasets then skips its per-value conversion)."""
+    lengths = np.array([len(r.input_ids) for r in kept], dtype=np.int32)
+    masks = [r.mask for r in kept]
+    supervised = np.array([int(m.sum()) for m in masks], dtype=np.int32)
+    dropped = np.zeros(len(kept), dtype=np.int32)
+    if len(kept):
+        dropped[0] = bad
+    return {
+        "input_ids": _list_array(lengths, [np.asarray(r.input_ids, dtype=np.int32) for r in kept], np.int32,
+                                 pa.int32()),
+        "attention_mask": _list_array(lengths, [np.ones(n, dtype=np.int8) for n in lengths], np.int8, pa.int8()),
+        "assistant_masks": _list_array(lengths, masks, np.int8, pa.int8()),
+        "num_tokens": pa.array(lengths, pa.int32()),
+        "num_supervised_tokens": pa.array(supervised, pa.int32()),
+        "tokens_truncated": pa.array(np.array([r.truncated_tokens for r in kept], dtype=np.int32), pa.int32()),
+        "supervised_tokens_truncated": pa.array(np.array([r.supervised_lost for r in kept], dtype=np.int32),
+                                                pa.int32()),
+        "mask_method": pa.array([method] * len(kept), pa.string()),
+        "bad_rows_dropped": pa.array(dropped, pa.int32()),
+    }
 
 
 def _at_row(err: TemplateError, row: int) -> TemplateError:
@@ -309,17 +363,6 @@ def bad_rows_warning(bad: int, total: int, indices: Sequence[int] | None) -> Non
         )
 
 
-_COLUMN_TYPES = {
-    "input_ids": pa.list_(pa.int32()),
-    "attention_mask": pa.list_(pa.int8()),
-    "assistant_masks": pa.list_(pa.int8()),
-    "num_tokens": pa.int32(),
-    "num_supervised_tokens": pa.int32(),
-    "tokens_truncated": pa.int32(),
-    "supervised_tokens_truncated": pa.int32(),
-    "mask_method": pa.string(),
-    "bad_rows_dropped": pa.int32(),
-}
 
 
 def _set_column(table: pa.Table, name: str, array: pa.Array) -> pa.Table:
