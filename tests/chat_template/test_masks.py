@@ -102,6 +102,12 @@ LEAKING_BLOCK = (
     "{% if not loop.last %}{{ '</a><u>' + messages[loop.index0 + 1]['content'] }}{% endif %}{% endgeneration %}"
     "{% elif loop.first %}<u>{{ m['content'] }}{% endif %}{% endfor %}"
 )
+#: A wrong block, and every assistant turn rendered after all user turns: no method finds the turns.
+OUT_OF_ORDER = (
+    "{% for m in messages %}{% if m['role'] == 'user' %}U:{% generation %}{{ m['content'] }}{% endgeneration %}\n"
+    "{% endif %}{% endfor %}\n"
+    "{% for m in messages %}{% if m['role'] == 'assistant' %}A:{{ m['content'] }}\n{% endif %}{% endfor %}"
+)
 
 
 def _rows() -> dict[str, list[Any]]:
@@ -109,26 +115,43 @@ def _rows() -> dict[str, list[Any]]:
     return {"messages": [messages, messages], "loss_mask": [oracle.loss_mask(messages, "assistant")] * 2}
 
 
-def test_a_mask_that_misses_assistant_content_raises_naming_row_message_and_line(
-    char_tokenizer: Callable[[str], Any]
+def _supervised(transform: Tokenize, batch: dict[str, Any]) -> list[str]:
+    """The supervised text of each row, read through the tokenizer's offsets."""
+    out = transform(batch)
+    texts = []
+    for messages, ids, mask in zip(batch["messages"], out["input_ids"], out["assistant_masks"]):
+        text, _ = transform.row_spans(messages, None, batch["loss_mask"][0])
+        offsets = transform.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        assert len(offsets) == len(ids)
+        texts.append("".join(text[a:e] for (a, e), flag in zip(offsets, mask) if flag))
+    return texts
+
+
+@pytest.mark.parametrize("template", [WRONG_BLOCK, LEAKING_BLOCK], ids=["misses", "leaks"])
+def test_rows_whose_blocks_fail_the_check_are_masked_by_per_turn_rendering(
+    template: str, char_tokenizer: Callable[[str], Any]
 ) -> None:
-    transform = tokenize(char_tokenizer(WRONG_BLOCK))
+    transform = tokenize(char_tokenizer(template))
+    assert transform.plan.method == "template"
+    out = transform(_rows())
+    assert list(out["mask_method"]) == ["turns", "turns"]
+    for text in _supervised(transform, _rows()):
+        assert "Reply narwhal first." in text and "Reply pangolin final." in text
+        assert "Userask" not in text
+
+
+def test_a_mask_no_method_gets_right_raises_naming_row_message_and_line(char_tokenizer: Callable[[str], Any]) -> None:
+    transform = tokenize(char_tokenizer(OUT_OF_ORDER))
     with pytest.raises(TemplateError, match=r"^TokenizersBackend:3: row 7, messages\[1\] \(assistant\): the assistant "
-                                            r"content carries loss but 'Reply narwhal first\.' of it is not supervised"):
+                                            r"content carries loss but 'Reply narwhal first\.' of it is not supervised "
+                                            r"\(mask method 'template', and per-turn rendering does not find it either\)"):
         transform(_rows(), indices=[7, 8])
-
-
-def test_a_mask_that_supervises_a_user_message_raises(char_tokenizer: Callable[[str], Any]) -> None:
-    transform = tokenize(char_tokenizer(LEAKING_BLOCK))
-    with pytest.raises(TemplateError, match=r"row 0, messages\[2\] \(user\): the user content is supervised "
-                                            r"\('Userask ibex two\?'\)"):
-        transform(_rows())
 
 
 def test_skipping_bad_rows_drops_warns_and_counts_them(char_tokenizer: Callable[[str], Any]) -> None:
     import datasets
 
-    transform = tokenize(char_tokenizer(WRONG_BLOCK), on_bad_row="skip")
+    transform = tokenize(char_tokenizer(OUT_OF_ORDER), on_bad_row="skip")
     good = {"messages": [[{"role": "user", "content": "hi"}]], "loss_mask": [[0]]}
     ds = datasets.Dataset.from_dict({key: _rows()[key] + good[key] for key in good})
     with pytest.warns(BadMaskRowsWarning, match=r"dropped 2 of 3 rows in this batch whose token mask failed"), \
@@ -141,8 +164,8 @@ def test_skipping_bad_rows_drops_warns_and_counts_them(char_tokenizer: Callable[
 def test_skipped_rows_are_counted_in_mask_report(char_tokenizer: Callable[[str], Any]) -> None:
     import datasets
 
-    template = WRONG_BLOCK.replace("{% else %}", "{% elif m['content'] == 'ok' %}<a>{% generation %}{{ m['content'] }}"
-                                   "{% endgeneration %}</a>{% else %}")
+    template = OUT_OF_ORDER.replace("A:{{ m['content'] }}", "A:{% if m['content'] == 'ok' %}{% generation %}"
+                                    "{{ m['content'] }}{% endgeneration %}{% else %}{{ m['content'] }}{% endif %}")
     transform = tokenize(char_tokenizer(template), on_bad_row="skip")
     fine = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]
     ds = datasets.Dataset.from_dict({"messages": [fine, *_rows()["messages"]],

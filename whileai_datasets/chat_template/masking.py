@@ -137,9 +137,14 @@ class MaskPlan:
         return traced.unit(min(holding, key=lambda e: e.end - e.start).uid).line
 
     def render_row(self, messages: list[dict[str, Any]], tools: Any, loss_mask: Sequence[int],
-                   now: datetime | None = None) -> tuple[RenderedChat, list[tuple[int, int]]]:
-        """One row rendered: its text with spans, and its supervised character spans."""
-        if self.method != "turns":
+                   now: datetime | None = None, *, method: MaskMethod | None = None,
+                   ) -> tuple[RenderedChat, list[tuple[int, int]]]:
+        """One row rendered: its text with spans, and its supervised character spans.
+
+        ``method="turns"`` uses per-turn rendering whatever the plan's method
+        (the per-row fallback when a row's blocks fail the check).
+        """
+        if (method or self.method) != "turns":
             rendered = self.template.render(messages, tools=tools, now=now)
             return rendered, supervised_spans(rendered, loss_mask)
         turns = self.turn_renderer()
@@ -148,7 +153,7 @@ class MaskPlan:
         return rendered, turns.spans(rendered, messages, tools, loss_mask, moment)
 
     def turn_renderer(self) -> TurnRenderer:
-        chat = self.template
+        chat = self.original or self.template
         return TurnRenderer(chat.text, chat.special_tokens, chat.name, self.generation_prompt,
                             self.tracking_exact)
 
@@ -165,11 +170,14 @@ def plan_masks(chat: ChatTemplate) -> MaskPlan:
     analysis = chat._probe()
     arguments = argument_encoding(chat.text, analysis.kwargs, chat.name)
     exact = report.span_tracking_exact is not False
+    prompt = analysis.generation_prompt or ""
+    if not exact:
+        return MaskPlan("turns", chat, arguments, reason="span markers change this template's output",
+                        tracking_exact=False, generation_prompt=prompt)
     if report.has_generation_block:
-        return MaskPlan("template", chat, arguments, tracking_exact=exact)
+        return MaskPlan("template", chat, arguments, generation_prompt=prompt)
     try:
         patched = chat.with_generation()
     except TemplateError as err:
-        return MaskPlan("turns", chat, arguments, reason=err.problem, tracking_exact=exact,
-                        generation_prompt=analysis.generation_prompt or "")
-    return MaskPlan("patched", patched, arguments, tracking_exact=exact, original=chat)
+        return MaskPlan("turns", chat, arguments, reason=err.problem, generation_prompt=prompt)
+    return MaskPlan("patched", patched, arguments, generation_prompt=prompt, original=chat)

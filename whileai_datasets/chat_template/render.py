@@ -27,6 +27,7 @@ available under ``reasoning_content`` and ``thinking``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
@@ -94,6 +95,15 @@ def prepare_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, An
             kept = {"thinking": reasoning, **kept, "reasoning_content": reasoning}
         prepared.append(kept)
     return prepared
+
+
+def _has_markers(value: Any) -> bool:
+    """Whether any string in ``value`` holds a marker character (one C-speed serialisation)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str, check_circular=False)
+    except (TypeError, ValueError, RecursionError):
+        return True  # undecided: let the walk below look
+    return MARK_OPEN in text or MARK_CLOSE in text
 
 
 def _check_no_markers(value: Any, where: str) -> None:
@@ -196,7 +206,8 @@ def template_context(
     )
     if now is not None:
         context["strftime_now"] = pinned_strftime(now)
-    _check_no_markers(context, "inputs")
+    if _has_markers(context):
+        _check_no_markers(context, "inputs")
     return context
 
 

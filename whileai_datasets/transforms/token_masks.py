@@ -79,6 +79,7 @@ class RowMask:
     mask: np.ndarray  # int8, one per token
     truncated_tokens: int = 0
     supervised_lost: int = 0
+    method: str = ""  # the mask method that gave this row's spans
 
     @property
     def assistant_masks(self) -> list[int]:
@@ -228,55 +229,69 @@ class Tokenize:
         Raises:
             TemplateError: the spans fail the check (see ``chat_template.mask_check``).
         """
+        text, spans, _ = self.checked_spans(messages, tools, mask, row)
+        return text, spans
+
+    def checked_spans(self, messages: list[dict[str, Any]], tools: Any, mask: list[int],
+                      row: int | None = None) -> tuple[str, list[tuple[int, int]], str]:
+        """``row_spans`` plus the method that gave them.
+
+        A row whose generation blocks fail the check is measured again by
+        per-turn rendering; that result is used (and reported as ``"turns"``)
+        when it passes.
+        """
         shaped = template_messages(messages, self.plan.arguments)
         rendered, spans = self.plan.render_row(shaped, tools or None, mask)
         violation = check_row(rendered, shaped, mask, spans, spans_known=self.plan.tracking_exact)
-        if violation is not None:
-            where = "" if row is None else f"row {row}, "
-            number = violation.line
-            if violation.at is not None:
-                number = self.plan.content_line(shaped, tools or None, violation.at) or number
-            line = f":{number}" if number else ""
-            raise TemplateError(
-                f"{where}messages[{violation.message}] ({violation.role}): {violation.problem} "
-                f"(mask method {self.plan.method!r})",
-                location=f"{self.plan.template.name}{line}",
-                hint="The template renders this message in a way the mask method does not follow; report the "
-                     "template and the row, or pass on_bad_row='skip' to drop such rows.")
-        return rendered.text, spans
+        if violation is None:
+            return rendered.text, spans, self.plan.method
+        if self.plan.method != "turns":
+            again, turn_spans = self.plan.render_row(shaped, tools or None, mask, method="turns")
+            if check_row(again, shaped, mask, turn_spans) is None:
+                return again.text, turn_spans, "turns"
+        raise self._violation_error(violation, shaped, tools, row)
+
+    def _violation_error(self, violation: Any, shaped: list[dict[str, Any]], tools: Any,
+                         row: int | None) -> TemplateError:
+        where = "" if row is None else f"row {row}, "
+        number = violation.line
+        if violation.at is not None:
+            number = self.plan.content_line(shaped, tools or None, violation.at) or number
+        line = f":{number}" if number else ""
+        return TemplateError(
+            f"{where}messages[{violation.message}] ({violation.role}): {violation.problem} "
+            f"(mask method {self.plan.method!r}, and per-turn rendering does not find it either)",
+            location=f"{(self.plan.original or self.plan.template).name}{line}",
+            hint="The template renders this message in a way no mask method follows; report the "
+                 "template and the row, or pass on_bad_row='skip' to drop such rows.")
 
     def rows(self, messages: list[list[dict[str, Any]]], tools: list[Any], masks: list[list[int]],
              indices: Sequence[int] | None = None) -> list[RowMask | None]:
         """One ``RowMask`` per conversation (None: dropped under ``on_bad_row='skip'``)."""
-        texts: list[str | None] = []
-        spans: list[list[tuple[int, int]]] = []
+        found: list[tuple[str, list[tuple[int, int]], str] | None] = []
         for position, (m, t, mask) in enumerate(zip(messages, tools, masks)):
             row = indices[position] if indices is not None else position
             try:
-                text, row_spans = self.row_spans(m, t, mask, row)
+                found.append(self.checked_spans(m, t, mask, row))
             except TemplateError as err:
                 if self.on_bad_row == "raise":
                     raise _at_row(err, row) from err
-                texts.append(None)
-                spans.append([])
-                continue
-            texts.append(text)
-            spans.append(row_spans)
-        encoded = iter(_encode(self.tokenizer, [t for t in texts if t is not None]))
+                found.append(None)
+        encoded = iter(_encode(self.tokenizer, [f[0] for f in found if f is not None]))
         out: list[RowMask | None] = []
-        for text, row_spans in zip(texts, spans):
-            if text is None:
+        for item in found:
+            if item is None:
                 out.append(None)
                 continue
             ids, offsets = next(encoded)
-            out.append(self._truncate(ids, spans_to_token_mask(offsets, row_spans)))
+            out.append(self._truncate(ids, spans_to_token_mask(offsets, item[1]), item[2]))
         return out
 
-    def _truncate(self, ids: list[int], mask: np.ndarray) -> RowMask:
+    def _truncate(self, ids: list[int], mask: np.ndarray, method: str) -> RowMask:
         limit = self.max_length
         if limit is None or len(ids) <= limit:
-            return RowMask(ids, mask)
-        return RowMask(ids[:limit], mask[:limit], len(ids) - limit, int(mask[limit:].sum()))
+            return RowMask(ids, mask, method=method)
+        return RowMask(ids[:limit], mask[:limit], len(ids) - limit, int(mask[limit:].sum()), method)
 
     def __call__(self, batch: Any, indices: list[int] | None = None) -> Any:
         messages, tools, masks = _batch_messages(batch, self.column)
@@ -288,11 +303,11 @@ class Tokenize:
         kept = [row for row in (rows[i] for i in keep) if row is not None]
         if isinstance(batch, pa.Table):
             table = batch.take(pa.array(keep, pa.int64())) if len(keep) != batch.num_rows else batch
-            for name, array in _output_columns(kept, self.plan.method, bad).items():
+            for name, array in _output_columns(kept, bad).items():
                 table = _set_column(table, name, array)
             return table
         out: dict[str, Any] = {name: [values[i] for i in keep] for name, values in batch.items()}
-        out.update(_numpy_columns(kept, self.plan.method, bad))
+        out.update(_numpy_columns(kept, bad))
         return out
 
 
@@ -303,7 +318,7 @@ def _list_array(lengths: np.ndarray, values: list[np.ndarray], dtype: Any, arrow
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, arrow_type))
 
 
-def _numpy_columns(kept: list[RowMask], method: str, bad: int) -> dict[str, Any]:
+def _numpy_columns(kept: list[RowMask], bad: int) -> dict[str, Any]:
     """The new columns for a dict batch: numpy arrays (datasets' fast path for ragged lists of arrays)."""
     lengths = np.array([len(r.input_ids) for r in kept], dtype=np.int32)
     dropped = np.zeros(len(kept), dtype=np.int32)
@@ -317,12 +332,12 @@ def _numpy_columns(kept: list[RowMask], method: str, bad: int) -> dict[str, Any]
         "num_supervised_tokens": np.array([int(r.mask.sum()) for r in kept], dtype=np.int32),
         "tokens_truncated": np.array([r.truncated_tokens for r in kept], dtype=np.int32),
         "supervised_tokens_truncated": np.array([r.supervised_lost for r in kept], dtype=np.int32),
-        "mask_method": [method] * len(kept),
+        "mask_method": [r.method for r in kept],
         "bad_rows_dropped": dropped,
     }
 
 
-def _output_columns(kept: list[RowMask], method: str, bad: int) -> dict[str, pa.Array]:
+def _output_columns(kept: list[RowMask], bad: int) -> dict[str, pa.Array]:
     """The new columns as Arrow arrays built from numpy (datasets then skips its per-value conversion)."""
     lengths = np.array([len(r.input_ids) for r in kept], dtype=np.int32)
     masks = [r.mask for r in kept]
@@ -340,7 +355,7 @@ def _output_columns(kept: list[RowMask], method: str, bad: int) -> dict[str, pa.
         "tokens_truncated": pa.array(np.array([r.truncated_tokens for r in kept], dtype=np.int32), pa.int32()),
         "supervised_tokens_truncated": pa.array(np.array([r.supervised_lost for r in kept], dtype=np.int32),
                                                 pa.int32()),
-        "mask_method": pa.array([method] * len(kept), pa.string()),
+        "mask_method": pa.array([r.method for r in kept], pa.string()),
         "bad_rows_dropped": pa.array(dropped, pa.int32()),
     }
 
