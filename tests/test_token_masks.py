@@ -213,3 +213,32 @@ def test_show_mask_highlights_the_supervised_text(
     assert any(final in chunk for chunk in marked)
     assert all(SYSTEM_PROMPT not in chunk for chunk in marked)
     assert '<span class="sup">' in page.read_text() and "&lt;|im_end|&gt;" in page.read_text()
+
+
+def test_num_proc_gives_the_same_rows_and_the_transform_hashes_the_same_after_use(
+    load: Any, rows_file: Path, qwen_tokenizer: Any
+) -> None:
+    from datasets.fingerprint import Hasher
+
+    ds = _canonical(load, rows_file)
+    transform = tokenize(qwen_tokenizer)
+    before = Hasher.hash(transform)
+    one = ds.map(transform, batched=True, batch_size=4)
+    assert Hasher.hash(transform) == before  # the piece cache it filled is not part of its identity
+    two = ds.map(transform, batched=True, batch_size=4, num_proc=2)
+    columns = ["input_ids", "assistant_masks", "mask_method"]
+    assert one.select_columns(columns).to_list() == two.select_columns(columns).to_list()
+
+
+def test_piece_reuse_gives_the_tokenizers_own_ids_and_offsets(qwen_tokenizer: Any) -> None:
+    from whileai_datasets.transforms.token_encode import PieceEncoder
+
+    texts = ["<|im_start|>system\nYou are kind.<|im_end|>\n<|im_start|>user\nhi there<|im_end|>\n",
+             "<|im_start|>system\nYou are kind.<|im_end|>\n<|im_start|>user\nbye<|im_end|>\n<|im_end|>", "plain"]
+    backend = qwen_tokenizer.backend_tokenizer
+    encoder = PieceEncoder()
+    encoder.encode(backend, texts[:1])  # the first batch is checked against whole encodes
+    for (ids, offsets), text in zip(encoder.encode(backend, texts), texts):
+        whole = backend.encode(text, add_special_tokens=False)
+        assert ids.tolist() == whole.ids and offsets.tolist() == [list(o) for o in whole.offsets]
+    assert encoder._pattern is not None and len(encoder._pieces) >= 4

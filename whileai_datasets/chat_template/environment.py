@@ -49,7 +49,7 @@ GENERATION_METHOD = "_generation"
 
 def marker(kind: str, *payload: int) -> str:
     """One position marker: ``kind`` is a single letter, ``payload`` integers."""
-    return f"{MARK_OPEN}{kind}{','.join(str(p) for p in payload)}{MARK_CLOSE}"
+    return f"{MARK_OPEN}{kind}{','.join(map(str, payload))}{MARK_CLOSE}"
 
 
 class GenerationExtension(Extension):

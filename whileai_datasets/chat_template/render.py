@@ -60,10 +60,19 @@ _REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
 # ---------------------------------------------------------------- inputs
 
 
+_EXACT = frozenset({str, int, float, bool, type(None)})
+
+
 def plain(value: Any) -> Any:
     """``value`` rebuilt from JSON types; any other object becomes ``"<TypeName>"``."""
-    if value is None or type(value) in (str, int, float, bool):
+    kind = type(value)
+    if kind in _EXACT:
         return value
+    if kind is dict:  # the common case first: no abstract-class checks
+        return {key if type(key) is str else plain(key): item if type(item) in _EXACT else plain(item)
+                for key, item in value.items()}
+    if kind is list:
+        return [item if type(item) in _EXACT else plain(item) for item in value]
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, int):

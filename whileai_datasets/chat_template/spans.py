@@ -100,7 +100,7 @@ def decode(raw: str) -> tuple[str, list[Event]]:
                 "(for example `| trim` on a captured block); render it without spans.",
             )
         body = part[:close]
-        events.append((position, body[0], tuple(int(x) for x in body[1:].split(",") if x)))
+        events.append((position, body[0], tuple(map(int, body[1:].split(","))) if len(body) > 1 else ()))
         clean.append(rest)
         position += len(rest)
     if MARK_CLOSE in parts[0]:

@@ -29,6 +29,7 @@ from whileai_datasets.chat_template.mask_check import check_row
 from whileai_datasets.chat_template.masking import MaskPlan, encode_arguments, supervised_spans
 from whileai_datasets.errors import SchemaError, TemplateError
 from whileai_datasets.rows.features import message_from_storage
+from whileai_datasets.transforms.token_encode import PieceEncoder
 
 __all__ = ["BadMaskRowsWarning", "Tokenize", "UnsupervisedRowsWarning", "mask_report", "spans_to_token_mask",
            "supervised_spans", "template_messages", "tokenize"]
@@ -75,7 +76,7 @@ def template_messages(messages: Sequence[dict[str, Any]], arguments: str = "dict
 class RowMask:
     """One row's tokens and mask, and what truncation cost."""
 
-    input_ids: list[int]
+    input_ids: Any  # int32 array (or list) of token ids
     mask: np.ndarray  # int8, one per token
     truncated_tokens: int = 0
     supervised_lost: int = 0
@@ -142,13 +143,13 @@ def _resolve_template(tokenizer: Any, template: Any) -> Any:
     return chat
 
 
-def _encode(tokenizer: Any, texts: list[str]) -> list[tuple[list[int], np.ndarray]]:
+def _encode(tokenizer: Any, texts: list[str], encoder: PieceEncoder | None = None) -> list[tuple[Any, np.ndarray]]:
     """(ids, (n, 2) character offsets) per text, in one batched call. Takes a
-    transformers fast tokenizer or a ``tokenizers.Tokenizer``."""
+    transformers fast tokenizer or a ``tokenizers.Tokenizer``; ``encoder``
+    reuses the pieces between added tokens across rows (``token_encode.py``)."""
     backend = _backend(tokenizer)
     if backend is not None:
-        encodings = backend.encode_batch(texts, add_special_tokens=False)
-        return [(e.ids, np.array(e.offsets, dtype=np.int64).reshape(-1, 2)) for e in encodings]
+        return (encoder or PieceEncoder()).encode(backend, texts)
     if not getattr(tokenizer, "is_fast", False):
         raise SchemaError(
             f"{type(tokenizer).__name__} gives no character offsets (a slow tokenizer)",
@@ -211,6 +212,7 @@ class Tokenize:
     on_bad_row: OnBadRow = "raise"
     chat: Any = field(default=None, init=False, repr=False, compare=False)
     plan: MaskPlan = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
+    encoder: PieceEncoder = field(default_factory=PieceEncoder, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.max_length is not None and self.max_length < 1:
@@ -277,7 +279,7 @@ class Tokenize:
                 if self.on_bad_row == "raise":
                     raise _at_row(err, row) from err
                 found.append(None)
-        encoded = iter(_encode(self.tokenizer, [f[0] for f in found if f is not None]))
+        encoded = iter(_encode(self.tokenizer, [f[0] for f in found if f is not None], self.encoder))
         out: list[RowMask | None] = []
         for item in found:
             if item is None:

@@ -1,0 +1,128 @@
+"""Batched encoding with character offsets, reusing the text between added tokens across rows.
+
+A fast tokenizer splits its input at added tokens (``<|im_start|>``, ...) and
+encodes each piece between them on its own. Chat rows repeat most such pieces:
+the system prompt, the tool schemas, role headers, stock replies. So each
+distinct piece is encoded once (one ``encode_batch`` per batch for the new
+ones) and a row's ids and offsets are the concatenation of its pieces'.
+
+That is exact only for tokenizers whose pieces really are independent: no
+normalizer, pre-tokenizers that split locally, added tokens that match their
+exact text (no ``lstrip``/``rstrip``/``single_word``/``normalized``). Anything
+else is encoded whole. On top of that the first batch is also encoded whole
+and compared; a difference turns the reuse off for good.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import numpy as np
+
+#: Pre-tokenizers whose output on a piece does not depend on what surrounds the piece.
+LOCAL_PRE_TOKENIZERS = frozenset({"ByteLevel", "Split", "Whitespace", "WhitespaceSplit", "Digits",
+                                  "Punctuation", "BertPreTokenizer", "CharDelimiterSplit", "UnicodeScripts"})
+MAX_PIECES = 200_000
+
+Encoded = tuple[np.ndarray, np.ndarray]  # ids (int32), (n, 2) offsets (int64)
+
+
+def _pre_tokenizers_local(config: Any) -> bool:
+    if config is None:
+        return True
+    if config.get("type") == "Sequence":
+        return all(_pre_tokenizers_local(item) for item in config.get("pretokenizers", []))
+    return config.get("type") in LOCAL_PRE_TOKENIZERS
+
+
+def piece_pattern(backend: Any) -> re.Pattern[str] | None:
+    """A pattern matching the added tokens as the tokenizer does (None: pieces are not independent)."""
+    try:
+        config = json.loads(backend.to_str())
+    except (AttributeError, ValueError, TypeError):
+        return None
+    if config.get("normalizer") is not None or not _pre_tokenizers_local(config.get("pre_tokenizer")):
+        return None
+    added = config.get("added_tokens") or []
+    if any(t.get("lstrip") or t.get("rstrip") or t.get("single_word") or t.get("normalized") for t in added):
+        return None
+    contents = sorted({str(t["content"]) for t in added if t.get("content")}, key=len, reverse=True)
+    return re.compile("|".join(re.escape(c) for c in contents)) if contents else None
+
+
+class PieceEncoder:
+    """Encodes texts through a ``tokenizers.Tokenizer``, each distinct piece once.
+
+    Pickles as an empty encoder (so ``datasets`` hashes a transform holding
+    it the same before and after use); it rebuilds itself on first use.
+    """
+
+    def __init__(self) -> None:
+        self._backend: Any = None
+        self._pattern: re.Pattern[str] | None = None
+        self._pieces: dict[str, Encoded] = {}
+        self._verified = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    def encode(self, backend: Any, texts: list[str]) -> list[Encoded]:
+        if backend is not self._backend:
+            self.__init__()  # type: ignore[misc]
+            self._backend, self._pattern = backend, piece_pattern(backend)
+        if self._pattern is None:
+            return [_as_arrays(e) for e in backend.encode_batch(texts, add_special_tokens=False)]
+        out = self._by_pieces(texts)
+        if not self._verified:
+            whole = [_as_arrays(e) for e in backend.encode_batch(texts, add_special_tokens=False)]
+            same = all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(out, whole))
+            self._verified, self._pattern = True, (self._pattern if same else None)
+            return whole
+        return out
+
+    def _split(self, text: str) -> list[tuple[int, str, int | None]]:
+        assert self._pattern is not None
+        pieces: list[tuple[int, str, int | None]] = []
+        position = 0
+        for match in self._pattern.finditer(text):
+            if match.start() > position:
+                pieces.append((position, text[position:match.start()], None))
+            pieces.append((match.start(), match.group(), self._backend.token_to_id(match.group())))
+            position = match.end()
+        if position < len(text):
+            pieces.append((position, text[position:], None))
+        return pieces
+
+    def _by_pieces(self, texts: list[str]) -> list[Encoded]:
+        split = [self._split(text) for text in texts]
+        if len(self._pieces) > MAX_PIECES:
+            self._pieces.clear()
+        new = list(dict.fromkeys(p for pieces in split for _, p, token in pieces
+                                 if token is None and p not in self._pieces))
+        for piece, encoding in zip(new, self._backend.encode_batch(new, add_special_tokens=False)):
+            self._pieces[piece] = _as_arrays(encoding)
+        return [self._join(pieces) for pieces in split]
+
+    def _join(self, pieces: list[tuple[int, str, int | None]]) -> Encoded:
+        ids, offsets = [], []
+        for start, piece, token in pieces:
+            if token is not None:
+                ids.append(np.array([token], dtype=np.int32))
+                offsets.append(np.array([[start, start + len(piece)]], dtype=np.int64))
+            else:
+                piece_ids, piece_offsets = self._pieces[piece]
+                ids.append(piece_ids)
+                offsets.append(piece_offsets + start)
+        if not ids:
+            return np.zeros(0, dtype=np.int32), np.zeros((0, 2), dtype=np.int64)
+        return np.concatenate(ids), np.concatenate(offsets)
+
+
+def _as_arrays(encoding: Any) -> Encoded:
+    return (np.array(encoding.ids, dtype=np.int32),
+            np.array(encoding.offsets, dtype=np.int64).reshape(-1, 2))
