@@ -193,3 +193,19 @@ def test_tool_call_probes_are_judged_only_where_the_template_renders_tool_calls(
     assert no_tools["multi_turn"] is True
     assert meaningful((trl_template_dir() / "qwen2_5.jinja").read_text(encoding="utf-8"))["tool_call"] is True
     ChatTemplate((LOCAL / "chatml_no_tools.jinja").read_text(encoding="utf-8")).with_generation()
+
+
+def test_an_answer_quoting_the_question_is_supervised_whole_under_per_turn_rendering(
+    transform_for: Callable[[str], Tokenize]
+) -> None:
+    transform = transform_for("llama3_mixed")
+    assert transform.plan.method == "turns"
+    messages = [{"role": "user", "content": "Userask echo please?"},
+                {"role": "assistant", "content": "You said: Userask echo please? Reply parrot."},
+                {"role": "user", "content": "Userask again?"},
+                {"role": "assistant", "content": "Reply final heron."}]
+    flags = oracle.loss_mask(messages, "assistant")
+    text, spans = transform.row_spans(messages, None, flags)
+    supervised = "".join(text[a:e] for a, e in spans)
+    assert "You said: Userask echo please? Reply parrot.<|eot_id|>" in supervised
+    assert "Userask again?" not in supervised

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from whileai_datasets.chat_template.mask_check import content_text, rendered_forms
 from whileai_datasets.chat_template.probes import Probe, ProbeRun, expect_turn, foreign_spans
 from whileai_datasets.chat_template.render import render_chat, render_plain
 from whileai_datasets.chat_template.spans import RenderedChat
@@ -58,7 +59,7 @@ class TurnRenderer:
         def render(prefix: list[dict[str, Any]], agp: bool) -> str:
             return self._plain(prefix, tools, agp, now)
 
-        foreign = foreign_spans(run)
+        foreign = _outside_assistant_text(foreign_spans(run), rendered, messages)
         out = []
         for index, (message, flag) in enumerate(zip(messages, loss_mask)):
             if not flag or message.get("role") != "assistant":
@@ -67,3 +68,24 @@ class TurnRenderer:
             if turn is not None and turn.must[1] > turn.must[0]:
                 out.append(turn.must)
         return sorted(out)
+
+
+def _outside_assistant_text(foreign: list[tuple[int, int]], rendered: RenderedChat,
+                            messages: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """``foreign`` without the places that lie inside an assistant's own rendered content.
+
+    An answer that quotes the question must not end its own turn at the quote.
+    """
+    own = []
+    for index, message in enumerate(messages):
+        content = content_text(message)
+        if message.get("role") != "assistant" or not content.strip():
+            continue
+        start, end = rendered.message_spans[index] if index < len(rendered.message_spans) else (0, 0)
+        low, high = (start, end) if end > start else (0, len(rendered.text))
+        for form in rendered_forms(content):
+            at = rendered.text.rfind(form, low, high)
+            if at >= 0:
+                own.append((at, at + len(form)))
+                break
+    return [(a, e) for a, e in foreign if not any(s <= a and e <= t for s, t in own)]
