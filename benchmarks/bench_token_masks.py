@@ -61,21 +61,37 @@ def arrow_batch(rows: list[dict[str, Any]]) -> Any:
 
     messages = [[message_to_storage(m) for m in r["messages"]] for r in rows]
     return pa.table({"messages": pa.array(messages, pa.list_(storage_type(MESSAGE_TYPE))),
-                     "loss_mask": pa.array([r["loss_mask"] for r in rows], pa.list_(pa.int8()))})
+                     "loss_mask": pa.array([r["loss_mask"] for r in rows], pa.list_(pa.int8())),
+                     "tools": pa.array([json.dumps(r["tools"]) if r.get("tools") else None for r in rows],
+                                       pa.string())})
 
 
-def transformers_masks(tokenizer: Any, rows: list[list[dict[str, Any]]]) -> list[tuple[list[int], list[int]]]:
+def seeded_rows(limit: int) -> list[dict[str, Any]]:
+    """whileai seeded-agent rows (benchmarks/_data.py), loaded by the builder: system prompt, tools, calls."""
+    import datasets
+
+    import whileai_datasets  # noqa: F401
+    from benchmarks._data import SYSTEM_PROMPT, TOOLS, make_export_file
+
+    path = make_export_file(None, limit)
+    ds = datasets.load_dataset("whileai/export", data_files=str(path), split="train", system_prompt=SYSTEM_PROMPT,
+                               tools=TOOLS)
+    return [{"messages": r["messages"], "loss_mask": r["loss_mask"], "tools": r["tools"]} for r in ds]
+
+
+def transformers_masks(tokenizer: Any, rows: list[list[dict[str, Any]]], tools: list[Any]) -> list[tuple[list[int], list[int]]]:
     out = []
-    for messages in rows:
-        encoded = tokenizer.apply_chat_template(messages, return_dict=True, return_assistant_tokens_mask=True)
+    for messages, row_tools in zip(rows, tools):
+        encoded = tokenizer.apply_chat_template(messages, tools=row_tools or None, return_dict=True,
+                                                return_assistant_tokens_mask=True)
         out.append((list(encoded["input_ids"]), list(encoded["assistant_masks"])))
     return out
 
 
 def measure(args: argparse.Namespace, tokenizer: Any, transform: Tokenize, template: str,
-            turns: int) -> dict[str, Any]:
-    rows = [conversation(turns, s) for s in range(args.rows)]
+            rows: list[dict[str, Any]], label: str) -> dict[str, Any]:
     batch = arrow_batch(rows)
+    tools = [r.get("tools") for r in rows]
     shaped = [template_messages(r["messages"]) for r in rows]
     masks = [r["loss_mask"] for r in rows]
     times: dict[str, list[float]] = {"ours": [], "transformers": [], "prefix_diff": []}
@@ -84,18 +100,18 @@ def measure(args: argparse.Namespace, tokenizer: Any, transform: Tokenize, templ
         ours = transform(batch)
         times["ours"].append(time.perf_counter() - start)
         start = time.perf_counter()
-        theirs = transformers_masks(tokenizer, shaped)
+        theirs = transformers_masks(tokenizer, shaped, tools)
         times["transformers"].append(time.perf_counter() - start)
         if not args.skip_prefix_diff:
             start = time.perf_counter()
-            for m, k in zip(shaped, masks):
-                prefix_diff_mask(tokenizer, template, m, k)
+            for m, k, t in zip(shaped, masks, tools):
+                prefix_diff_mask(tokenizer, template, m, k, tools=t or None)
             times["prefix_diff"].append(time.perf_counter() - start)
     same = sum(a == list(ids) and b == list(mask) for (a, b), ids, mask in
                zip(theirs, ours.column("input_ids").to_pylist(), ours.column("assistant_masks").to_pylist()))
     medians = {k: statistics.median(v) for k, v in times.items() if v}
     tokens = int(sum(ours.column("num_tokens").to_pylist()))
-    return {"assistant_turns": turns, "rows": args.rows, "tokens": tokens, "same_masks": same,
+    return {"rows_kind": label, "rows": len(rows), "tokens": tokens, "same_masks": same,
             "seconds": medians, "vs_transformers": medians["transformers"] / medians["ours"],
             "vs_prefix_diff": medians["prefix_diff"] / medians["ours"] if "prefix_diff" in medians else None}
 
@@ -107,29 +123,34 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--template", default="qwen2_5_training", help="a template trl ships")
     parser.add_argument("--skip-prefix-diff", action="store_true")
+    parser.add_argument("--seeded", type=int, default=1248, help="also whileai seeded-agent rows (0: none)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    corpus = [json.dumps(conversation(8, s)) for s in range(50)]
+    seeded = seeded_rows(args.seeded) if args.seeded else []
+    corpus = [json.dumps(conversation(8, s)) for s in range(50)] + [json.dumps(r) for r in seeded[:200]]
     template = trl_template(args.template)
     tokenizer = train_tokenizer(corpus, chat_template=template)
     transform = Tokenize(tokenizer)
+    sets = [(f"{turns} turns", [conversation(turns, s) for s in range(args.rows)])
+            for turns in [int(x) for x in args.turns.split(",")]]
+    if seeded:
+        sets.append(("seeded agent", seeded))
     results = []
-    for turns in [int(x) for x in args.turns.split(",")]:
-        results.append(measure(args, tokenizer, transform, template, turns))
+    for label, rows in sets:
+        results.append(measure(args, tokenizer, transform, template, rows, label))
         if not args.json:
-            print(f"  measured {turns} turns", file=sys.stderr)
+            print(f"  measured {label}", file=sys.stderr)
     if args.json:
         print(json.dumps(results, indent=2))
         return
-    print(f"token masks on {args.template} ({transform.plan.method}), {args.rows} rows per size, "
-          f"median of {args.repeat}")
-    print(f"  {'turns':>5} {'tokens':>8} {'ours s':>8} {'transformers s':>15} {'prefix-diff s':>14} "
+    print(f"token masks on {args.template} ({transform.plan.method}), median of {args.repeat}")
+    print(f"  {'rows':>22} {'tokens':>8} {'ours s':>8} {'transformers s':>15} {'prefix-diff s':>14} "
           f"{'vs transformers':>16} {'vs prefix-diff':>15} {'same masks':>11}")
     for r in results:
         sec = r["seconds"]
         diff = f"{sec['prefix_diff']:>14.3f}" if "prefix_diff" in sec else f"{'-':>14}"
         vs_diff = f"{r['vs_prefix_diff']:>14.1f}x" if r["vs_prefix_diff"] else f"{'-':>15}"
-        print(f"  {r['assistant_turns']:>5} {r['tokens']:>8} {sec['ours']:>8.3f} {sec['transformers']:>15.3f} "
+        print(f"  {r['rows']:>5} x {r['rows_kind']:>14} {r['tokens']:>8} {sec['ours']:>8.3f} {sec['transformers']:>15.3f} "
               f"{diff} {r['vs_transformers']:>15.2f}x {vs_diff} {r['same_masks']:>5}/{r['rows']}")
 
 
