@@ -59,9 +59,9 @@ class MaskView:
 def mask_view(transform: Tokenize, row: dict[str, Any]) -> MaskView:
     """The runs of supervised and unsupervised text of one canonical row."""
     text, spans = transform.row_spans(row["messages"], row.get("tools") or None, row["loss_mask"])
-    from whileai_datasets.transforms.token_masks import _encode
+    from whileai_datasets.transforms.token_encode import encode_texts
 
-    (ids, offsets), = _encode(transform.tokenizer, [text])
+    (ids, offsets), = encode_texts(transform.tokenizer, [text])
     mask = spans_to_token_mask(offsets, spans)
     chars = np.zeros(len(text), dtype=bool)
     for (start, end), flag in zip(offsets.tolist(), mask.tolist()):

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from whileai_datasets.errors import SchemaError
+
 #: Pre-tokenizers whose output on a piece does not depend on what surrounds the piece.
 LOCAL_PRE_TOKENIZERS = frozenset({"ByteLevel", "Split", "Whitespace", "WhitespaceSplit", "Digits",
                                   "Punctuation", "BertPreTokenizer", "CharDelimiterSplit", "UnicodeScripts"})
@@ -126,3 +128,33 @@ class PieceEncoder:
 def _as_arrays(encoding: Any) -> Encoded:
     return (np.array(encoding.ids, dtype=np.int32),
             np.array(encoding.offsets, dtype=np.int64).reshape(-1, 2))
+
+
+def encode_texts(tokenizer: Any, texts: list[str], encoder: PieceEncoder | None = None) -> list[tuple[Any, np.ndarray]]:
+    """(ids, (n, 2) character offsets) per text, in one batched call. Takes a
+    transformers fast tokenizer or a ``tokenizers.Tokenizer``; ``encoder``
+    reuses the pieces between added tokens across rows (``token_encode.py``)."""
+    backend = backend_of(tokenizer)
+    if backend is not None:
+        return (encoder or PieceEncoder()).encode(backend, texts)
+    if not getattr(tokenizer, "is_fast", False):
+        raise SchemaError(
+            f"{type(tokenizer).__name__} gives no character offsets (a slow tokenizer)",
+            hint="Load the fast tokenizer (AutoTokenizer.from_pretrained(..., use_fast=True)).",
+        )
+    out = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)
+    return [
+        (list(ids), np.asarray(offsets, dtype=np.int64).reshape(-1, 2))
+        for ids, offsets in zip(out["input_ids"], out["offset_mapping"])
+    ]
+
+
+def backend_of(tokenizer: Any) -> Any:
+    """The ``tokenizers.Tokenizer`` to call directly: a raw one, or a transformers fast tokenizer's
+    backend when it has no truncation or padding of its own (transformers would turn them off per call)."""
+    if hasattr(tokenizer, "encode_batch") and not hasattr(tokenizer, "apply_chat_template"):
+        return tokenizer
+    backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
+    if backend is None or backend.truncation is not None or backend.padding is not None:
+        return None
+    return backend

@@ -29,7 +29,8 @@ from whileai_datasets.chat_template.mask_check import check_row
 from whileai_datasets.chat_template.masking import MaskPlan, encode_arguments, supervised_spans
 from whileai_datasets.errors import SchemaError, TemplateError
 from whileai_datasets.rows.features import message_from_storage
-from whileai_datasets.transforms.token_encode import PieceEncoder
+from whileai_datasets.transforms.token_columns import arrow_columns, numpy_columns, set_column
+from whileai_datasets.transforms.token_encode import PieceEncoder, encode_texts
 
 __all__ = ["BadMaskRowsWarning", "Tokenize", "UnsupervisedRowsWarning", "mask_report", "spans_to_token_mask",
            "supervised_spans", "template_messages", "tokenize"]
@@ -143,36 +144,6 @@ def _resolve_template(tokenizer: Any, template: Any) -> Any:
     return chat
 
 
-def _encode(tokenizer: Any, texts: list[str], encoder: PieceEncoder | None = None) -> list[tuple[Any, np.ndarray]]:
-    """(ids, (n, 2) character offsets) per text, in one batched call. Takes a
-    transformers fast tokenizer or a ``tokenizers.Tokenizer``; ``encoder``
-    reuses the pieces between added tokens across rows (``token_encode.py``)."""
-    backend = _backend(tokenizer)
-    if backend is not None:
-        return (encoder or PieceEncoder()).encode(backend, texts)
-    if not getattr(tokenizer, "is_fast", False):
-        raise SchemaError(
-            f"{type(tokenizer).__name__} gives no character offsets (a slow tokenizer)",
-            hint="Load the fast tokenizer (AutoTokenizer.from_pretrained(..., use_fast=True)).",
-        )
-    out = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)
-    return [
-        (list(ids), np.asarray(offsets, dtype=np.int64).reshape(-1, 2))
-        for ids, offsets in zip(out["input_ids"], out["offset_mapping"])
-    ]
-
-
-def _backend(tokenizer: Any) -> Any:
-    """The ``tokenizers.Tokenizer`` to call directly: a raw one, or a transformers fast tokenizer's
-    backend when it has no truncation or padding of its own (transformers would turn them off per call)."""
-    if hasattr(tokenizer, "encode_batch") and not hasattr(tokenizer, "apply_chat_template"):
-        return tokenizer
-    backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
-    if backend is None or backend.truncation is not None or backend.padding is not None:
-        return None
-    return backend
-
-
 @dataclass(frozen=True)
 class Tokenize:
     """Render, tokenize and mask each row: ``input_ids``, ``attention_mask`` and
@@ -279,7 +250,7 @@ class Tokenize:
                 if self.on_bad_row == "raise":
                     raise _at_row(err, row) from err
                 found.append(None)
-        encoded = iter(_encode(self.tokenizer, [f[0] for f in found if f is not None], self.encoder))
+        encoded = iter(encode_texts(self.tokenizer, [f[0] for f in found if f is not None], self.encoder))
         out: list[RowMask | None] = []
         for item in found:
             if item is None:
@@ -305,61 +276,12 @@ class Tokenize:
         kept = [row for row in (rows[i] for i in keep) if row is not None]
         if isinstance(batch, pa.Table):
             table = batch.take(pa.array(keep, pa.int64())) if len(keep) != batch.num_rows else batch
-            for name, array in _output_columns(kept, bad).items():
-                table = _set_column(table, name, array)
+            for name, array in arrow_columns(kept, bad).items():
+                table = set_column(table, name, array)
             return table
         out: dict[str, Any] = {name: [values[i] for i in keep] for name, values in batch.items()}
-        out.update(_numpy_columns(kept, bad))
+        out.update(numpy_columns(kept, bad))
         return out
-
-
-def _list_array(lengths: np.ndarray, values: list[np.ndarray], dtype: Any, arrow_type: pa.DataType) -> pa.Array:
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    flat = np.concatenate(values).astype(dtype, copy=False) if values else np.zeros(0, dtype=dtype)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, arrow_type))
-
-
-def _numpy_columns(kept: list[RowMask], bad: int) -> dict[str, Any]:
-    """The new columns for a dict batch: numpy arrays (datasets' fast path for ragged lists of arrays)."""
-    lengths = np.array([len(r.input_ids) for r in kept], dtype=np.int32)
-    dropped = np.zeros(len(kept), dtype=np.int32)
-    if len(kept):
-        dropped[0] = bad
-    return {
-        "input_ids": [np.asarray(r.input_ids, dtype=np.int32) for r in kept],
-        "attention_mask": [np.ones(n, dtype=np.int8) for n in lengths],
-        "assistant_masks": [r.mask for r in kept],
-        "num_tokens": lengths,
-        "num_supervised_tokens": np.array([int(r.mask.sum()) for r in kept], dtype=np.int32),
-        "tokens_truncated": np.array([r.truncated_tokens for r in kept], dtype=np.int32),
-        "supervised_tokens_truncated": np.array([r.supervised_lost for r in kept], dtype=np.int32),
-        "mask_method": [r.method for r in kept],
-        "bad_rows_dropped": dropped,
-    }
-
-
-def _output_columns(kept: list[RowMask], bad: int) -> dict[str, pa.Array]:
-    """The new columns as Arrow arrays built from numpy (datasets then skips its per-value conversion)."""
-    lengths = np.array([len(r.input_ids) for r in kept], dtype=np.int32)
-    masks = [r.mask for r in kept]
-    supervised = np.array([int(m.sum()) for m in masks], dtype=np.int32)
-    dropped = np.zeros(len(kept), dtype=np.int32)
-    if len(kept):
-        dropped[0] = bad
-    return {
-        "input_ids": _list_array(lengths, [np.asarray(r.input_ids, dtype=np.int32) for r in kept], np.int32,
-                                 pa.int32()),
-        "attention_mask": _list_array(lengths, [np.ones(n, dtype=np.int8) for n in lengths], np.int8, pa.int8()),
-        "assistant_masks": _list_array(lengths, masks, np.int8, pa.int8()),
-        "num_tokens": pa.array(lengths, pa.int32()),
-        "num_supervised_tokens": pa.array(supervised, pa.int32()),
-        "tokens_truncated": pa.array(np.array([r.truncated_tokens for r in kept], dtype=np.int32), pa.int32()),
-        "supervised_tokens_truncated": pa.array(np.array([r.supervised_lost for r in kept], dtype=np.int32),
-                                                pa.int32()),
-        "mask_method": pa.array([r.method for r in kept], pa.string()),
-        "bad_rows_dropped": pa.array(dropped, pa.int32()),
-    }
 
 
 def _at_row(err: TemplateError, row: int) -> TemplateError:
@@ -380,12 +302,6 @@ def bad_rows_warning(bad: int, total: int, indices: Sequence[int] | None) -> Non
         )
 
 
-
-
-def _set_column(table: pa.Table, name: str, array: pa.Array) -> pa.Table:
-    if name in table.column_names:
-        return table.set_column(table.column_names.index(name), name, array)
-    return table.append_column(name, array)
 
 
 def tokenize(tokenizer: Any, template: Any = None, max_length: int | None = None, *, column: str = "messages",
