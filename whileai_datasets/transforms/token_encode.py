@@ -87,42 +87,46 @@ class PieceEncoder:
             return whole
         return out
 
-    def _split(self, text: str) -> list[tuple[int, str, int | None]]:
+    def _split(self, text: str) -> tuple[list[int], list[str]]:
+        """Starts and texts of the pieces of ``text``: added tokens and the text between them."""
         assert self._pattern is not None
-        pieces: list[tuple[int, str, int | None]] = []
+        starts: list[int] = []
+        pieces: list[str] = []
         position = 0
         for match in self._pattern.finditer(text):
             if match.start() > position:
-                pieces.append((position, text[position:match.start()], None))
-            pieces.append((match.start(), match.group(), self._backend.token_to_id(match.group())))
+                starts.append(position)
+                pieces.append(text[position:match.start()])
+            starts.append(match.start())
+            pieces.append(match.group())
             position = match.end()
         if position < len(text):
-            pieces.append((position, text[position:], None))
-        return pieces
+            starts.append(position)
+            pieces.append(text[position:])
+        return starts, pieces
 
     def _by_pieces(self, texts: list[str]) -> list[Encoded]:
         split = [self._split(text) for text in texts]
         if len(self._pieces) > MAX_PIECES:
             self._pieces.clear()
-        new = list(dict.fromkeys(p for pieces in split for _, p, token in pieces
-                                 if token is None and p not in self._pieces))
-        for piece, encoding in zip(new, self._backend.encode_batch(new, add_special_tokens=False)):
-            self._pieces[piece] = _as_arrays(encoding)
-        return [self._join(pieces) for pieces in split]
+        known = self._pieces
+        new = list(dict.fromkeys(p for _, pieces in split for p in pieces if p not in known))
+        added = [p for p in new if self._backend.token_to_id(p) is not None and self._pattern.fullmatch(p)]
+        for piece in added:
+            known[piece] = (np.array([self._backend.token_to_id(piece)], dtype=np.int32),
+                            np.array([[0, len(piece)]], dtype=np.int64))
+        plain = [p for p in new if p not in known]
+        for piece, encoding in zip(plain, self._backend.encode_batch(plain, add_special_tokens=False)):
+            known[piece] = _as_arrays(encoding)
+        return [self._join(starts, pieces) for starts, pieces in split]
 
-    def _join(self, pieces: list[tuple[int, str, int | None]]) -> Encoded:
-        ids, offsets = [], []
-        for start, piece, token in pieces:
-            if token is not None:
-                ids.append(np.array([token], dtype=np.int32))
-                offsets.append(np.array([[start, start + len(piece)]], dtype=np.int64))
-            else:
-                piece_ids, piece_offsets = self._pieces[piece]
-                ids.append(piece_ids)
-                offsets.append(piece_offsets + start)
-        if not ids:
+    def _join(self, starts: list[int], pieces: list[str]) -> Encoded:
+        if not pieces:
             return np.zeros(0, dtype=np.int32), np.zeros((0, 2), dtype=np.int64)
-        return np.concatenate(ids), np.concatenate(offsets)
+        entries = [self._pieces[p] for p in pieces]
+        ids = np.concatenate([e[0] for e in entries])
+        shift = np.repeat(np.asarray(starts, dtype=np.int64), [len(e[0]) for e in entries])
+        return ids, np.concatenate([e[1] for e in entries]) + shift[:, None]
 
 
 def _as_arrays(encoding: Any) -> Encoded:
