@@ -179,5 +179,6 @@ def plan_masks(chat: ChatTemplate) -> MaskPlan:
     try:
         patched = chat.with_generation()
     except TemplateError as err:
-        return MaskPlan("turns", chat, arguments, reason=err.problem, generation_prompt=prompt)
+        reason = f"{err.location}: {err.problem}" if err.location else err.problem
+        return MaskPlan("turns", chat, arguments, reason=reason, generation_prompt=prompt)
     return MaskPlan("patched", patched, arguments, generation_prompt=prompt, original=chat)
