@@ -209,3 +209,21 @@ def test_an_answer_quoting_the_question_is_supervised_whole_under_per_turn_rende
     supervised = "".join(text[a:e] for a, e in spans)
     assert "You said: Userask echo please? Reply parrot.<|eot_id|>" in supervised
     assert "Userask again?" not in supervised
+
+
+def test_a_row_the_span_markers_break_is_masked_over_plain_renders(char_tokenizer: Callable[[str], Any]) -> None:
+    # the template measures its captured output, which holds span markers: only long rows notice
+    template = ("{% set body %}{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}</{{ m['role'] }}>\n"
+                "{% endfor %}{% endset %}{% if body | length > 300 %}{{ raise_exception('conversation too long') }}"
+                "{% endif %}{{ body }}")
+    transform = tokenize(char_tokenizer(template))
+    assert transform.plan.tracking_exact
+    reply = "Reply " + "long " * 47  # 293 characters rendered; the markers add 16
+    messages = [{"role": "user", "content": "Userask short?"}, {"role": "assistant", "content": reply}]
+    flags = oracle.loss_mask(messages, "assistant")
+    text, spans, method = transform.checked_spans(messages, None, flags)
+    assert len(text) <= 300 and method == "turns"
+    assert "".join(text[a:e] for a, e in spans) == f"<assistant>{reply}</assistant>\n"
+    too_long = [messages[0], {"role": "assistant", "content": reply * 2}]
+    with pytest.raises(TemplateError, match=r"conversation too long"):
+        transform.checked_spans(too_long, None, flags)

@@ -138,24 +138,25 @@ class MaskPlan:
 
     def render_row(self, messages: list[dict[str, Any]], tools: Any, loss_mask: Sequence[int],
                    now: datetime | None = None, *, method: MaskMethod | None = None,
-                   ) -> tuple[RenderedChat, list[tuple[int, int]]]:
+                   tracked: bool = True) -> tuple[RenderedChat, list[tuple[int, int]]]:
         """One row rendered: its text with spans, and its supervised character spans.
 
         ``method="turns"`` uses per-turn rendering whatever the plan's method
-        (the per-row fallback when a row's blocks fail the check).
+        (the per-row fallback when a row's blocks fail the check);
+        ``tracked=False`` renders it without span markers.
         """
         if (method or self.method) != "turns":
             rendered = self.template.render(messages, tools=tools, now=now)
             return rendered, supervised_spans(rendered, loss_mask)
-        turns = self.turn_renderer()
+        turns = self.turn_renderer(tracked)
         moment = now or datetime.now()
         rendered = turns.render(messages, tools, moment)
         return rendered, turns.spans(rendered, messages, tools, loss_mask, moment)
 
-    def turn_renderer(self) -> TurnRenderer:
+    def turn_renderer(self, tracked: bool = True) -> TurnRenderer:
         chat = self.original or self.template
         return TurnRenderer(chat.text, chat.special_tokens, chat.name, self.generation_prompt,
-                            self.tracking_exact)
+                            self.tracking_exact and tracked)
 
 
 def plan_masks(chat: ChatTemplate) -> MaskPlan:
@@ -169,7 +170,7 @@ def plan_masks(chat: ChatTemplate) -> MaskPlan:
         chat.with_generation()  # raises, naming the line
     analysis = chat._probe()
     arguments = argument_encoding(chat.text, analysis.kwargs, chat.name)
-    exact = report.span_tracking_exact is not False
+    exact = report.span_tracking_exact is True  # unknown counts as not exact: plain renders are always right
     prompt = analysis.generation_prompt or ""
     if not exact:
         return MaskPlan("turns", chat, arguments, reason="span markers change this template's output",

@@ -214,7 +214,10 @@ class Tokenize:
         when it passes.
         """
         shaped = template_messages(messages, self.plan.arguments)
-        rendered, spans = self.plan.render_row(shaped, tools or None, mask)
+        try:
+            rendered, spans = self.plan.render_row(shaped, tools or None, mask)
+        except TemplateError as err:
+            return self._untracked(shaped, tools, mask, err)
         violation = check_row(rendered, shaped, mask, spans, spans_known=self.plan.tracking_exact)
         if violation is None:
             return rendered.text, spans, self.plan.method
@@ -223,6 +226,21 @@ class Tokenize:
             if check_row(again, shaped, mask, turn_spans) is None:
                 return again.text, turn_spans, "turns"
         raise self._violation_error(violation, shaped, tools, row)
+
+    def _untracked(self, shaped: list[dict[str, Any]], tools: Any, mask: list[int],
+                   err: TemplateError) -> tuple[str, list[tuple[int, int]], str]:
+        """Per-turn rendering over plain renders, for a row the tracked render failed on.
+
+        A template can trip over the span markers on one row only (it measures or
+        edits captured text); a row the template itself cannot render raises ``err``.
+        """
+        try:
+            rendered, spans = self.plan.render_row(shaped, tools or None, mask, method="turns", tracked=False)
+        except TemplateError:
+            raise err from None
+        if check_row(rendered, shaped, mask, spans, spans_known=False) is not None:
+            raise err
+        return rendered.text, spans, "turns"
 
     def _violation_error(self, violation: Any, shaped: list[dict[str, Any]], tools: Any,
                          row: int | None) -> TemplateError:
