@@ -5,6 +5,7 @@ See ``render.py`` for why spans are tracked with markers in the text.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import count
@@ -84,28 +85,23 @@ class LoopTracker:
 Event = tuple[int, str, tuple[int, ...]]
 
 
+_MARKER = re.compile(f"{MARK_OPEN}([^{MARK_OPEN}{MARK_CLOSE}]*){MARK_CLOSE}")
+_DAMAGED_HINT = ("The template edits text that contains a generation block or message loop "
+                 "(for example `| trim` on a captured block); render it without spans.")
+
+
 def decode(raw: str) -> tuple[str, list[Event]]:
     """Strip markers from ``raw``: (clean text, [(offset, kind, payload)])."""
-    parts = raw.split(MARK_OPEN)
-    clean = [parts[0]]
-    position = len(parts[0])
+    parts = _MARKER.split(raw)
+    texts, bodies = parts[0::2], parts[1::2]
+    if any(MARK_OPEN in text or MARK_CLOSE in text for text in texts) or not all(bodies):
+        raise TemplateError("span markers came out of the template damaged", hint=_DAMAGED_HINT)
+    position = len(texts[0])
     events: list[Event] = []
-    for part in parts[1:]:
-        close = part.find(MARK_CLOSE)
-        rest = part[close + 1 :]
-        if close < 1 or MARK_CLOSE in rest:
-            raise TemplateError(
-                "span markers came out of the template damaged",
-                hint="The template edits text that contains a generation block or message loop "
-                "(for example `| trim` on a captured block); render it without spans.",
-            )
-        body = part[:close]
+    for body, text in zip(bodies, texts[1:]):
         events.append((position, body[0], tuple(map(int, body[1:].split(","))) if len(body) > 1 else ()))
-        clean.append(rest)
-        position += len(rest)
-    if MARK_CLOSE in parts[0]:
-        raise TemplateError("span markers came out of the template damaged")
-    return "".join(clean), events
+        position += len(text)
+    return "".join(texts), events
 
 
 @dataclass
