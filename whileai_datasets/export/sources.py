@@ -149,7 +149,7 @@ def normalize_rows(rows: list[dict[str, Any]], config: str, system: str) -> pa.T
     normalizer = Normalizer(config, Options(system_prompt=system))
     contexts = ((RowContext("rows", None, i), row) for i, row in enumerate(rows))
     tables = list(iter_tables(contexts, normalizer, chunk_rows=CHUNK_ROWS, on_bad_row="raise", bad=BadRows()))
-    return pa.concat_tables(tables) if tables else normalizer.to_table([])
+    return pa.concat_tables(tables) if tables else normalizer.chunk().table()
 
 
 def load_path(path: str, system: str) -> Any:

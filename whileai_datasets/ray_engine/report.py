@@ -76,8 +76,8 @@ def report(parts: list[tuple[Any, Any, dict[str, Any]]], options: dict[str, Any]
         n_cut += raw["n_cut"]
         n_leaked += raw["n_leaked"]
         leaked.extend(raw["leaked"][: 20 - len(leaked)])
-    # LeakScan reports len(leaked) and the first 20 entries: the rest are counted, not kept
-    scan.leaked = leaked + [None] * (n_leaked - len(leaked))
+    # LeakScan reports n_leaked and the first 20 entries: the rest are counted, not kept
+    scan.leaked, scan.n_leaked = leaked, n_leaked
     # TrainingStats.report reads the rows cut by the token cap from the keys' finish_reason
     keys = pa.table({"finish_reason": pa.array(np.full(n_cut, "length", dtype=object), pa.string())})
     return stats.report(scan.report(), keys, scan.n_rows)

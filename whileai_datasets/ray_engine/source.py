@@ -32,7 +32,7 @@ from ray.data import Datasource, ReadTask
 from ray.data.block import BlockMetadata
 
 from whileai_datasets.errors import ExportFormatError, WhileaiError
-from whileai_datasets.rows.canonical import Normalizer, Options
+from whileai_datasets.rows.canonical import Chunk, Normalizer, Options
 from whileai_datasets.rows.normalize import RowContext
 from whileai_datasets.rows.reader import _gc_paused, _parse_line, parquet_rows
 from whileai_datasets.transforms import gates
@@ -291,7 +291,7 @@ class Normalize:
         positions = block.column(POS).to_numpy()
         rows = block.column(LINE).to_pylist() if LINE in block.column_names else _parquet_rows(block)
         jsonl = LINE in block.column_names
-        records: list[dict[str, Any]] = []
+        chunk = normalizer.chunk()
         keep = np.zeros(len(rows), dtype=bool)
         leaks: list[str | None] = []
         scenario: list[bool] = []
@@ -305,24 +305,24 @@ class Normalize:
                     except ValueError:
                         _parse_line(rows[i], self._context(files[i], positions[i]))
                 keep[i] = True
-                records.append(self._record(normalizer, raw, int(files[i]), int(positions[i]), jsonl))
+                self._add(chunk, raw, int(files[i]), int(positions[i]), jsonl)
                 leaks.append(_leak(raw))
                 scenario.append(isinstance(raw, dict) and "scenario_id" in raw)
-        table = normalizer.to_table(records)
+        table = chunk.table()
         picked = pa.array(np.flatnonzero(keep))
         table = table.append_column(FILE, block.column(FILE).take(picked))
         table = table.append_column(POS, block.column(POS).take(picked))
         table = table.append_column(LEAK, pa.array(leaks, pa.string()))
         return table.append_column(HAS_SCENARIO, pa.array(scenario, pa.bool_()))
 
-    def _record(self, normalizer: Normalizer, row: Any, file: int, pos: int, jsonl: bool) -> dict[str, Any]:
+    def _add(self, chunk: Chunk, row: Any, file: int, pos: int, jsonl: bool) -> None:
         name = os.path.basename(self.paths[file])
         try:
-            return normalizer.record(row, RowContext(name, None, pos))
+            chunk.add(row, RowContext(name, None, pos))
         except WhileaiError:
             if not jsonl:
                 raise  # a Parquet row's context (file and row number) is already exact
-            normalizer.record(row, self._context(file, pos))
+            chunk.add(row, self._context(file, pos))
             raise
 
     def _context(self, file: int, pos: int) -> RowContext:

@@ -1,9 +1,10 @@
 """Rows of any whileai shape into canonical Arrow tables, a chunk at a time.
 
-``Normalizer`` turns one parsed row into a canonical record (per config) and
-``to_table`` turns a chunk of records into a ``pyarrow.Table`` in the
-config's schema: columns are built as Python lists and converted by Arrow in
-one call each, then cast (zero-copy) to the Json extension types.
+``Normalizer`` holds one config's schema and options; ``Normalizer.chunk()``
+is an accumulator for that config: ``add(row, ctx)`` normalizes one parsed row
+straight into typed column builders (``rows.columns``), all or nothing, and
+``table()`` builds the chunk's ``pyarrow.Table`` in the config's schema, each
+column in one Arrow call, then cast (zero-copy) to the Json extension types.
 """
 
 from __future__ import annotations
@@ -11,18 +12,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
-from datasets import Features
 
+from whileai_datasets.errors import WhileaiError
 from whileai_datasets.rows import content as content_parts
 from whileai_datasets.rows import normalize, schema
+from whileai_datasets.rows.columns import MessageColumns, ScalarColumns
 from whileai_datasets.rows.features import storage_type
+from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.normalize import RowContext
 
-_CARRY = frozenset(schema.CARRY_KEYS)
-_SOURCE = frozenset(schema.SOURCE_KEYS)
-_PAIR = frozenset(schema.PAIR_KEYS)
-_RAW = frozenset(schema.RAW_SCALAR_FEATURES)
 #: column kind -> Python types stored as they are
 _FAST_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -30,6 +30,9 @@ _FAST_TYPES: dict[str, tuple[type, ...]] = {
     "int64": (int,),
     "bool": (bool,),
 }
+_TRAINING_KEYS = frozenset(schema.CARRY_KEYS) | frozenset(schema.SOURCE_KEYS)
+_PREFERENCE_KEYS = frozenset(schema.PAIR_KEYS) | {"prompt"}
+_RAW_KEYS = frozenset(schema.RAW_SCALAR_FEATURES)
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,7 @@ class Options:
 
 
 class Normalizer:
-    """Canonical records for one config: ``default``, ``preference`` or ``raw``."""
+    """Canonical rows for one config: ``default``, ``preference`` or ``raw``."""
 
     def __init__(self, config_name: str, options: Options) -> None:
         self.config_name = config_name
@@ -59,35 +62,79 @@ class Normalizer:
             "raw": schema.RAW_FEATURES,
         }[config_name]
         self.kinds = normalize.column_kinds(self.features)
-        self._fast_types = {key: _FAST_TYPES[kind] for key, kind in self.kinds.items() if kind in _FAST_TYPES}
-        self.record = {"default": self._training, "preference": self._preference, "raw": self._raw}[config_name]
+        self.fast_types = {key: _FAST_TYPES[kind] for key, kind in self.kinds.items() if kind in _FAST_TYPES}
+        self._chunk_class = {"default": TrainingChunk, "preference": PreferenceChunk, "raw": RawChunk}[config_name]
 
-    # ------------------------------------------------------------ default
+    def chunk(self, leaks: LeakScan | None = None) -> Chunk:
+        """An empty chunk. With ``leaks`` (training rows only), every row added
+        is also counted and checked for privileged leaks there."""
+        return self._chunk_class(self, leaks)
 
-    def _training(self, row: Any, ctx: RowContext) -> dict[str, Any]:
-        row = self._object(row, ctx)
-        row = normalize.join_trl(normalize.bridge_tool_trace(normalize.expand_flat(row, ctx)))
-        source = row.get("messages")
-        if source and not isinstance(source, list):
-            raise ctx.error("messages", f"expected a list of messages, got {type(source).__name__}", "Fix the row.")
-        turns = source or normalize.conversation(row)
-        if row.get("images") is not None:  # TRL's vision rows: placeholders + references
-            turns = content_parts.fill_images(turns, row["images"], ctx.error)
-        messages = normalize.convert_messages(
-            turns, system=self.options.system_prompt, ctx=ctx, keep_keys=self.options.keep_message_keys
-        )
-        record: dict[str, Any] = {
-            "messages": messages,
-            "loss_mask": normalize.loss_mask(messages, self.options.mask_mode),
-            "tools": self._tools(row, ctx),
-        }
-        self._scalars(row, ctx, record, _CARRY)
-        self._scalars(row, ctx, record, _SOURCE)
-        return record
+    def table(self, rows: list[tuple[RowContext, Any]]) -> pa.Table:
+        """The canonical table of ``(context, parsed row)`` pairs (raises at the first bad row)."""
+        chunk = self.chunk()
+        for ctx, row in rows:
+            chunk.add(row, ctx)
+        return chunk.table()
 
-    def _tools(self, row: dict[str, Any], ctx: RowContext) -> str | None:
-        if self.options.tools_json is not None:
-            return self.options.tools_json
+
+class Chunk:
+    """Canonical rows of one config being filled (see the module docstring)."""
+
+    def __init__(self, normalizer: Normalizer, leaks: LeakScan | None = None) -> None:
+        self.normalizer = normalizer
+        self.options = normalizer.options
+        self.leaks = leaks
+        self.scalars = ScalarColumns(normalizer.kinds, normalizer.fast_types, self._keys())
+        self.lists: dict[str, MessageColumns] = {}
+
+    def _keys(self) -> frozenset[str]:
+        raise NotImplementedError
+
+    @property
+    def num_rows(self) -> int:
+        return self.scalars.n
+
+    def add(self, row: Any, ctx: RowContext) -> None:
+        """Normalize one parsed row into the chunk; on a ``WhileaiError`` the
+        chunk is left as it was and the error raised."""
+        marks = {name: columns.mark() for name, columns in self.lists.items()}
+        try:
+            raw = self._add(_object(row, ctx), ctx)
+        except WhileaiError:
+            for name, columns in self.lists.items():
+                columns.truncate(marks[name])
+            self.scalars.truncate()
+            self._undo()
+            raise
+        self.scalars.end_row()
+        if self.leaks is not None:
+            self.leaks.n_rows += 1
+            self.leaks.check(*raw)
+
+    def _add(self, row: dict[str, Any], ctx: RowContext) -> tuple[dict[str, Any], Any]:
+        raise NotImplementedError
+
+    def _undo(self) -> None:
+        """Drop what a failed row added outside ``lists`` and ``scalars``."""
+
+    def _columns(self) -> dict[str, pa.Array]:
+        """The columns in storage types, by name (absent ones are all null)."""
+        raise NotImplementedError
+
+    def table(self) -> pa.Table:
+        target = self.normalizer.features.arrow_schema
+        built = self._columns()
+        arrays = []
+        for fld in target:
+            plain = storage_type(fld.type)
+            array = built.get(fld.name)
+            if array is None:
+                array = self.scalars.array(fld.name, plain) if fld.name in self.scalars.keys else pa.nulls(self.num_rows, plain)
+            arrays.append(array if plain == fld.type else array.cast(fld.type))
+        return pa.Table.from_arrays(arrays, schema=target)
+
+    def _tools_of(self, row: dict[str, Any], ctx: RowContext) -> str | None:
         own = row.get("tools")
         if own is None or own == []:
             return None
@@ -95,86 +142,122 @@ class Normalizer:
             raise ctx.error("tools", f"expected a list of tool schemas, got {type(own).__name__}", "Fix the row.")
         return normalize.JSON_ENCODER.encode(own)
 
-    # ------------------------------------------------------------ preference
+    def _tools_column(self, values: list[str | None]) -> pa.Array:
+        constant = self.options.tools_json
+        if constant is None:
+            return pa.array(values, pa.string())
+        return _repeat(constant, self.num_rows)
 
-    def _preference(self, pair: Any, ctx: RowContext) -> dict[str, Any]:
-        pair = normalize.join_preference(self._object(pair, ctx))
-        record: dict[str, Any] = {"prompt": normalize.typed_value(pair.get("prompt"), "json", ctx, "prompt")}
+
+class TrainingChunk(Chunk):
+    """Config ``default``: what whileai's ``training_rows`` builds before
+    think-stripping, unrolling and truncation."""
+
+    def __init__(self, normalizer: Normalizer, leaks: LeakScan | None = None) -> None:
+        super().__init__(normalizer, leaks)
+        self.lists["messages"] = MessageColumns(self.options.keep_message_keys)
+        self.tools: list[str | None] = []
+
+    def _keys(self) -> frozenset[str]:
+        return _TRAINING_KEYS
+
+    def _add(self, row: dict[str, Any], ctx: RowContext) -> tuple[dict[str, Any], Any]:
+        shaped = normalize.join_trl(normalize.bridge_tool_trace(normalize.expand_flat(row, ctx)))
+        source = shaped.get("messages")
+        if source and not isinstance(source, list):
+            raise ctx.error("messages", f"expected a list of messages, got {type(source).__name__}", "Fix the row.")
+        built = None if source else normalize.conversation(shaped)
+        turns = source or built
+        if shaped.get("images") is not None:  # TRL's vision rows: placeholders + references
+            turns = content_parts.fill_images(turns, shaped["images"], ctx.error)
+        self.lists["messages"].add(turns, system=self.options.system_prompt, ctx=ctx)
+        if self.options.tools_json is None:
+            self.tools.append(self._tools_of(shaped, ctx))
+        self.scalars.add(shaped, ctx)
+        # the leak check reads the raw row; the turns rebuilt from it are reused when nothing reshaped it
+        return row, built if shaped is row else None
+
+    def _undo(self) -> None:
+        del self.tools[self.num_rows :]
+
+    def _columns(self) -> dict[str, pa.Array]:
+        columns = self.lists["messages"]
+        messages = columns.array()
+        return {
+            schema.MESSAGES: messages,
+            schema.LOSS_MASK: columns.loss_mask(messages, self.options.mask_mode),
+            schema.TOOLS: self._tools_column(self.tools),
+        }
+
+
+class PreferenceChunk(Chunk):
+    """Config ``preference``: chosen/rejected pairs as whole conversations."""
+
+    def __init__(self, normalizer: Normalizer, leaks: LeakScan | None = None) -> None:
+        super().__init__(normalizer, leaks)
         for side in ("chosen", "rejected"):
-            record[side] = self._side(pair.get(side), ctx, side)
-        tools = self.options.tools_json
-        if tools is None and isinstance(pair.get("tools"), list) and pair["tools"]:
-            tools = normalize.JSON_ENCODER.encode(pair["tools"])
-        record["tools"] = tools
-        self._scalars(pair, ctx, record, _PAIR)
-        return record
+            self.lists[side] = MessageColumns(self.options.keep_message_keys)
+        self.tools: list[str | None] = []
 
-    def _side(self, side: Any, ctx: RowContext, name: str) -> list[dict[str, Any]]:
-        if isinstance(side, dict):
-            row = normalize.join_trl(normalize.bridge_tool_trace(normalize.expand_flat(side, ctx)))
-            turns = row.get("messages") or normalize.conversation(row)
-        elif isinstance(side, list):
-            turns = side
-        else:
-            raise ctx.error(
-                name,
-                f"expected a rollout object or a message list, got {normalize._type_name(side)}",
-                "Preference rows need both a chosen and a rejected side.",
-            )
-        return normalize.convert_messages(
-            turns, system=self.options.system_prompt, ctx=ctx, column=name, keep_keys=self.options.keep_message_keys
-        )
+    def _keys(self) -> frozenset[str]:
+        return _PREFERENCE_KEYS
 
-    # ------------------------------------------------------------ raw
+    def _add(self, row: dict[str, Any], ctx: RowContext) -> tuple[dict[str, Any], Any]:
+        pair = normalize.join_preference(row)
+        for side in ("chosen", "rejected"):
+            self.lists[side].add(self._side(pair.get(side), ctx, side), system=self.options.system_prompt, ctx=ctx, column=side)
+        if self.options.tools_json is None:
+            own = pair.get("tools")
+            self.tools.append(normalize.JSON_ENCODER.encode(own) if isinstance(own, list) and own else None)
+        self.scalars.add(pair, ctx)
+        return row, None
 
-    def _raw(self, row: Any, ctx: RowContext) -> dict[str, Any]:
-        row = self._object(row, ctx)
-        record: dict[str, Any] = {}
-        self._scalars(row, ctx, record, _RAW)
-        rest = {k: v for k, v in row.items() if k not in schema.RAW_SCALAR_FEATURES}
-        record["extra"] = normalize.JSON_ENCODER.encode(rest) if rest else None
-        record["source_file"] = ctx.source
-        record["source_line"] = ctx.line if ctx.line is not None else ctx.row
-        return record
-
-    # ------------------------------------------------------------ shared
+    def _undo(self) -> None:
+        del self.tools[self.num_rows :]
 
     @staticmethod
-    def _object(row: Any, ctx: RowContext) -> dict[str, Any]:
-        if not isinstance(row, dict):
-            raise ctx.error("", f"expected a JSON object, got {normalize._type_name(row)}", "Each line must be one object.")
-        return row
+    def _side(side: Any, ctx: RowContext, name: str) -> Any:
+        if isinstance(side, dict):
+            row = normalize.join_trl(normalize.bridge_tool_trace(normalize.expand_flat(side, ctx)))
+            return row.get("messages") or normalize.conversation(row)
+        if isinstance(side, list):
+            return side
+        raise ctx.error(
+            name,
+            f"expected a rollout object or a message list, got {normalize.type_name(side)}",
+            "Preference rows need both a chosen and a rejected side.",
+        )
 
-    def _scalars(self, row: dict[str, Any], ctx: RowContext, record: dict[str, Any], keys: frozenset[str]) -> None:
-        # Only the keys the row has: a record leaves absent (null) columns out.
-        # Plain scalars of the right type pass straight through; everything
-        # else (Json, lists, a wrong type to report) goes through typed_value.
-        kinds, fast = self.kinds, self._fast_types
-        for key in keys.intersection(row):
-            value = row[key]
-            if value is None:
-                continue
-            if type(value) in fast.get(key, ()):
-                record[key] = value
-            else:
-                record[key] = normalize.typed_value(value, kinds[key], ctx, key)
-
-    def to_table(self, records: list[dict[str, Any]]) -> pa.Table:
-        return records_to_table(records, self.features)
+    def _columns(self) -> dict[str, pa.Array]:
+        columns = {side: self.lists[side].array() for side in ("chosen", "rejected")}
+        columns[schema.TOOLS] = self._tools_column(self.tools)
+        return columns
 
 
-def records_to_table(records: list[dict[str, Any]], features: Features) -> pa.Table:
-    """A table in ``features``' schema from canonical records (a column a
-    record leaves out is null on that row)."""
-    target = features.arrow_schema
-    columns: dict[str, list[Any]] = {name: [None] * len(records) for name in target.names}
-    for i, record in enumerate(records):
-        for key, value in record.items():
-            columns[key][i] = value
-    arrays = []
-    for fld in target:
-        values = columns[fld.name]
-        plain = storage_type(fld.type)
-        array = pa.array(values, type=plain)
-        arrays.append(array if plain == fld.type else array.cast(fld.type))
-    return pa.Table.from_arrays(arrays, schema=target)
+class RawChunk(Chunk):
+    """Config ``raw``: the typed scalars, every other key in ``extra``, and provenance."""
+
+    def _keys(self) -> frozenset[str]:
+        return _RAW_KEYS | {"extra", "source_file", "source_line"}
+
+    def _add(self, row: dict[str, Any], ctx: RowContext) -> tuple[dict[str, Any], Any]:
+        self.scalars.add(row, ctx, _RAW_KEYS)
+        rest = {k: v for k, v in row.items() if k not in _RAW_KEYS}
+        self.scalars.set("extra", normalize.JSON_ENCODER.encode(rest) if rest else None)
+        self.scalars.set("source_file", ctx.source)
+        self.scalars.set("source_line", ctx.line if ctx.line is not None else ctx.row)
+        return row, None
+
+    def _columns(self) -> dict[str, pa.Array]:
+        return {}
+
+
+def _object(row: Any, ctx: RowContext) -> dict[str, Any]:
+    if not isinstance(row, dict):
+        raise ctx.error("", f"expected a JSON object, got {normalize.type_name(row)}", "Each line must be one object.")
+    return row
+
+
+def _repeat(text: str, n: int) -> pa.Array:
+    """``n`` copies of one string, built by Arrow (no list of n references)."""
+    return pa.DictionaryArray.from_arrays(np.zeros(n, np.int32), pa.array([text], pa.string())).cast(pa.string())

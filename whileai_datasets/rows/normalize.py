@@ -18,19 +18,17 @@ Row shapes (whileai's ``schemas/row-v1.json`` names them):
 * the published Hugging Face flat set: ``messages_json`` / ``steps_json`` /
   ``metadata_json`` strings.
 
-Output messages are storage dicts (``features.message_to_storage`` form), ready
-for ``pa.array``.
+Messages are put in their canonical form by ``rows.columns.MessageColumns``,
+which fills Arrow columns directly; content that is not plain text (parts,
+``reasoning_content``) is read by ``rows.content.read_content``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
-from whileai_datasets._typing import ROLES
 from whileai_datasets.errors import ExportFormatError
-from whileai_datasets.rows import content as content_parts
 
 _JSON_STRING_KEYS = ("steps_json", "messages_json", "metadata_json")
 
@@ -53,7 +51,7 @@ class RowContext:
         return ExportFormatError(problem, location=self.at(path), hint=hint)
 
 
-def _type_name(value: Any) -> str:
+def type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
@@ -226,112 +224,6 @@ def wire_arguments(arguments: Any) -> str:
     return _ARGUMENTS_ENCODER.encode(value or {})
 
 
-class _Linker:
-    """Tool-call ids in call order (``call_0000``, ...) and their FIFO link
-    to the tool messages that answer them."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.pending: list[str] = []
-
-    def call(self, call: Any, ctx: RowContext, column: str, i: int, j: int) -> dict[str, Any]:
-        if type(call) is not dict:
-            path = f"{column}[{i}].tool_calls[{j}]"
-            raise ctx.error(path, f"expected a tool-call object, got {_type_name(call)}", "Fix the row.")
-        function = call["function"] if isinstance(call.get("function"), dict) else call
-        call_id = str(call.get("id") or f"call_{self.count:04d}")
-        self.count += 1
-        self.pending.append(call_id)
-        return {
-            "id": call_id,
-            "type": "function",
-            "function": {
-                "name": str(function.get("name") or ""),
-                "arguments": wire_arguments(function.get("arguments")),
-            },
-        }
-
-    def answer(self, message: dict[str, Any]) -> str | None:
-        if message.get("tool_call_id"):
-            return str(message["tool_call_id"])
-        return self.pending.pop(0) if self.pending else None
-
-
-def convert_messages(
-    messages: Sequence[Any], *, system: str, ctx: RowContext, column: str = "messages", keep_keys: bool = False
-) -> list[dict[str, Any]]:
-    """Messages in the canonical wire form, as whileai's ``_convert_messages``
-    builds them (without think-stripping or truncation: those are transforms).
-
-    ``keep_keys`` keeps per-message keys whileai drops (``extra``). This is the
-    builder's hottest loop: error paths build their messages only when raised."""
-    out: list[dict[str, Any]] = []
-    if system:
-        out.append({"role": "system", "content": system, "tool_calls": None, "name": None, "tool_call_id": None, "extra": None})
-    linker = _Linker()
-    for i, message in enumerate(messages):
-        if type(message) is not dict:
-            raise ctx.error(f"{column}[{i}]", f"expected a message object, got {_type_name(message)}", "Fix or drop the row.")
-        role = message.get("role")
-        if role not in _ROLE_SET:
-            _bad_role(ctx, f"{column}[{i}]", role)
-        content = message.get("content")
-        read = None
-        if type(content) is not str or "reasoning_content" in message:
-            read = content_parts.read_content(message, role, ctx.error, f"{column}[{i}]")
-            content = read.content
-        entry = {"role": role, "content": content, "tool_calls": None, "name": None, "tool_call_id": None, "extra": None}
-        if read is not None:
-            entry["reasoning_content"] = read.reasoning
-            entry["parts"] = read.parts
-        if role == "assistant":
-            calls = message.get("tool_calls")
-            if calls and type(calls) is not list:
-                raise ctx.error(f"{column}[{i}].tool_calls", f"expected a list, got {_type_name(calls)}", "Fix the row.")
-            if read is not None and read.calls:
-                calls = [*(calls or ()), *read.calls]
-            if calls:
-                entry["tool_calls"] = [linker.call(c, ctx, column, i, j) for j, c in enumerate(calls)]
-        elif role == "tool":
-            name = message.get("name")
-            if name:
-                entry["name"] = str(name)
-            entry["tool_call_id"] = linker.answer(message)
-        if keep_keys:
-            rest = {k: v for k, v in message.items() if k not in _TYPED}
-            entry["extra"] = JSON_ENCODER.encode(rest) if rest else None
-        out.append(entry)
-    return out
-
-
-_ROLE_SET = frozenset(ROLES)
-
-
-def _bad_role(ctx: RowContext, path: str, role: Any) -> None:
-    got = "no role" if role is None else repr(role)
-    raise ctx.error(
-        f"{path}.role",
-        f"expected one of {', '.join(repr(r) for r in ROLES)}, got {got}",
-        "Fix the exporter that wrote the row, or skip bad rows with on_bad_row='skip'.",
-    )
-
-
-_TYPED = frozenset(("role", "content", "reasoning_content", "tool_calls", "name", "tool_call_id"))
-
-
-
-
-def loss_mask(messages: Sequence[dict[str, Any]], mode: str) -> list[int]:
-    """1 for each assistant message (``"assistant"``) or for the last one only
-    (``"final"``); 0 for everything else."""
-    mask = [1 if m["role"] == "assistant" else 0 for m in messages]
-    if mode == "final" and any(mask):
-        last = len(mask) - 1 - mask[::-1].index(1)
-        mask = [0] * len(mask)
-        mask[last] = 1
-    return mask
-
-
 # ---------------------------------------------------------------- scalars
 
 #: One encoder each, built once: ``json.dumps`` with keyword options builds a
@@ -388,6 +280,6 @@ def typed_value(value: Any, kind: str, ctx: RowContext, key: str) -> Any:
         return value
     raise ctx.error(
         key,
-        f"expected {_EXPECTED[kind]}, got {_type_name(value)} {json.dumps(value, default=str)[:60]}",
+        f"expected {_EXPECTED[kind]}, got {type_name(value)} {json.dumps(value, default=str)[:60]}",
         "Fix the row, or load it with the 'raw' config, which keeps any value.",
     )

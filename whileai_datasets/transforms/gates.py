@@ -5,16 +5,17 @@
   object; ``dict``: the value *is* an object). Counted on Arrow columns.
 * ``leak_report``: which raw rows quote their own ``privileged`` block in an
   assistant turn. It reads raw rows (the canonical schema never carries
-  ``privileged``); only rows that carry the block cost any work, and
-  ``scan_jsonl_leaks`` finds those in a JSONL file by a byte search, parsing
-  only the lines that hold the key.
+  ``privileged``): the builder takes these facts while it reads each row
+  (``rows.leaks.LeakScan``) and keeps them beside the dataset, so an export
+  from a path reads its source once. ``scan_path_leaks`` is the fallback for
+  a file no builder has read (a byte search, parsing only the lines that hold
+  the key).
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -23,8 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from whileai_datasets.errors import ExportFormatError, SchemaError
-from whileai_datasets.rows.content import spoken_texts
-from whileai_datasets.rows.normalize import conversation
+from whileai_datasets.rows.leaks import LEAK_MIN_QUOTE_CHARS, LeakScan, row_leak
 from whileai_datasets.transforms import _arrow, _json
 
 EXPORT_FORMATS = ("openai", "trl", "fireworks")
@@ -36,8 +36,6 @@ ENCODING_NOTES = {
     ),
     "dict": "arguments are dicts, as HF chat templates render them (| tojson).",
 }
-LEAK_MIN_QUOTE_CHARS = 12
-_LEAK_KEYS = ("reference", "principle", "hidden_state")
 
 # ---------------------------------------------------------------- round trip
 
@@ -177,117 +175,10 @@ def _tables(rows: Any) -> Iterator[tuple[int, pa.Table]]:
 
 
 # ---------------------------------------------------------------- leaks
-
-_WS = re.compile(r"\s+")
-
-
-def _norm(text: Any) -> str:
-    return _WS.sub(" ", str(text or "")).strip().lower()
-
-
-def _needles(privileged: Any, min_len: int) -> list[tuple[str, str]]:
-    if not isinstance(privileged, dict):
-        return []
-    found: list[tuple[str, str]] = []
-
-    def walk(path: str, value: Any) -> None:
-        if isinstance(value, dict):
-            for key, item in value.items():
-                walk(f"{path}.{key}", item)
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                walk(path, item)
-        elif isinstance(value, str):
-            text = _norm(value)
-            if len(text) >= min_len:
-                found.append((path, text))
-
-    for key in _LEAK_KEYS:
-        if privileged.get(key):
-            walk(key, privileged[key])
-    return found
-
-
-def _assistant_text(row: dict[str, Any]) -> str:
-    parts = [str(row.get("final_text") or "")]
-    messages = row.get("messages")
-    turns = (
-        [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) and messages else conversation(row)
-    )
-    for message in turns:
-        if str(message.get("role") or "") == "assistant":
-            parts.extend(spoken_texts(message))  # text, text parts and reasoning
-    return "\n".join(p for p in parts if p).lower()
-
-
-def row_leak(row: dict[str, Any], min_len: int = LEAK_MIN_QUOTE_CHARS) -> dict[str, str] | None:
-    """``None``: nothing to check; ``{}``: checked, no leak; else the first quoted field."""
-    needles = _needles(row.get("privileged"), min_len)
-    if not needles:
-        return None
-    hay = _norm(_assistant_text(row))
-    for path, needle in needles:
-        if needle in hay:
-            return {"field": path, "needle": needle[:80]}
-    return {}
-
-
-class LeakScan:
-    """whileai's ``leak_report``, fed one raw row at a time."""
-
-    def __init__(self, min_len: int = LEAK_MIN_QUOTE_CHARS) -> None:
-        self.min_len = min_len
-        self.n_rows = 0
-        self.n_checked = 0
-        self.exported = False
-        self.leaked: list[dict[str, Any]] = []
-
-    def add(self, row: Any) -> None:
-        if not isinstance(row, dict):
-            return
-        self.n_rows += 1
-        self.check(row)
-
-    def check(self, row: dict[str, Any]) -> None:
-        """Check a row already counted in ``n_rows``."""
-        found = row_leak(row, self.min_len)
-        if found is None:
-            self.exported = self.exported or "scenario_id" in row
-            return
-        self.n_checked += 1
-        if found:
-            self.leaked.append(
-                {"scenario_id": row.get("scenario_id"), "rollout_index": row.get("rollout_index"), **found}
-            )
-
-    def report(self) -> dict[str, Any]:
-        n_leaked = len(self.leaked)
-        rate = n_leaked / self.n_checked if self.n_checked else 0.0
-        if not self.n_checked:
-            summary = (
-                f"checked 0 of {self.n_rows} rows: none carried privileged context, so this says nothing about leaks"
-            )
-            if self.exported:
-                summary += (
-                    ". These came through the export (rows(), save(), push()), which scrubs "
-                    "privileged at any depth -- pass data.trajectories, which keeps it"
-                )
-        elif not n_leaked:
-            summary = f"checked {self.n_checked} of {self.n_rows} rows: no reply quoted its privileged context"
-        else:
-            summary = (
-                f"checked {self.n_checked} of {self.n_rows} rows: {n_leaked} quoted privileged context ({rate:.0%})"
-            )
-        return {
-            "n_rows": self.n_rows,
-            "n_checked": self.n_checked,
-            "n_leaked": n_leaked,
-            "rate": round(rate, 4),
-            "checked": self.n_checked > 0,
-            "leaked": self.leaked[:20],
-            "summary": summary,
-        }
-
+#
+# The per-row check and the report live in the rows stage (rows/leaks.py), so
+# the builder takes the leak facts as it reads each row; these are whileai's
+# entry points over rows in memory and, for a file no builder has read, a scan.
 
 def leak_report(rows: Iterable[Any], *, min_len: int = LEAK_MIN_QUOTE_CHARS) -> dict[str, Any]:
     """whileai's privileged-leak report over raw rows (dicts as whileai wrote them)."""

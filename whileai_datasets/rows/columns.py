@@ -1,0 +1,282 @@
+"""Typed column builders: a chunk of canonical rows filled field by field.
+
+The normalizer appends each row's values straight onto one Python list per
+Arrow leaf (message roles, contents, tool-call ids, ...) plus the offsets
+that nest them, and Arrow builds every column from those lists in one call
+each (``pa.array`` of strings, ``ListArray.from_arrays``): no dict per message,
+no nested-struct inference. What is the same on every row (the ``"function"``
+type of a tool call, the ``loss_mask`` rule, a ``tools`` constant) is built
+by vectorized Arrow steps once per chunk.
+
+A row is all or nothing: ``mark()`` before it and ``truncate(mark)`` when it
+fails leave the columns as they were (``on_bad_row="skip"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from whileai_datasets._typing import ROLES
+from whileai_datasets.rows import content as content_parts
+from whileai_datasets.rows import normalize
+from whileai_datasets.rows.features import MESSAGE_TYPE, TOOL_CALL_TYPE, storage_type
+from whileai_datasets.rows.normalize import RowContext
+
+_ROLE_SET = frozenset(ROLES)
+#: message keys that are typed fields; every other key goes to ``extra``
+_TYPED = frozenset(("role", "content", "reasoning_content", "tool_calls", "name", "tool_call_id"))
+_MESSAGE_STORAGE = storage_type(MESSAGE_TYPE)
+_FUNCTION_STORAGE = TOOL_CALL_TYPE.field("function").type
+_PARTS_STORAGE = _MESSAGE_STORAGE.field("parts").type
+
+
+class MessageColumns:
+    """One ``List(Message())`` column of a chunk."""
+
+    __slots__ = ("row_offsets", "role", "content", "name", "tool_call_id", "extra", "reasoning", "parts",
+                 "call_offsets", "call_id", "call_name", "call_arguments", "keep_keys")
+
+    def __init__(self, keep_keys: bool = False) -> None:
+        self.keep_keys = keep_keys
+        self.row_offsets = [0]
+        self.role: list[str] = []
+        self.content: list[str] = []
+        self.name: list[str | None] = []
+        self.tool_call_id: list[str | None] = []
+        self.extra: list[str | None] = []
+        #: ``reasoning_content`` and content parts (storage dicts), per message;
+        #: empty while no message of the chunk has any (then all null)
+        self.reasoning: list[str | None] = []
+        self.parts: list[list[dict[str, Any]] | None] = []
+        #: per message, where its tool calls end in the call lists
+        self.call_offsets = [0]
+        self.call_id: list[str] = []
+        self.call_name: list[str] = []
+        self.call_arguments: list[str] = []
+
+    def mark(self) -> tuple[int, int, int]:
+        return len(self.row_offsets), len(self.role), len(self.call_id)
+
+    def truncate(self, mark: tuple[int, int, int]) -> None:
+        rows, messages, calls = mark
+        del self.row_offsets[rows:]
+        for column in (self.role, self.content, self.name, self.tool_call_id, self.extra, self.reasoning, self.parts):
+            del column[messages:]
+        if all(p is None for p in self.parts) and all(r is None for r in self.reasoning):  # all null again
+            self.reasoning.clear()
+            self.parts.clear()
+        del self.call_offsets[messages + 1 :]
+        for column in (self.call_id, self.call_name, self.call_arguments):
+            del column[calls:]
+
+    def add(self, messages: Sequence[Any], *, system: str, ctx: RowContext, column: str = "messages") -> None:
+        """One row's messages in the canonical form, as whileai's
+        ``_convert_messages`` builds them (without think-stripping or
+        truncation: those are transforms): tool-call ids in call order
+        (``call_0000``, ...) linked first in, first out to the tool messages
+        that answer them. The builder's hottest loop: error paths build their
+        messages only when raised."""
+        # bound appends: this loop runs once per message of every row
+        add_role, add_content = self.role.append, self.content.append
+        add_name, add_answer, add_calls_end = self.name.append, self.tool_call_id.append, self.call_offsets.append
+        call_id = self.call_id
+        keep_keys = self.keep_keys
+        if system:
+            if self.parts:
+                self._extras(None, None)
+            add_role("system")
+            add_content(system)
+            add_name(None)
+            add_answer(None)
+            add_calls_end(len(call_id))
+            if keep_keys:
+                self.extra.append(None)
+        count = 0
+        pending: list[str] = []
+        for i, message in enumerate(messages):
+            if type(message) is not dict:
+                raise ctx.error(
+                    f"{column}[{i}]", f"expected a message object, got {normalize.type_name(message)}", "Fix or drop the row."
+                )
+            role = message.get("role")
+            if role not in _ROLE_SET:
+                _bad_role(ctx, f"{column}[{i}]", role)
+            content = message.get("content")
+            read = None
+            if type(content) is not str or "reasoning_content" in message:
+                # parts, reasoning, or a value whileai reads as str(content or "")
+                read = content_parts.read_content(message, role, ctx.error, f"{column}[{i}]")
+                content = read.content
+            name = answer = None
+            if role == "assistant":
+                calls = message.get("tool_calls")
+                if calls and type(calls) is not list:
+                    raise ctx.error(
+                        f"{column}[{i}].tool_calls", f"expected a list, got {normalize.type_name(calls)}", "Fix the row."
+                    )
+                if read is not None and read.calls:
+                    calls = [*(calls or ()), *read.calls]
+                if calls:
+                    for j, call in enumerate(calls):
+                        pending.append(self._call(call, count, ctx, column, i, j))
+                        count += 1
+            elif role == "tool":
+                given = message.get("name")
+                if given:
+                    name = str(given)
+                if message.get("tool_call_id"):
+                    answer = str(message["tool_call_id"])
+                elif pending:
+                    answer = pending.pop(0)
+            if read is not None:
+                self._extras(read.reasoning, read.parts)
+            elif self.parts:
+                self._extras(None, None)
+            add_role(role)
+            add_content(content)
+            add_name(name)
+            add_answer(answer)
+            add_calls_end(len(call_id))
+            if keep_keys:
+                rest = {k: v for k, v in message.items() if k not in _TYPED}
+                self.extra.append(normalize.JSON_ENCODER.encode(rest) if rest else None)
+        self.row_offsets.append(len(self.role))
+
+    def _extras(self, reasoning: str | None, parts: list[dict[str, Any]] | None) -> None:
+        """Record the next message's ``reasoning_content`` and parts (before
+        its role is appended). The two lists stay empty, standing for all
+        null, until the first message that has either; they are then padded."""
+        if not self.parts:
+            if reasoning is None and parts is None:
+                return
+            self.reasoning.extend([None] * len(self.role))
+            self.parts.extend([None] * len(self.role))
+        self.reasoning.append(reasoning)
+        self.parts.append(parts)
+
+    def _call(self, call: Any, count: int, ctx: RowContext, column: str, i: int, j: int) -> str:
+        """Append one tool call (its id, name and arguments); returns its id."""
+        if type(call) is not dict:
+            path = f"{column}[{i}].tool_calls[{j}]"
+            raise ctx.error(path, f"expected a tool-call object, got {normalize.type_name(call)}", "Fix the row.")
+        function = call["function"] if isinstance(call.get("function"), dict) else call
+        call_id = str(call.get("id") or f"call_{count:04d}")
+        self.call_name.append(str(function.get("name") or ""))
+        self.call_arguments.append(normalize.wire_arguments(function.get("arguments")))
+        self.call_id.append(call_id)
+        return call_id
+
+    # ------------------------------------------------------------ to Arrow
+
+    def array(self) -> pa.ListArray:
+        """The column in storage form (``extra`` as plain strings)."""
+        n_calls = len(self.call_id)
+        function = pa.StructArray.from_arrays(
+            [pa.array(self.call_name, pa.string()), pa.array(self.call_arguments, pa.string())],
+            fields=list(_FUNCTION_STORAGE),
+        )
+        kind = pa.DictionaryArray.from_arrays(np.zeros(n_calls, np.int32), pa.array(["function"])).cast(pa.string())
+        calls = pa.StructArray.from_arrays(
+            [pa.array(self.call_id, pa.string()), kind, function], fields=list(TOOL_CALL_TYPE)
+        )
+        call_offsets = np.asarray(self.call_offsets, dtype=np.int32)
+        # a message without calls has null tool_calls (whileai never writes an empty list)
+        no_calls = pa.array(call_offsets[1:] == call_offsets[:-1])
+        tool_calls = pa.ListArray.from_arrays(pa.array(call_offsets), calls, mask=no_calls)
+        n = len(self.role)
+        extra = pa.array(self.extra, pa.string()) if self.keep_keys else pa.nulls(n, pa.string())
+        children = [
+            pa.array(self.role, pa.string()),
+            pa.array(self.content, pa.string()),
+            tool_calls,
+            pa.array(self.name, pa.string()),
+            pa.array(self.tool_call_id, pa.string()),
+            extra,
+            pa.array(self.reasoning, pa.string()) if self.parts else pa.nulls(n, pa.string()),
+            pa.array(self.parts, _PARTS_STORAGE) if self.parts else pa.nulls(n, _PARTS_STORAGE),
+        ]
+        structs = pa.StructArray.from_arrays(children, fields=list(_MESSAGE_STORAGE))
+        return pa.ListArray.from_arrays(pa.array(np.asarray(self.row_offsets, dtype=np.int32)), structs)
+
+    def loss_mask(self, messages: pa.ListArray, mode: str) -> pa.ListArray:
+        """1 for each assistant message (``"assistant"``) or for each row's
+        last one only (``"final"``); 0 for everything else."""
+        is_assistant = pc.equal(messages.values.field("role"), "assistant")
+        values = np.asarray(is_assistant.to_numpy(zero_copy_only=False), dtype=np.int8)
+        if mode == "final" and len(values):
+            offsets = np.asarray(self.row_offsets, dtype=np.int64)
+            rows = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+            positions = np.flatnonzero(values)
+            last = np.full(len(offsets) - 1, -1, dtype=np.int64)
+            np.maximum.at(last, rows[positions], positions)
+            values[:] = 0
+            values[last[last >= 0]] = 1
+        return pa.ListArray.from_arrays(messages.offsets, pa.array(values, pa.int8()))
+
+
+def _bad_role(ctx: RowContext, path: str, role: Any) -> None:
+    got = "no role" if role is None else repr(role)
+    raise ctx.error(
+        f"{path}.role",
+        f"expected one of {', '.join(repr(r) for r in ROLES)}, got {got}",
+        "Fix the exporter that wrote the row, or skip bad rows with on_bad_row='skip'.",
+    )
+
+
+class ScalarColumns:
+    """The carried scalar / Json columns of a chunk: one list per column,
+    filled only up to the last row that carries the key (padded at the end)."""
+
+    __slots__ = ("kinds", "fast", "keys", "values", "n")
+
+    def __init__(self, kinds: dict[str, str], fast: dict[str, tuple[type, ...]], keys: Iterable[str]) -> None:
+        self.kinds = kinds
+        self.fast = fast
+        self.keys = frozenset(keys)
+        self.values: dict[str, list[Any]] = {key: [] for key in self.keys}
+        self.n = 0
+
+    def add(self, row: dict[str, Any], ctx: RowContext, keys: frozenset[str] | None = None) -> None:
+        """Take ``keys`` (all this chunk's keys by default) from ``row``; call
+        ``end_row`` once the row is complete. Plain scalars of the right type
+        pass straight through; everything else (Json, lists, a wrong type to
+        report) goes through ``typed_value``."""
+        n, values, fast = self.n, self.values, self.fast
+        for key in (keys or self.keys).intersection(row):
+            value = row[key]
+            if value is None:
+                continue
+            if type(value) not in fast.get(key, ()):
+                value = normalize.typed_value(value, self.kinds[key], ctx, key)
+            column = values[key]
+            if len(column) < n:
+                column.extend([None] * (n - len(column)))
+            column.append(value)
+
+    def set(self, key: str, value: Any) -> None:
+        """Set one column of the current row."""
+        column = self.values[key]
+        if len(column) < self.n:
+            column.extend([None] * (self.n - len(column)))
+        column.append(value)
+
+    def end_row(self) -> None:
+        self.n += 1
+
+    def truncate(self) -> None:
+        """Drop what the current (failed) row put in."""
+        for column in self.values.values():
+            del column[self.n :]
+
+    def array(self, key: str, arrow_type: pa.DataType) -> pa.Array:
+        column = self.values[key]
+        if not column:
+            return pa.nulls(self.n, arrow_type)
+        if len(column) < self.n:
+            column.extend([None] * (self.n - len(column)))
+        return pa.array(column, arrow_type)
