@@ -35,7 +35,9 @@ from datasets.exceptions import DatasetGenerationError
 
 from whileai_datasets._typing import MASK_MODES, ON_BAD_ROW
 from whileai_datasets.errors import ExportFormatError, WhileaiError
+from whileai_datasets.rows import parallel
 from whileai_datasets.rows.canonical import Normalizer, Options
+from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.reader import (
     DEFAULT_CHUNK_ROWS,
     BadRows,
@@ -52,6 +54,10 @@ from whileai_datasets.rows.reader import (
 #: the cache paths (``.../whileai/export-train.arrow`` not found).
 CACHE_NAME = "whileai_export"
 BAD_ROWS_FILE = "whileai_bad_rows.json"
+#: the leak facts taken from the raw rows while they were read, per split (``LeakScan.state()``)
+LEAKS_FILE = "whileai_leaks.json"
+#: what one prepare job leaves for its split: its skipped rows and leak facts
+JOB_REPORT_FILE = "whileai_job_report.json"
 #: A plain JSONL file larger than this is read as several shards.
 DEFAULT_SHARD_BYTES = 64 << 20
 
@@ -111,6 +117,11 @@ class WhileaiExportConfig(datasets.BuilderConfig):
             ``num_proc``, so the jobs get equal work); 0 reads every file as
             one shard. Rows, their order and line numbers do not depend on
             it, so it is left out of the cache key.
+        parse_workers: Worker processes that parse a local, uncompressed
+            JSONL file (in pieces, tables kept in file order) when
+            ``num_proc`` is not given. ``None`` (the default): one per core,
+            at most 4, for a file or shard of 16 MiB or more; 1 parses in
+            this process. Left out of the cache key, like ``shard_bytes``.
     """
 
     system_prompt: str | None = None
@@ -120,6 +131,7 @@ class WhileaiExportConfig(datasets.BuilderConfig):
     keep_message_keys: bool = False
     chunk_rows: int = DEFAULT_CHUNK_ROWS
     shard_bytes: int = DEFAULT_SHARD_BYTES
+    parse_workers: int | None = None
     features: datasets.Features | None = None
 
     def __post_init__(self) -> None:
@@ -147,6 +159,12 @@ class WhileaiExportConfig(datasets.BuilderConfig):
                 f"shard_bytes must be a whole number of bytes, 0 or more, got {self.shard_bytes!r}",
                 hint="Pass e.g. shard_bytes=64 * 2**20, or 0 to read every file as one shard.",
             )
+        workers = self.parse_workers
+        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+            raise ExportFormatError(
+                f"parse_workers must be a whole number, 1 or more, or None, got {workers!r}",
+                hint="Pass e.g. parse_workers=2, 1 to parse in this process, or None for one per core.",
+            )
         self.tools = _load_tools(self.tools)
 
     def create_config_id(self, config_kwargs: dict[str, Any], custom_features: datasets.Features | None = None) -> str:
@@ -154,6 +172,7 @@ class WhileaiExportConfig(datasets.BuilderConfig):
         kwargs = dict(config_kwargs)
         # how a file is split into shards changes no row: the cache is shared
         kwargs.pop("shard_bytes", None)
+        kwargs.pop("parse_workers", None)
         if "tools" in kwargs:
             kwargs["tools"] = json.dumps(_load_tools(kwargs["tools"]), sort_keys=True)
         return super().create_config_id(kwargs, custom_features)
@@ -182,6 +201,8 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         super().__init__(*args, dataset_name=CACHE_NAME, **kwargs)
         self.config.validate()
         self.bad_rows = BadRows()
+        #: leak facts of the rows read (training rows only), for the export's leak gate
+        self.leaks = LeakScan() if self.config.name == "default" else None
         #: bad rows already warned about while streaming
         self._warned_bad_rows = 0
         #: set while a prepare job runs: the split reports its bad rows, not the shards
@@ -270,28 +291,51 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         self, files: list[str], originals: list[str], ranges: list[ByteRange | None]
     ) -> Iterator[tuple[Key, pa.Table]]:
         normalizer = Normalizer(self.config.name, self.config.options())
-        for shard, (file, original, byte_range) in enumerate(zip(files, originals, ranges)):
-            name = os.path.basename(str(original).split("::")[-1])
-            with open(file, "rb") as handle:
-                position = None
-                if byte_range is not None:
-                    position = self._position_before(handle, file, byte_range[0])
-                    rows = iter_jsonl_rows(iter_line_range(handle, position, byte_range[1]), name, position)
-                elif _is_parquet(str(original), handle):
-                    rows = iter_parquet_rows(handle, name, self.config.chunk_rows)
-                else:
-                    rows = iter_jsonl_rows(handle, name)
-                tables = iter_tables(
-                    rows, normalizer, chunk_rows=self.config.chunk_rows, on_bad_row=self.config.on_bad_row, bad=self.bad_rows
-                )
-                for index, table in enumerate(tables):
-                    yield Key(shard, index), table
-            if position is not None:
-                # where the next shard starts: a worker reading shards in order never rescans
-                self._line_marks_of(file)[position.offset] = (position.line, position.row)
-            at_file_end = byte_range is None or byte_range[1] >= byte_range[2]
-            if not self._preparing and at_file_end:
-                self._warn_streamed_bad_rows()
+        config = self.config
+        reader = None
+        try:
+            for shard, (file, original, byte_range) in enumerate(zip(files, originals, ranges)):
+                name = os.path.basename(str(original).split("::")[-1])
+                with open(file, "rb") as handle:
+                    position = None
+                    if byte_range is None and _is_parquet(str(original), handle):
+                        rows = iter_parquet_rows(handle, name, config.chunk_rows)
+                        tables = iter_tables(
+                            rows, normalizer, chunk_rows=config.chunk_rows, on_bad_row=config.on_bad_row,
+                            bad=self.bad_rows, leaks=self.leaks,
+                        )
+                    else:
+                        if byte_range is not None:
+                            position = self._position_before(handle, file, byte_range[0])
+                            end = byte_range[1]
+                        else:
+                            position, end = LinePosition(), _plain_size(file)
+                        workers = parallel.resolve_workers(
+                            config.parse_workers if self._jobs == 1 else 1, end - position.offset if end else 0
+                        )
+                        if end and workers > 1:
+                            if reader is None:
+                                reader = parallel.RangeReader(
+                                    normalizer, workers=workers, chunk_rows=config.chunk_rows, on_bad_row=config.on_bad_row
+                                )
+                            tables = reader.tables(handle, file, name, position, end, self.bad_rows, self.leaks)
+                        else:
+                            lines = handle if byte_range is None else iter_line_range(handle, position, end)
+                            tables = iter_tables(
+                                iter_jsonl_rows(lines, name, position), normalizer, chunk_rows=config.chunk_rows,
+                                on_bad_row=config.on_bad_row, bad=self.bad_rows, leaks=self.leaks,
+                            )
+                    for index, table in enumerate(tables):
+                        yield Key(shard, index), table
+                if byte_range is not None and position is not None:
+                    # where the next shard starts: a worker reading shards in order never rescans
+                    self._line_marks_of(file)[position.offset] = (position.line, position.row)
+                at_file_end = byte_range is None or byte_range[1] >= byte_range[2]
+                if not self._preparing and at_file_end:
+                    self._warn_streamed_bad_rows()
+        finally:
+            if reader is not None:
+                reader.close()
 
     def _line_marks_of(self, file: str) -> dict[int, tuple[int, int]]:
         stat = os.stat(file)
@@ -317,28 +361,37 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
     # Streaming has no output: it warns as each file ends.
 
     def _prepare_split(self, split_generator: datasets.SplitGenerator, **kwargs: Any) -> None:
+        before, self.leaks = self.bad_rows.count, LeakScan() if self.leaks is not None else None
         super()._prepare_split(split_generator, **kwargs)
         prefix = os.path.join(self._output_dir, f"{self.dataset_name}-{split_generator.name}")
-        before = self.bad_rows.count
-        for path in sorted(glob.glob(glob.escape(prefix) + "-[0-9][0-9][0-9][0-9][0-9]." + BAD_ROWS_FILE)):
+        for path in sorted(glob.glob(glob.escape(prefix) + "-[0-9][0-9][0-9][0-9][0-9]." + JOB_REPORT_FILE)):
             with open(path, encoding="utf-8") as handle:
-                self.bad_rows.merge(json.load(handle))
+                job = json.load(handle)
             os.remove(path)
+            self.bad_rows.merge(job["bad_rows"])
+            if self.leaks is not None and job["leaks"] is not None:
+                self.leaks.merge(job["leaks"])
+        if not os.path.isdir(self._output_dir):
+            return
+        if self.leaks is not None:
+            _update_json(os.path.join(self._output_dir, LEAKS_FILE), {split_generator.name: self.leaks.state()})
         if self.bad_rows.count > before:
             self._warn_bad_rows()
-            if os.path.isdir(self._output_dir):
-                with open(os.path.join(self._output_dir, BAD_ROWS_FILE), "w", encoding="utf-8") as handle:
-                    json.dump(self.bad_rows.to_dict(), handle)
+            with open(os.path.join(self._output_dir, BAD_ROWS_FILE), "w", encoding="utf-8") as handle:
+                json.dump(self.bad_rows.to_dict(), handle)
 
     def _prepare_split_single(self, *, fpath: str, job_id: int, **kwargs: Any) -> Iterator[tuple[int, bool, Any]]:
-        outer, self.bad_rows, self._preparing = self.bad_rows, BadRows(), True
+        outer = self.bad_rows, self.leaks
+        self.bad_rows, self._preparing = BadRows(), True
+        self.leaks = LeakScan() if outer[1] is not None else None
         try:
             for item in super()._prepare_split_single(fpath=fpath, job_id=job_id, **kwargs):
-                if item[1] and self.bad_rows.count:  # the job is done: leave its report for _prepare_split
-                    job_report = fpath.split("-JJJJJ")[0] + f"-{job_id:05d}.{BAD_ROWS_FILE}"
+                if item[1]:  # the job is done: leave its reports for _prepare_split
+                    job_report = fpath.split("-JJJJJ")[0] + f"-{job_id:05d}.{JOB_REPORT_FILE}"
                     if os.path.isdir(os.path.dirname(job_report)):
                         with open(job_report, "w", encoding="utf-8") as handle:
-                            json.dump(self.bad_rows.to_dict(), handle)
+                            leaks = self.leaks.state() if self.leaks is not None else None
+                            json.dump({"bad_rows": self.bad_rows.to_dict(), "leaks": leaks}, handle)
                 yield item
         except DatasetGenerationError as err:
             # raised here, in the worker: its __cause__ would not survive the trip back from a num_proc worker
@@ -346,7 +399,7 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                 raise err.__cause__ from err.__cause__.__cause__
             raise
         finally:
-            self.bad_rows, self._preparing = outer, False
+            (self.bad_rows, self.leaks), self._preparing = outer, False
 
     def _warn_streamed_bad_rows(self) -> None:
         if self.bad_rows.count > self._warned_bad_rows:
@@ -380,6 +433,31 @@ def _check_extension(file: str, split: str) -> None:
             " optionally compressed",
             hint='Pass data_files="run.jsonl" (or a dict of splits) to load_dataset("whileai/export", ...).',
         )
+
+
+def _update_json(path: str, entries: dict[str, Any]) -> None:
+    """Add ``entries`` to the JSON object in ``path`` (created if missing)."""
+    data: dict[str, Any] = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    data.update(entries)
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
+
+
+#: the first bytes of the compressions ``datasets`` extracts
+_COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd", b"\x04\x22\x4d\x18")
+
+
+def _plain_size(file: str) -> int:
+    """The size of ``file`` when it is a local, uncompressed file (so it can
+    be read by byte ranges), else 0."""
+    if "://" in file or "::" in file or not os.path.isfile(file):
+        return 0
+    with open(file, "rb") as probe:
+        head = probe.read(6)
+    return 0 if head.startswith(_COMPRESSED_MAGIC) else os.path.getsize(file)
 
 
 def _is_parquet(name: str, handle: Any) -> bool:

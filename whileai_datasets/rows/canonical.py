@@ -130,7 +130,7 @@ class Chunk:
             plain = storage_type(fld.type)
             array = built.get(fld.name)
             if array is None:
-                array = self.scalars.array(fld.name, plain) if fld.name in self.scalars.keys else pa.nulls(self.num_rows, plain)
+                array = self.scalars.array(fld.name, plain) if self.scalars.has(fld.name) else pa.nulls(self.num_rows, plain)
             arrays.append(array if plain == fld.type else array.cast(fld.type))
         return pa.Table.from_arrays(arrays, schema=target)
 
@@ -238,10 +238,10 @@ class RawChunk(Chunk):
     """Config ``raw``: the typed scalars, every other key in ``extra``, and provenance."""
 
     def _keys(self) -> frozenset[str]:
-        return _RAW_KEYS | {"extra", "source_file", "source_line"}
+        return _RAW_KEYS
 
     def _add(self, row: dict[str, Any], ctx: RowContext) -> tuple[dict[str, Any], Any]:
-        self.scalars.add(row, ctx, _RAW_KEYS)
+        self.scalars.add(row, ctx)
         rest = {k: v for k, v in row.items() if k not in _RAW_KEYS}
         self.scalars.set("extra", normalize.JSON_ENCODER.encode(rest) if rest else None)
         self.scalars.set("source_file", ctx.source)

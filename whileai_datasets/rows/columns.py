@@ -229,54 +229,79 @@ def _bad_role(ctx: RowContext, path: str, role: Any) -> None:
 
 
 class ScalarColumns:
-    """The carried scalar / Json columns of a chunk: one list per column,
-    filled only up to the last row that carries the key (padded at the end)."""
+    """The carried scalar / Json columns of a chunk.
 
-    __slots__ = ("kinds", "fast", "keys", "values", "n")
+    Each row's values are taken in one C-level pass (``map(row.get, keys)``)
+    and kept as a tuple; columns are the transposed tuples. A row is checked
+    value by value (``normalize.typed_value``: the error names the row and
+    key) only when its *type signature*, the tuple of its values' types, has
+    not been seen valid before: rows of one file mostly share a handful of
+    signatures, so almost every row costs two ``map`` calls and a set lookup.
+    Json values are encoded column by column when the table is built."""
+
+    __slots__ = ("kinds", "allowed", "keys", "names", "rows", "extra", "valid", "n", "_list_keys")
 
     def __init__(self, kinds: dict[str, str], fast: dict[str, tuple[type, ...]], keys: Iterable[str]) -> None:
         self.kinds = kinds
-        self.fast = fast
         self.keys = frozenset(keys)
-        self.values: dict[str, list[Any]] = {key: [] for key in self.keys}
+        #: the columns taken from the row, in a fixed order
+        self.names = tuple(sorted(self.keys))
+        self.allowed = {k: frozenset(fast[k]) | {type(None)} for k in self.names if k in fast}
+        #: keys whose values need more than a type check (lists of numbers)
+        self._list_keys = frozenset(k for k in self.names if kinds[k].startswith("list<"))
+        self.rows: list[tuple[Any, ...]] = []
+        #: columns set by the chunk itself (``set``), not taken from the row
+        self.extra: dict[str, list[Any]] = {}
+        self.valid: set[tuple[type, ...]] = set()
         self.n = 0
 
-    def add(self, row: dict[str, Any], ctx: RowContext, keys: frozenset[str] | None = None) -> None:
-        """Take ``keys`` (all this chunk's keys by default) from ``row``; call
-        ``end_row`` once the row is complete. Plain scalars of the right type
-        pass straight through; everything else (Json, lists, a wrong type to
-        report) goes through ``typed_value``."""
-        n, values, fast = self.n, self.values, self.fast
-        for key in (keys or self.keys).intersection(row):
-            value = row[key]
+    def add(self, row: dict[str, Any], ctx: RowContext) -> None:
+        """Take this chunk's keys from ``row`` (checked); ``end_row`` once the row is complete."""
+        values = tuple(map(row.get, self.names))
+        signature = tuple(map(type, values))
+        if signature not in self.valid:
+            self._check(values, signature, ctx)
+        self.rows.append(values)
+
+    def _check(self, values: tuple[Any, ...], signature: tuple[type, ...], ctx: RowContext) -> None:
+        """Each value against its column's type (``typed_value`` raises with
+        the row and key); a signature of plain valid types is remembered."""
+        cacheable = True
+        for key, value in zip(self.names, values):
             if value is None:
                 continue
-            if type(value) not in fast.get(key, ()):
-                value = normalize.typed_value(value, self.kinds[key], ctx, key)
-            column = values[key]
-            if len(column) < n:
-                column.extend([None] * (n - len(column)))
-            column.append(value)
+            allowed = self.allowed.get(key)
+            if allowed is not None and type(value) in allowed:
+                continue
+            normalize.typed_value(value, self.kinds[key], ctx, key)
+            cacheable = cacheable and key not in self._list_keys
+        if cacheable:
+            self.valid.add(signature)
 
     def set(self, key: str, value: Any) -> None:
-        """Set one column of the current row."""
-        column = self.values[key]
-        if len(column) < self.n:
-            column.extend([None] * (self.n - len(column)))
-        column.append(value)
+        """Set a column the chunk computes (not taken from the row) for the current row."""
+        self.extra.setdefault(key, []).append(value)
 
     def end_row(self) -> None:
         self.n += 1
 
     def truncate(self) -> None:
         """Drop what the current (failed) row put in."""
-        for column in self.values.values():
+        del self.rows[self.n :]
+        for column in self.extra.values():
             del column[self.n :]
 
     def array(self, key: str, arrow_type: pa.DataType) -> pa.Array:
-        column = self.values[key]
-        if not column:
+        if key in self.extra:
+            return pa.array(self.extra[key], arrow_type)
+        if not self.rows:
             return pa.nulls(self.n, arrow_type)
-        if len(column) < self.n:
-            column.extend([None] * (self.n - len(column)))
+        index = self.names.index(key)
+        column = [values[index] for values in self.rows]
+        if self.kinds[key] == "json":
+            encode = normalize.JSON_ENCODER.encode
+            column = [None if v is None else encode(v) for v in column]
         return pa.array(column, arrow_type)
+
+    def has(self, key: str) -> bool:
+        return key in self.extra or key in self.keys

@@ -34,41 +34,43 @@ def norm(text: Any) -> str:
 
 def needles(privileged: Any, min_len: int) -> list[tuple[str, str]]:
     """``(field path, normalized text)`` of every string in the block at
-    least ``min_len`` characters long."""
+    least ``min_len`` characters long, depth first in key order."""
     if not isinstance(privileged, dict):
         return []
     found: list[tuple[str, str]] = []
-
-    def walk(path: str, value: Any) -> None:
-        if isinstance(value, dict):
-            for key, item in value.items():
-                walk(f"{path}.{key}", item)
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                walk(path, item)
-        elif isinstance(value, str):
-            text = norm(value)
-            if len(text) >= min_len:
-                found.append((path, text))
-
     for key in LEAK_KEYS:
-        if privileged.get(key):
-            walk(key, privileged[key])
+        value = privileged.get(key)
+        if value:
+            _walk(key, value, min_len, found)
     return found
+
+
+def _walk(path: str, value: Any, min_len: int, found: list[tuple[str, str]]) -> None:
+    if isinstance(value, str):
+        text = " ".join(value.split()).lower()
+        if len(text) >= min_len:
+            found.append((path, text))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _walk(f"{path}.{key}", item, min_len, found)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _walk(path, item, min_len, found)
 
 
 def assistant_text(row: dict[str, Any], turns: Sequence[dict[str, Any]] | None = None) -> str:
     """The final reply and every assistant turn, lowercased. ``turns`` is the
     conversation already rebuilt from this very row's steps, when the caller
     has it (the builder does)."""
-    parts = [str(row.get("final_text") or "")]
     messages = row.get("messages")
     if isinstance(messages, list) and messages:
         turns = [m for m in messages if isinstance(m, dict)]
     elif turns is None:
         turns = conversation(row)
+    # a role compares equal to "assistant" exactly when whileai's str(role or "") does (JSON values)
+    parts = [str(row.get("final_text") or "")]
     for message in turns:
-        if str(message.get("role") or "") == "assistant":
+        if message.get("role") == "assistant":
             parts.extend(spoken_texts(message))  # text, text parts and reasoning
     return "\n".join(p for p in parts if p).lower()
 

@@ -1,0 +1,185 @@
+"""A byte range of a plain JSONL file parsed by worker processes, tables in order.
+
+The range is cut into pieces at line starts. This process counts the lines
+before each piece (a bytes scan, ``reader.count_lines``) so every worker
+numbers its lines exactly; workers parse and normalize their pieces into
+canonical tables and hand them back with the rows they skipped and the leak
+facts they took; this process yields the tables, and merges the reports, in
+file order. So rows, their order, line numbers and errors are those of a
+single-process read: a bad row raises where it would have, after every table
+before it. At most ``workers + 1`` pieces are in flight, so memory stays at a
+few pieces per process however large the file is.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from whileai_datasets.rows.canonical import Normalizer, Options
+from whileai_datasets.rows.leaks import LeakScan
+from whileai_datasets.rows.reader import (
+    BadRows,
+    LinePosition,
+    count_lines,
+    iter_jsonl_rows,
+    iter_line_range,
+    iter_tables,
+    line_start_at_or_after,
+)
+
+#: A range at least this large is parsed by worker processes unless told otherwise.
+AUTO_MIN_BYTES = 16 << 20
+#: Pieces are at most this large (and at least PIECE_MIN_BYTES), about four per worker and range.
+PIECE_MAX_BYTES = 8 << 20
+PIECE_MIN_BYTES = 64 << 10
+#: Worker processes used by default: one per available core, at most this many.
+MAX_AUTO_WORKERS = 4
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def resolve_workers(requested: int | None, size: int) -> int:
+    """Worker processes for a range of ``size`` bytes: ``requested`` when
+    given (0 and 1 parse in this process), else one per core (at most
+    ``MAX_AUTO_WORKERS``) for a range of at least ``AUTO_MIN_BYTES``."""
+    if requested is not None:
+        return max(1, requested)
+    if size < AUTO_MIN_BYTES:
+        return 1
+    return max(1, min(available_cores(), MAX_AUTO_WORKERS))
+
+
+@dataclass(frozen=True)
+class Job:
+    """What a worker needs to parse one piece."""
+
+    path: str
+    source: str
+    start: int
+    end: int
+    line: int
+    row: int
+    config: str
+    options: Options
+    chunk_rows: int
+    on_bad_row: str
+    leaks: bool
+
+
+@dataclass
+class Piece:
+    """A parsed piece: its tables and what it reports."""
+
+    tables: list[pa.Table]
+    bad: dict[str, Any]
+    leaks: dict[str, Any] | None
+
+
+_NORMALIZERS: dict[tuple[str, Options], Normalizer] = {}
+
+
+def parse_piece(job: Job) -> Piece:
+    """Parse one piece in a worker (also callable in process)."""
+    key = (job.config, job.options)
+    normalizer = _NORMALIZERS.get(key)
+    if normalizer is None:
+        normalizer = _NORMALIZERS[key] = Normalizer(job.config, job.options)
+    bad = BadRows()
+    leaks = LeakScan() if job.leaks else None
+    position = LinePosition(job.start, job.line, job.row)
+    with open(job.path, "rb") as handle:
+        rows = iter_jsonl_rows(iter_line_range(handle, position, job.end), job.source, position)
+        tables = list(
+            iter_tables(rows, normalizer, chunk_rows=job.chunk_rows, on_bad_row=job.on_bad_row, bad=bad, leaks=leaks)
+        )
+    return Piece(tables, bad.to_dict(), leaks.state() if leaks is not None else None)
+
+
+def _context() -> Any:
+    """``fork`` where it is safe and cheap (Linux, Python < 3.12, which
+    warns when a threaded process forks); else ``forkserver`` or ``spawn``."""
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and sys.version_info < (3, 12):
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+class RangeReader:
+    """Parses byte ranges of plain JSONL files with a pool of ``workers``
+    processes, started on first use; ``close()`` stops them."""
+
+    def __init__(self, normalizer: Normalizer, *, workers: int, chunk_rows: int, on_bad_row: str) -> None:
+        self.normalizer = normalizer
+        self.workers = workers
+        self.chunk_rows = chunk_rows
+        self.on_bad_row = on_bad_row
+        self._pool: ProcessPoolExecutor | None = None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self) -> RangeReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def tables(
+        self, handle: Any, path: str, source: str, position: LinePosition, end: int, bad: BadRows, leaks: LeakScan | None
+    ) -> Iterator[pa.Table]:
+        """The canonical tables of the lines starting in ``[position.offset, end)``
+        of ``path`` (``handle`` is open on it), in order. Numbering continues
+        from ``position``, which, once exhausted, is left at the next line
+        start with the counts before it (as ``reader.iter_line_range``)."""
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=_context())
+        pending: list[Future[Piece]] = []
+        try:
+            for job in self._jobs(handle, path, source, position, end, leaks is not None):
+                pending.append(self._pool.submit(parse_piece, job))
+                if len(pending) > self.workers:
+                    yield from self._take(pending.pop(0), bad, leaks)
+            while pending:
+                yield from self._take(pending.pop(0), bad, leaks)
+        finally:
+            for future in pending:
+                future.cancel()
+
+    @staticmethod
+    def _take(future: Future[Piece], bad: BadRows, leaks: LeakScan | None) -> Iterator[pa.Table]:
+        piece = future.result()
+        bad.merge(piece.bad)
+        if leaks is not None and piece.leaks is not None:
+            leaks.merge(piece.leaks)
+        yield from piece.tables
+
+    def _jobs(self, handle: Any, path: str, source: str, position: LinePosition, end: int, leaks: bool) -> Iterator[Job]:
+        """One job per piece, each with the lines and rows before it; leaves
+        ``position`` at ``end``'s line start."""
+        size = max(PIECE_MIN_BYTES, min(PIECE_MAX_BYTES, (end - position.offset) // (4 * self.workers) + 1))
+        start = position.offset
+        while start < end:
+            # a line start: the lines starting in [start, stop) are this piece's
+            stop = line_start_at_or_after(handle, min(start + size, end))
+            yield Job(
+                path, source, start, stop, position.line, position.row, self.normalizer.config_name,
+                self.normalizer.options, self.chunk_rows, self.on_bad_row, leaks,
+            )
+            lines, rows = count_lines(handle, start, stop)
+            position.offset, position.line, position.row = stop, position.line + lines, position.row + rows
+            start = stop
