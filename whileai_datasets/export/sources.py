@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from whileai_datasets.errors import ExportFormatError
 from whileai_datasets.rows.canonical import Normalizer, Options
+from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.normalize import RowContext
 from whileai_datasets.rows.reader import BadRows, iter_tables
 from whileai_datasets.transforms import _arrow, gates
@@ -67,7 +68,7 @@ class Source:
         self.prepend = PrependSystem(self.system) if self.system and not self.path else None
         self.n_raw = len(self.dataset)
         if self.path:
-            self.leaks = gates.scan_path_leaks(self.path, self.n_raw)
+            self.leaks = path_leaks(self.dataset, self.path, self.n_raw)
         else:
             scan = gates.LeakScan()
             scan.n_rows, scan.exported = self.n_raw, "scenario_id" in self.dataset.column_names
@@ -163,6 +164,26 @@ def load_path(path: str, system: str) -> Any:
     if not os.path.exists(path):
         raise ExportFormatError("no such file", location=path, hint="Pass an existing JSONL or Parquet export.")
     return datasets.load_dataset("whileai/export", data_files=path, split="train", system_prompt=system or None)
+
+
+def path_leaks(ds: Any, path: str, n_rows: int) -> dict[str, Any]:
+    """The leak report of a path source: from the facts the builder took
+    while it read the rows (kept beside the dataset in the cache), or, for a
+    dataset prepared without them, by scanning the file's privileged lines."""
+    from whileai_datasets.builders.bad_rows import leak_facts
+
+    facts = leak_facts(ds)
+    if facts is None:
+        return gates.scan_path_leaks(path, n_rows)
+    scan = LeakScan()
+    scan.merge(facts)
+    if scan.n_rows != n_rows:
+        raise ExportFormatError(
+            f"the leak facts kept with the cached dataset cover {scan.n_rows} rows, the dataset has {n_rows}",
+            location=ds.cache_files[0]["filename"],
+            hint="The datasets cache is stale or was edited: load again with download_mode='force_redownload'.",
+        )
+    return scan.report()
 
 
 def canonical_dataset(ds: Any) -> Any:
