@@ -1,12 +1,14 @@
-"""Loading a whileai export: our builder (one process, and num_proc=2 over the
-byte-range shards of the one big file) vs load_dataset("json") vs an orjson parse.
+"""Loading a whileai export: our builder (its default: worker processes parse
+the one big file, one per core; parse_workers=1: this process only; num_proc=2:
+datasets' own jobs over the byte-range shards) vs load_dataset("json") vs an
+orjson parse of every line (the floor).
 
 Each measurement runs in a fresh subprocess (its own peak RSS, a cold datasets
 cache), alternating the methods so machine noise hits all of them alike; the
 report is the median per method and the ratios between them.
 
     python benchmarks/bench_builder.py --rows 100000 --repeat 3
-    python benchmarks/bench_builder.py --rows 1000000 --methods builder   # peak RSS at 1M rows
+    python benchmarks/bench_builder.py --rows 1000000 --repeat 1 --methods builder   # peak RSS at 1M rows
 """
 
 from __future__ import annotations
@@ -26,6 +28,20 @@ CHILD = r"""
 import json, os, resource, sys, tempfile, time
 method, path = sys.argv[1], sys.argv[2]
 os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
+import threading
+import psutil
+total_peak = 0
+def sample():  # the RSS of this process and all its workers together, every 0.1 s
+    global total_peak
+    me = psutil.Process()
+    while True:
+        try:
+            total = me.memory_info().rss + sum(c.memory_info().rss for c in me.children(recursive=True))
+        except psutil.Error:
+            continue
+        total_peak = max(total_peak, total)
+        time.sleep(0.1)
+threading.Thread(target=sample, daemon=True).start()
 start = time.perf_counter()
 rows = 0
 if method == "orjson":
@@ -40,7 +56,7 @@ else:
     cache = tempfile.mkdtemp()
     name = "json" if method == "json" else "whileai/export"
     # builder_np2: the default shard_bytes (64 MiB) splits the one file into shards for two workers
-    extra = {"num_proc": 2} if method == "builder_np2" else {}
+    extra = {"num_proc": 2} if method == "builder_np2" else {"parse_workers": 1} if method == "builder_1p" else {}
     ds = datasets.load_dataset(name, data_files=path, split="train", cache_dir=cache, **extra)
     rows = ds.num_rows
 seconds = time.perf_counter() - start
@@ -55,10 +71,11 @@ if method != "orjson":
     import shutil
     shutil.rmtree(cache, ignore_errors=True)  # a few hundred MB per run
 print(json.dumps({"method": method, "rows": rows, "seconds": seconds, "peak_rss_mb": peak, "worker_rss_mb": worker,
-                  "cpu_seconds": cpu}))
+                  "cpu_seconds": cpu, "total_peak_mb": total_peak / 2**20}))
 """
 
-METHODS = ("builder", "builder_np2", "json", "orjson")
+METHODS = ("builder", "builder_1p", "json", "orjson")
+OPTIONAL_METHODS = ("builder_np2",)
 
 
 def measure(method: str, path: Path) -> dict[str, float]:
@@ -73,7 +90,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of %(default)s")
+    parser.add_argument(
+        "--methods", default=",".join(METHODS), help="comma-separated, from %(default)s," + ",".join(OPTIONAL_METHODS)
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
     methods = [m for m in args.methods.split(",") if m]
@@ -90,6 +109,8 @@ def main() -> None:
             "peak_rss_mb": max(r["peak_rss_mb"] for r in rs),
             "worker_rss_mb": max(r.get("worker_rss_mb", 0.0) for r in rs),
             "cpu_seconds": statistics.median(r.get("cpu_seconds", 0.0) for r in rs),
+            "total_peak_mb": max(r.get("total_peak_mb", 0.0) for r in rs),
+            "all_seconds": [round(r["seconds"], 2) for r in rs],
             "rows": rs[0]["rows"],
         }
         for m, rs in runs.items()
@@ -101,6 +122,8 @@ def main() -> None:
         ratios["builder_over_builder_np2"] = summary["builder"]["seconds"] / summary["builder_np2"]["seconds"]
     if "builder_np2" in summary and "json" in summary:
         ratios["json_over_builder_np2"] = summary["json"]["seconds"] / summary["builder_np2"]["seconds"]
+    if "builder" in summary and "builder_1p" in summary:
+        ratios["builder_1p_over_builder"] = summary["builder_1p"]["seconds"] / summary["builder"]["seconds"]
     if "builder" in summary and "orjson" in summary:
         ratios["builder_over_orjson_floor"] = summary["builder"]["seconds"] / summary["orjson"]["seconds"]
     report = {"rows": args.rows, "file_mb": round(size_mb, 1), "repeat": args.repeat, "methods": summary, "ratios": ratios}
@@ -108,18 +131,19 @@ def main() -> None:
         print(json.dumps(report, indent=2))
         return
     print(f"load {args.rows:,} whileai rows ({size_mb:.0f} MB JSONL), median of {args.repeat}, fresh process and cache each")
-    print(f"  {'method':<42} {'seconds':>8} {'CPU s':>7} {'rows/s':>10} {'peak RSS':>10}")
+    print(f"  {'method':<42} {'seconds':>8} {'CPU s':>7} {'rows/s':>10} {'peak RSS':>10} {'all processes':>14}")
     labels = {
         "builder": 'load_dataset("whileai/export")',
+        "builder_1p": 'load_dataset("whileai/export", parse_workers=1)',
         "builder_np2": 'load_dataset("whileai/export", num_proc=2)',
         "json": 'load_dataset("json")',
         "orjson": "orjson parse (floor)",
     }
     for m, s in summary.items():
-        workers = f"  (+ {s['worker_rss_mb']:.0f} MB per worker)" if m == "builder_np2" else ""
+        workers = f"  (+ {s['worker_rss_mb']:.0f} MB per worker)" if m in ("builder", "builder_np2") else ""
         print(
             f"  {labels[m]:<42} {s['seconds']:>8.2f} {s['cpu_seconds']:>7.2f} {s['rows'] / s['seconds']:>10,.0f}"
-            f" {s['peak_rss_mb']:>8.0f} MB{workers}"
+            f" {s['peak_rss_mb']:>8.0f} MB {s['total_peak_mb']:>11.0f} MB{workers}  runs {s['all_seconds']}"
         )
     for name, value in ratios.items():
         print(f"  {name.replace('_', ' ')}: {value:.2f}x")

@@ -122,6 +122,11 @@ class WhileaiExportConfig(datasets.BuilderConfig):
             ``num_proc`` is not given. ``None`` (the default): one per core,
             at most 4, for a file or shard of 16 MiB or more; 1 parses in
             this process. Left out of the cache key, like ``shard_bytes``.
+        leak_facts: Also take, from each raw row as it is read, what the
+            export's privileged-leak gate needs (``privileged`` is never a
+            column), and keep it beside the dataset (``default`` config
+            only). ``export_dataset`` on a path sets it; it costs about a
+            fifth of the parse, so a plain load leaves it off.
     """
 
     system_prompt: str | None = None
@@ -132,6 +137,7 @@ class WhileaiExportConfig(datasets.BuilderConfig):
     chunk_rows: int = DEFAULT_CHUNK_ROWS
     shard_bytes: int = DEFAULT_SHARD_BYTES
     parse_workers: int | None = None
+    leak_facts: bool = False
     features: datasets.Features | None = None
 
     def __post_init__(self) -> None:
@@ -202,7 +208,7 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         self.config.validate()
         self.bad_rows = BadRows()
         #: leak facts of the rows read (training rows only), for the export's leak gate
-        self.leaks = LeakScan() if self.config.name == "default" else None
+        self.leaks = LeakScan() if self.config.leak_facts and self.config.name == "default" else None
         #: bad rows already warned about while streaming
         self._warned_bad_rows = 0
         #: set while a prepare job runs: the split reports its bad rows, not the shards

@@ -163,7 +163,9 @@ def load_path(path: str, system: str) -> Any:
 
     if not os.path.exists(path):
         raise ExportFormatError("no such file", location=path, hint="Pass an existing JSONL or Parquet export.")
-    return datasets.load_dataset("whileai/export", data_files=path, split="train", system_prompt=system or None)
+    return datasets.load_dataset(
+        "whileai/export", data_files=path, split="train", system_prompt=system or None, leak_facts=True
+    )
 
 
 def path_leaks(ds: Any, path: str, n_rows: int) -> dict[str, Any]:

@@ -1,0 +1,170 @@
+"""Worker processes parse one plain JSONL file in pieces: same rows, order,
+line numbers, errors and bad-row reports as one process, and the leak facts
+the export needs are taken on the way, equal to whileai's report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import whileai_datasets
+from tests.conftest import DATA, read_jsonl, seeded_rows, write_jsonl
+from whileai_datasets import BadRowsWarning, ExportFormatError
+from whileai_datasets.builders.bad_rows import leak_facts
+from whileai_datasets.rows import parallel
+from whileai_datasets.rows.leaks import LeakScan
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[Any]:
+    """A few hundred rows of every shape (about 600 KB of JSONL: a dozen pieces for two workers)."""
+    out: list[Any] = seeded_rows(seed=2, mode="rl", repeats=3, budget=240)
+    for fixture in ("engine_multiturn.jsonl", "otel.jsonl", "messages_rows.jsonl", "platform_pull.jsonl"):
+        out[len(out) // 2 : len(out) // 2] = read_jsonl(DATA / fixture)
+    return out
+
+
+@pytest.fixture
+def lines(rows: list[Any]) -> list[str]:
+    # blank lines early on make line and row numbers differ
+    encoded = [json.dumps(row, ensure_ascii=False) for row in rows]
+    return [*encoded[:5], "", "  ", *encoded[5:]]
+
+
+@pytest.mark.parametrize("shard_bytes", [0, 100 << 10])
+def test_workers_give_the_rows_of_one_process_in_order(
+    tmp_path: Path, load: Any, lines: list[str], shard_bytes: int
+) -> None:
+    path = write_jsonl(tmp_path / "run.jsonl", lines)
+    one = load(path, parse_workers=1, cache_dir=str(tmp_path / "one"))
+    two = load(path, parse_workers=2, shard_bytes=shard_bytes, cache_dir=str(tmp_path / "two"))
+    assert two.num_rows == len(lines) - 2
+    assert list(two) == list(one)
+
+
+def test_raw_source_lines_stay_exact_across_pieces(tmp_path: Path, load: Any, lines: list[str]) -> None:
+    path = write_jsonl(tmp_path / "run.jsonl", lines)
+    ds = load(path, "raw", parse_workers=2)
+    expected = [i + 1 for i, line in enumerate(lines) if line.strip()]
+    assert [row["source_line"] for row in ds] == expected
+
+
+@pytest.mark.parametrize(
+    ("bad_line", "problem"),
+    [
+        ('{"prompt": "cut off', "not valid JSON"),
+        (json.dumps({"messages": [{"role": "Assistant", "content": "hi"}]}), r"messages\[0\]\.role: expected one of"),
+        (json.dumps({"prompt": "x", "reward": "high"}), r"reward: expected a number, got str"),
+    ],
+)
+def test_a_bad_line_in_a_later_piece_names_its_exact_line_and_row(
+    tmp_path: Path, load: Any, lines: list[str], bad_line: str, problem: str
+) -> None:
+    index = int(len(lines) * 0.8)
+    lines[index] = bad_line
+    path = write_jsonl(tmp_path / "run.jsonl", lines)
+    where = rf"run\.jsonl line {index + 1} \(row {index - 2}\)"
+    with pytest.raises(ExportFormatError, match=where) as one:
+        load(path, parse_workers=1, cache_dir=str(tmp_path / "one"))
+    with pytest.raises(ExportFormatError, match=where + ".*" + problem) as two:
+        load(path, parse_workers=2, cache_dir=str(tmp_path / "two"))
+    assert str(two.value) == str(one.value)
+
+
+def test_skip_mode_reports_equal_one_process(tmp_path: Path, load: Any, lines: list[str]) -> None:
+    bad = {i: "{oops" if i % 2 else '{"reward": true}' for i in range(10, len(lines), 41)}
+    path = write_jsonl(tmp_path / "run.jsonl", [bad.get(i, line) for i, line in enumerate(lines)])
+    with pytest.warns(BadRowsWarning, match=rf"skipped {len(bad)} bad row\(s\)") as warned_one:
+        one = load(path, parse_workers=1, on_bad_row="skip", cache_dir=str(tmp_path / "one"))
+    with pytest.warns(BadRowsWarning, match=rf"skipped {len(bad)} bad row\(s\)") as warned_two:
+        two = load(path, parse_workers=2, on_bad_row="skip", cache_dir=str(tmp_path / "two"))
+    assert len(warned_one) == len(warned_two) == 1
+    report = whileai_datasets.bad_rows(two)
+    assert report == whileai_datasets.bad_rows(one)
+    fields = {i: "" if i % 2 else ", reward" for i in bad}
+    assert report["locations"] == [f"run.jsonl line {i + 1} (row {i - 2}){fields[i]}" for i in sorted(bad)]
+    assert list(two) == list(one)
+
+
+def test_parse_workers_is_not_part_of_the_cache_key(tmp_path: Path, load: Any, lines: list[str]) -> None:
+    path = write_jsonl(tmp_path / "run.jsonl", lines)
+    two = load(path, parse_workers=2)
+    one = load(path, parse_workers=1)
+    assert one.cache_files == two.cache_files
+    lines[7] = json.dumps({"prompt": "changed", "final_text": "a changed file is read again"})
+    write_jsonl(path, lines)
+    changed = load(path, parse_workers=2)
+    assert changed.cache_files != two.cache_files
+    assert changed[5]["prompt"] == "changed"
+
+
+@pytest.mark.parametrize("value", [0, -2, "2", 1.5, True])
+def test_bad_parse_workers_are_refused(load: Any, value: Any) -> None:
+    with pytest.raises(ExportFormatError, match=r"parse_workers must be a whole number, 1 or more, or None, got"):
+        load(DATA / "otel.jsonl", parse_workers=value)
+
+
+def test_large_files_use_every_core_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel, "available_cores", lambda: 2)
+    assert parallel.resolve_workers(None, parallel.AUTO_MIN_BYTES - 1) == 1
+    assert parallel.resolve_workers(None, parallel.AUTO_MIN_BYTES) == 2
+    assert parallel.resolve_workers(1, 10 * parallel.AUTO_MIN_BYTES) == 1
+    monkeypatch.setattr(parallel, "available_cores", lambda: 64)
+    assert parallel.resolve_workers(None, parallel.AUTO_MIN_BYTES) == parallel.MAX_AUTO_WORKERS
+
+
+# ------------------------------------------------------------------ leak facts
+
+
+def _leak_report(ds: Any) -> dict[str, Any]:
+    facts = leak_facts(ds)
+    assert facts is not None
+    scan = LeakScan()
+    scan.merge(facts)
+    return scan.report()
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"parse_workers": 1}, {"parse_workers": 2}, {"shard_bytes": 100 << 10, "num_proc": 2}]
+)
+def test_leak_facts_equal_whileais_report(tmp_path: Path, load: Any, rows: list[Any], kwargs: dict[str, Any]) -> None:
+    from whileai.simulations.score.privileged import leak_report as theirs
+
+    leaky = [r for r in rows if "privileged" in r]
+    assert leaky  # the seeded rows carry their privileged block
+    # a reply that quotes it, past the first 20 leaked rows so the count and the kept list differ
+    quoting = {**leaky[0], "final_text": str(leaky[0]["privileged"]["reference"]).upper()}
+    data = [*rows, *[quoting] * 30]
+    path = write_jsonl(tmp_path / "run.jsonl", data)
+    ds = load(path, leak_facts=True, **kwargs)
+    expected = json.loads(json.dumps(dict(theirs(data))))
+    assert expected["n_leaked"] > 20
+    assert _leak_report(ds) == expected
+
+
+def test_a_plain_load_keeps_no_leak_facts(tmp_path: Path, load: Any, lines: list[str]) -> None:
+    path = write_jsonl(tmp_path / "run.jsonl", lines)
+    assert leak_facts(load(path)) is None
+
+
+def test_export_from_a_path_reads_the_source_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: list[Any]
+) -> None:
+    from whileai.simulations import export_dataset as theirs
+
+    from whileai_datasets.transforms import gates
+
+    def second_read(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the leak gate read the source again")
+
+    monkeypatch.setattr(gates, "scan_path_leaks", second_read)
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    path = write_jsonl(tmp_path / "run.jsonl", rows)
+    options: dict[str, Any] = {"unroll": True, "max_tool_output_chars": 200, "validate": False}
+    ours = whileai_datasets.export_dataset(str(path), str(tmp_path / "ours.jsonl"), **options)
+    reference = theirs(str(path), str(tmp_path / "theirs.jsonl"), **options)
+    assert ours["privileged_leaks"] == json.loads(json.dumps(dict(reference["privileged_leaks"])))
+    assert read_jsonl(tmp_path / "ours.jsonl") == read_jsonl(tmp_path / "theirs.jsonl")
