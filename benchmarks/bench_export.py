@@ -62,11 +62,28 @@ else:
         sys.exit(0)
 if os.path.exists(out):
     os.remove(out)
+import threading
+import psutil
+total_peak = 0
+def sample():  # the RSS of this process and any workers it started, together, every 0.1 s
+    global total_peak
+    me = psutil.Process()
+    while True:
+        try:
+            total = me.memory_info().rss + sum(c.memory_info().rss for c in me.children(recursive=True))
+        except psutil.Error:
+            continue
+        total_peak = max(total_peak, total)
+        time.sleep(0.1)
+threading.Thread(target=sample, daemon=True).start()
 start = time.perf_counter()
 report = export_dataset(source, out, **options)
 seconds = time.perf_counter() - start
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+cpu = sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+          for f in ("ru_utime", "ru_stime"))
 print(json.dumps({"seconds": seconds, "prepare_seconds": prepare, "peak_rss_mb": peak, "rows_out": report["n"],
+                  "total_peak_mb": total_peak / 2**20, "cpu_seconds": cpu,
                   "out_mb": os.path.getsize(out) / 1e6}))
 """
 
@@ -111,7 +128,7 @@ def main() -> None:
                     runs[(method, fmt)].append(result)
                     print(
                         f"  round {round_no + 1}/{args.repeat} {fmt} {method}: {result['seconds']:.2f} s, "
-                        f"{result['peak_rss_mb']:.0f} MB",
+                        f"{result['peak_rss_mb']:.0f} MB ({result['total_peak_mb']:.0f} MB with workers)",
                         file=sys.stderr,
                     )
     summary = {
@@ -120,6 +137,8 @@ def main() -> None:
             "all_seconds": [round(r["seconds"], 2) for r in rs],
             "prepare_seconds": statistics.median(r["prepare_seconds"] for r in rs),
             "peak_rss_mb": max(r["peak_rss_mb"] for r in rs),
+            "total_peak_mb": max(r["total_peak_mb"] for r in rs),
+            "cpu_seconds": statistics.median(r["cpu_seconds"] for r in rs),
             "rows_out": rs[0]["rows_out"],
             "out_mb": round(rs[0]["out_mb"], 1),
         }
@@ -146,12 +165,13 @@ def main() -> None:
         f"export {args.rows:,} whileai rows ({report['file_mb']:.0f} MB JSONL; unroll, strip_think, "
         f"max_tool_output_chars=200), median of {args.repeat}, fresh process each"
     )
-    print(f"  {'method/format':<22} {'seconds':>8} {'rows/s':>10} {'peak RSS':>10} {'speedup':>8}")
+    print(f"  {'method/format':<22} {'seconds':>8} {'CPU s':>7} {'rows/s':>10} {'peak RSS':>10} {'all procs':>10} {'speedup':>8}")
     for name, s in summary.items():
         ratio = ratios.get(name)
         print(
-            f"  {name:<22} {s['seconds']:>8.2f} {args.rows / s['seconds']:>10,.0f} {s['peak_rss_mb']:>8.0f} MB"
-            f" {'' if ratio is None else f'{ratio:>7.1f}x'}"
+            f"  {name:<22} {s['seconds']:>8.2f} {s['cpu_seconds']:>7.1f} {args.rows / s['seconds']:>10,.0f}"
+            f" {s['peak_rss_mb']:>8.0f} MB {s['total_peak_mb']:>7.0f} MB {'' if ratio is None else f'{ratio:>7.1f}x'}"
+            f"  runs {s['all_seconds']}"
         )
     loads = [s["prepare_seconds"] for n, s in summary.items() if n.startswith("ours_warm")]
     if loads:

@@ -11,9 +11,9 @@ count. Differences, on purpose:
   says so, as whileai's does for exported rows. ``system_prompt`` is prepended
   to its rows unless a row already opens with exactly that system message
   (the one the dataset was loaded with).
-* A path source is read by the ``whileai/export`` builder (cached by
-  ``datasets``: a second export of the same file skips parsing), and the leak
-  check reads only the lines that hold a ``privileged`` key.
+* A path source is read once, by the ``whileai/export`` builder (cached by
+  ``datasets``: a second export of the same file skips parsing), which takes
+  the leak check's facts from each raw row as it reads it (``leak_facts``).
 * ``output`` ending in ``.parquet`` writes Parquet (typed, with the
   ``datasets`` features); anything else writes JSONL.
 * Rows whileai would silently drop or mangle (a message with an unknown role,

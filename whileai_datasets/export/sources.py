@@ -28,7 +28,10 @@ from whileai_datasets.rows.normalize import RowContext
 from whileai_datasets.rows.reader import BadRows, iter_tables
 from whileai_datasets.transforms import _arrow, gates
 
-CHUNK_ROWS = 8192
+#: Source rows per export chunk. Two chunks are in the pipeline at a time, and an
+#: unrolled chunk's intermediate tables take a few hundred bytes per message: 2,048
+#: keeps a 100k-row export at 400 MB peak RSS where 8,192 took 840 MB, at the same CPU.
+CHUNK_ROWS = 2048
 KEY_COLUMNS = ("scenario_id", "prompt", "reward", "finish_reason")
 
 
