@@ -168,3 +168,31 @@ def test_export_from_a_path_reads_the_source_once(
     reference = theirs(str(path), str(tmp_path / "theirs.jsonl"), **options)
     assert ours["privileged_leaks"] == json.loads(json.dumps(dict(reference["privileged_leaks"])))
     assert read_jsonl(tmp_path / "ours.jsonl") == read_jsonl(tmp_path / "theirs.jsonl")
+
+
+def test_a_daemonic_process_parses_in_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing
+
+    monkeypatch.setattr(parallel, "available_cores", lambda: 2)
+    monkeypatch.setattr(multiprocessing.current_process(), "daemon", True)
+    assert parallel.resolve_workers(None, 10 * parallel.AUTO_MIN_BYTES) == 1
+
+
+def test_a_dead_worker_is_named_with_what_to_do(tmp_path: Path, lines: list[str]) -> None:
+    import os
+    import signal
+    from concurrent.futures.process import BrokenProcessPool
+
+    from whileai_datasets.rows.canonical import Normalizer, Options
+    from whileai_datasets.rows.reader import BadRows, LinePosition
+
+    path = write_jsonl(tmp_path / "run.jsonl", lines)
+    reader = parallel.RangeReader(Normalizer("default", Options()), workers=2, chunk_rows=100, on_bad_row="raise")
+    with reader, open(path, "rb") as handle:
+        tables = reader.tables(handle, str(path), "run.jsonl", LinePosition(), path.stat().st_size, BadRows(), None)
+        next(tables)
+        assert reader._pool is not None
+        for pid in list(reader._pool._processes):
+            os.kill(pid, signal.SIGKILL)
+        with pytest.raises(BrokenProcessPool, match=r"a worker process parsing the file died.*parse_workers=1"):
+            list(tables)

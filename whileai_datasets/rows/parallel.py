@@ -18,6 +18,7 @@ import os
 import sys
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,8 +58,8 @@ def resolve_workers(requested: int | None, size: int) -> int:
     ``MAX_AUTO_WORKERS``) for a range of at least ``AUTO_MIN_BYTES``."""
     if requested is not None:
         return max(1, requested)
-    if size < AUTO_MIN_BYTES:
-        return 1
+    if size < AUTO_MIN_BYTES or multiprocessing.current_process().daemon:
+        return 1  # a daemonic process (a pool's worker) may not start processes of its own
     return max(1, min(available_cores(), MAX_AUTO_WORKERS))
 
 
@@ -156,6 +157,11 @@ class RangeReader:
                     yield from self._take(pending.pop(0), bad, leaks)
             while pending:
                 yield from self._take(pending.pop(0), bad, leaks)
+        except BrokenProcessPool as err:
+            raise BrokenProcessPool(
+                f"a worker process parsing the file died ({err}); if the machine ran out of memory, "
+                "load with parse_workers=1 (one process) or a smaller chunk_rows"
+            ) from err
         finally:
             for future in pending:
                 future.cancel()
