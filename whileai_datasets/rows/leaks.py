@@ -52,7 +52,12 @@ def _walk(path: str, value: Any, min_len: int, found: list[tuple[str, str]]) -> 
             found.append((path, text))
     elif isinstance(value, dict):
         for key, item in value.items():
-            _walk(f"{path}.{key}", item, min_len, found)
+            if isinstance(item, str):  # the common leaf, without a call
+                text = " ".join(item.split()).lower()
+                if len(text) >= min_len:
+                    found.append((f"{path}.{key}", text))
+            else:
+                _walk(f"{path}.{key}", item, min_len, found)
     elif isinstance(value, (list, tuple)):
         for item in value:
             _walk(path, item, min_len, found)

@@ -180,7 +180,8 @@ def iter_jsonl_rows(
     row = position.row if position is not None else 0
     number = first
     for number, raw in enumerate(lines, first + 1):
-        if not raw.strip():
+        # blank: only whitespace (checked past the first byte only when that one is)
+        if not raw or raw[0] in _WHITESPACE and not raw.strip():
             continue
         ctx = RowContext(source, number, row)
         row += 1
