@@ -24,7 +24,11 @@ BUILDER_MODULE = "whileai_datasets.builders.whileai_export"
 #: Modules whose source decides what the builder writes.
 _HASHED_MODULES = (
     BUILDER_MODULE,
+    "whileai_datasets.builders.inputs",
     "whileai_datasets.rows.canonical",
+    "whileai_datasets.rows.columns",
+    "whileai_datasets.rows.leaks",
+    "whileai_datasets.rows.parallel",
     "whileai_datasets.rows.normalize",
     "whileai_datasets.rows.reader",
     "whileai_datasets.rows.schema",

@@ -34,6 +34,7 @@ from datasets.builder import Key
 from datasets.exceptions import DatasetGenerationError
 
 from whileai_datasets._typing import MASK_MODES, ON_BAD_ROW
+from whileai_datasets.builders import inputs
 from whileai_datasets.errors import ExportFormatError, WhileaiError
 from whileai_datasets.rows import parallel
 from whileai_datasets.rows.canonical import Normalizer, Options
@@ -67,31 +68,6 @@ ByteRange = tuple[int, int, int]
 
 class BadRowsWarning(UserWarning):
     """Rows were skipped under ``on_bad_row="skip"``."""
-
-
-def _load_tools(tools: Any) -> tuple[Any, ...] | None:
-    """``tools`` as given (a list) or read from a JSON file path."""
-    if tools is None:
-        return None
-    if isinstance(tools, (str, os.PathLike)):
-        path = os.fspath(tools)
-        try:
-            with open(path, encoding="utf-8") as handle:
-                tools = json.load(handle)
-        except OSError as err:
-            raise ExportFormatError(
-                f"cannot read the tools file ({err.strerror})", location=path, hint="Pass a list or an existing JSON file."
-            ) from err
-        except ValueError as err:
-            raise ExportFormatError(
-                f"the tools file is not valid JSON ({err})", location=path, hint="It must hold a JSON list of tool schemas."
-            ) from err
-    if not isinstance(tools, (list, tuple)):
-        raise ExportFormatError(
-            f"tools must be a list of tool schemas or a path to a JSON file, got {type(tools).__name__}",
-            hint="Pass tools=[{...}, ...] or tools='tools.json'.",
-        )
-    return tuple(tools)
 
 
 @dataclass
@@ -171,7 +147,7 @@ class WhileaiExportConfig(datasets.BuilderConfig):
                 f"parse_workers must be a whole number, 1 or more, or None, got {workers!r}",
                 hint="Pass e.g. parse_workers=2, 1 to parse in this process, or None for one per core.",
             )
-        self.tools = _load_tools(self.tools)
+        self.tools = inputs.load_tools(self.tools)
 
     def create_config_id(self, config_kwargs: dict[str, Any], custom_features: datasets.Features | None = None) -> str:
         # The cache key follows what the tools file holds, not its path.
@@ -180,7 +156,7 @@ class WhileaiExportConfig(datasets.BuilderConfig):
         kwargs.pop("shard_bytes", None)
         kwargs.pop("parse_workers", None)
         if "tools" in kwargs:
-            kwargs["tools"] = json.dumps(_load_tools(kwargs["tools"]), sort_keys=True)
+            kwargs["tools"] = json.dumps(inputs.load_tools(kwargs["tools"]), sort_keys=True)
         return super().create_config_id(kwargs, custom_features)
 
     def options(self) -> Options:
@@ -217,6 +193,8 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         self._line_marks: dict[tuple[str, int, int], dict[int, tuple[int, int]]] = {}
         #: num_proc of the download_and_prepare running, for dealing shards out evenly
         self._jobs = 1
+        #: the parse workers of the table generation running (started on first use)
+        self._range_reader: parallel.RangeReader | None = None
 
     def _download_and_prepare(self, *args: Any, **kwargs: Any) -> None:
         # datasets wraps every generation error in DatasetGenerationError("An
@@ -245,7 +223,7 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
             )
         for split, given in self.config.data_files.items():
             for name in given:
-                _check_extension(str(name), split)
+                inputs.check_extension(str(name), split)
         dl_manager.download_config.extract_on_the_fly = True
         base_files = dl_manager.download(self.config.data_files)
         extracted = dl_manager.extract(base_files)
@@ -277,7 +255,7 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         if size <= limit:
             return [None]
         with open(file, "rb") as handle:
-            if _is_parquet(original, handle):
+            if inputs.is_parquet(original, handle):
                 return [None]
         count = -(-size // limit)
         count = -(-count // self._jobs) * self._jobs
@@ -297,40 +275,11 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         self, files: list[str], originals: list[str], ranges: list[ByteRange | None]
     ) -> Iterator[tuple[Key, pa.Table]]:
         normalizer = Normalizer(self.config.name, self.config.options())
-        config = self.config
-        reader = None
         try:
             for shard, (file, original, byte_range) in enumerate(zip(files, originals, ranges)):
                 name = os.path.basename(str(original).split("::")[-1])
                 with open(file, "rb") as handle:
-                    position = None
-                    if byte_range is None and _is_parquet(str(original), handle):
-                        rows = iter_parquet_rows(handle, name, config.chunk_rows)
-                        tables = iter_tables(
-                            rows, normalizer, chunk_rows=config.chunk_rows, on_bad_row=config.on_bad_row,
-                            bad=self.bad_rows, leaks=self.leaks,
-                        )
-                    else:
-                        if byte_range is not None:
-                            position = self._position_before(handle, file, byte_range[0])
-                            end = byte_range[1]
-                        else:
-                            position, end = LinePosition(), _plain_size(file)
-                        workers = parallel.resolve_workers(
-                            config.parse_workers if self._jobs == 1 else 1, end - position.offset if end else 0
-                        )
-                        if end and workers > 1:
-                            if reader is None:
-                                reader = parallel.RangeReader(
-                                    normalizer, workers=workers, chunk_rows=config.chunk_rows, on_bad_row=config.on_bad_row
-                                )
-                            tables = reader.tables(handle, file, name, position, end, self.bad_rows, self.leaks)
-                        else:
-                            lines = handle if byte_range is None else iter_line_range(handle, position, end)
-                            tables = iter_tables(
-                                iter_jsonl_rows(lines, name, position), normalizer, chunk_rows=config.chunk_rows,
-                                on_bad_row=config.on_bad_row, bad=self.bad_rows, leaks=self.leaks,
-                            )
+                    tables, position = self._shard_tables(handle, file, str(original), name, byte_range, normalizer)
                     for index, table in enumerate(tables):
                         yield Key(shard, index), table
                 if byte_range is not None and position is not None:
@@ -340,8 +289,40 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                 if not self._preparing and at_file_end:
                     self._warn_streamed_bad_rows()
         finally:
-            if reader is not None:
-                reader.close()
+            if self._range_reader is not None:
+                self._range_reader.close()
+                self._range_reader = None
+
+    def _shard_tables(
+        self, handle: Any, file: str, original: str, name: str, byte_range: ByteRange | None, normalizer: Normalizer
+    ) -> tuple[Iterator[pa.Table], LinePosition | None]:
+        """One shard's canonical tables, and the position its line numbers
+        run on from (None for Parquet). A plain JSONL shard large enough goes
+        to the parse workers (``parse_workers``) unless datasets' ``num_proc``
+        jobs already run in parallel."""
+        config = self.config
+
+        def canonical(rows: Iterator[Any]) -> Iterator[pa.Table]:
+            return iter_tables(
+                rows, normalizer, chunk_rows=config.chunk_rows, on_bad_row=config.on_bad_row,
+                bad=self.bad_rows, leaks=self.leaks,
+            )
+
+        if byte_range is None and inputs.is_parquet(original, handle):
+            return canonical(iter_parquet_rows(handle, name, config.chunk_rows)), None
+        if byte_range is not None:
+            position, end = self._position_before(handle, file, byte_range[0]), byte_range[1]
+        else:
+            position, end = LinePosition(), inputs.plain_size(file)  # 0: compressed or remote
+        workers = parallel.resolve_workers(config.parse_workers if self._jobs == 1 else 1, end - position.offset)
+        if end and workers > 1:
+            if self._range_reader is None:
+                self._range_reader = parallel.RangeReader(
+                    normalizer, workers=workers, chunk_rows=config.chunk_rows, on_bad_row=config.on_bad_row
+                )
+            return self._range_reader.tables(handle, file, name, position, end, self.bad_rows, self.leaks), position
+        lines = handle if byte_range is None else iter_line_range(handle, position, end)
+        return canonical(iter_jsonl_rows(lines, name, position)), position
 
     def _line_marks_of(self, file: str) -> dict[int, tuple[int, int]]:
         stat = os.stat(file)
@@ -380,7 +361,7 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         if not os.path.isdir(self._output_dir):
             return
         if self.leaks is not None:
-            _update_json(os.path.join(self._output_dir, LEAKS_FILE), {split_generator.name: self.leaks.state()})
+            inputs.update_json(os.path.join(self._output_dir, LEAKS_FILE), {split_generator.name: self.leaks.state()})
         if self.bad_rows.count > before:
             self._warn_bad_rows()
             with open(os.path.join(self._output_dir, BAD_ROWS_FILE), "w", encoding="utf-8") as handle:
@@ -420,56 +401,3 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
             BadRowsWarning,
             stacklevel=3,
         )
-
-
-_DATA_SUFFIXES = (".jsonl", ".json", ".ndjson", ".parquet")
-_COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".lz4")
-
-
-def _check_extension(file: str, split: str) -> None:
-    """Refuse files that cannot be whileai exports. ``datasets`` fills in
-    every file of the working directory when ``data_files`` is left out."""
-    name = file.split("::")[0].rsplit("/", 1)[-1].lower()
-    for suffix in _COMPRESSION_SUFFIXES:
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-    if not name.endswith(_DATA_SUFFIXES):
-        raise ExportFormatError(
-            f"{file!r} (split {split!r}) is not a whileai export: expected .jsonl, .json, .ndjson or .parquet,"
-            " optionally compressed",
-            hint='Pass data_files="run.jsonl" (or a dict of splits) to load_dataset("whileai/export", ...).',
-        )
-
-
-def _update_json(path: str, entries: dict[str, Any]) -> None:
-    """Add ``entries`` to the JSON object in ``path`` (created if missing)."""
-    data: dict[str, Any] = {}
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    data.update(entries)
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(data, handle)
-
-
-#: the first bytes of the compressions ``datasets`` extracts
-_COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd", b"\x04\x22\x4d\x18")
-
-
-def _plain_size(file: str) -> int:
-    """The size of ``file`` when it is a local, uncompressed file (so it can
-    be read by byte ranges), else 0."""
-    if "://" in file or "::" in file or not os.path.isfile(file):
-        return 0
-    with open(file, "rb") as probe:
-        head = probe.read(6)
-    return 0 if head.startswith(_COMPRESSED_MAGIC) else os.path.getsize(file)
-
-
-def _is_parquet(name: str, handle: Any) -> bool:
-    """Parquet by extension or by its magic bytes (``PAR1``)."""
-    if name.endswith(".parquet"):
-        return True
-    head = handle.read(4)
-    handle.seek(0)
-    return bool(head == b"PAR1")

@@ -75,7 +75,7 @@ def read_whileai(
         ExportFormatError: no such file, or a bad option. Bad rows fail the
             Ray job; the error text names the file and line.
     """
-    from whileai_datasets.builders.whileai_export import _load_tools
+    from whileai_datasets.builders.inputs import load_tools
 
     if config not in CONFIGS:
         raise ExportFormatError(
@@ -92,7 +92,7 @@ def read_whileai(
     paths = ray_source.expand_paths(source)
     options = Options(
         system_prompt=str(system_prompt or ""),
-        tools=_load_tools(tools),
+        tools=load_tools(tools),
         mask_mode=mask_mode,
         keep_message_keys=keep_message_keys,
     )

@@ -1,0 +1,89 @@
+"""What the builder checks and reads about its input files, and the small
+reports it writes beside a prepared dataset."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from whileai_datasets.errors import ExportFormatError
+
+
+def load_tools(tools: Any) -> tuple[Any, ...] | None:
+    """``tools`` as given (a list) or read from a JSON file path."""
+    if tools is None:
+        return None
+    if isinstance(tools, (str, os.PathLike)):
+        path = os.fspath(tools)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                tools = json.load(handle)
+        except OSError as err:
+            raise ExportFormatError(
+                f"cannot read the tools file ({err.strerror})", location=path, hint="Pass a list or an existing JSON file."
+            ) from err
+        except ValueError as err:
+            raise ExportFormatError(
+                f"the tools file is not valid JSON ({err})", location=path, hint="It must hold a JSON list of tool schemas."
+            ) from err
+    if not isinstance(tools, (list, tuple)):
+        raise ExportFormatError(
+            f"tools must be a list of tool schemas or a path to a JSON file, got {type(tools).__name__}",
+            hint="Pass tools=[{...}, ...] or tools='tools.json'.",
+        )
+    return tuple(tools)
+
+
+
+_DATA_SUFFIXES = (".jsonl", ".json", ".ndjson", ".parquet")
+_COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".lz4")
+
+
+def check_extension(file: str, split: str) -> None:
+    """Refuse files that cannot be whileai exports. ``datasets`` fills in
+    every file of the working directory when ``data_files`` is left out."""
+    name = file.split("::")[0].rsplit("/", 1)[-1].lower()
+    for suffix in _COMPRESSION_SUFFIXES:
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    if not name.endswith(_DATA_SUFFIXES):
+        raise ExportFormatError(
+            f"{file!r} (split {split!r}) is not a whileai export: expected .jsonl, .json, .ndjson or .parquet,"
+            " optionally compressed",
+            hint='Pass data_files="run.jsonl" (or a dict of splits) to load_dataset("whileai/export", ...).',
+        )
+
+
+def update_json(path: str, entries: dict[str, Any]) -> None:
+    """Add ``entries`` to the JSON object in ``path`` (created if missing)."""
+    data: dict[str, Any] = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    data.update(entries)
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
+
+
+#: the first bytes of the compressions ``datasets`` extracts
+_COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd", b"\x04\x22\x4d\x18")
+
+
+def plain_size(file: str) -> int:
+    """The size of ``file`` when it is a local, uncompressed file (so it can
+    be read by byte ranges), else 0."""
+    if "://" in file or "::" in file or not os.path.isfile(file):
+        return 0
+    with open(file, "rb") as probe:
+        head = probe.read(6)
+    return 0 if head.startswith(_COMPRESSED_MAGIC) else os.path.getsize(file)
+
+
+def is_parquet(name: str, handle: Any) -> bool:
+    """Parquet by extension or by its magic bytes (``PAR1``)."""
+    if name.endswith(".parquet"):
+        return True
+    head = handle.read(4)
+    handle.seek(0)
+    return bool(head == b"PAR1")
