@@ -28,20 +28,9 @@ CHILD = r"""
 import json, os, resource, sys, tempfile, time
 method, path = sys.argv[1], sys.argv[2]
 os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
-import threading
-import psutil
-total_peak = 0
-def sample():  # the RSS of this process and all its workers together, every 0.1 s
-    global total_peak
-    me = psutil.Process()
-    while True:
-        try:
-            total = me.memory_info().rss + sum(c.memory_info().rss for c in me.children(recursive=True))
-        except psutil.Error:
-            continue
-        total_peak = max(total_peak, total)
-        time.sleep(0.1)
-threading.Thread(target=sample, daemon=True).start()
+sys.path.insert(0, sys.argv[3])
+from benchmarks._memory import TotalPeak
+total = TotalPeak()
 start = time.perf_counter()
 rows = 0
 if method == "orjson":
@@ -71,7 +60,7 @@ if method != "orjson":
     import shutil
     shutil.rmtree(cache, ignore_errors=True)  # a few hundred MB per run
 print(json.dumps({"method": method, "rows": rows, "seconds": seconds, "peak_rss_mb": peak, "worker_rss_mb": worker,
-                  "cpu_seconds": cpu, "total_peak_mb": total_peak / 2**20}))
+                  "cpu_seconds": cpu, "total_peak_mb": total.mb}))
 """
 
 METHODS = ("builder", "builder_1p", "json", "orjson")
@@ -80,7 +69,7 @@ OPTIONAL_METHODS = ("builder_np2",)
 
 def measure(method: str, path: Path) -> dict[str, float]:
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, method, str(path)], check=True, capture_output=True, text=True, timeout=3600
+        [sys.executable, "-c", CHILD, method, str(path), str(Path(__file__).resolve().parent.parent)], check=True, capture_output=True, text=True, timeout=3600
     )
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return result

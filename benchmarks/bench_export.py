@@ -62,20 +62,8 @@ else:
         sys.exit(0)
 if os.path.exists(out):
     os.remove(out)
-import threading
-import psutil
-total_peak = 0
-def sample():  # the RSS of this process and any workers it started, together, every 0.1 s
-    global total_peak
-    me = psutil.Process()
-    while True:
-        try:
-            total = me.memory_info().rss + sum(c.memory_info().rss for c in me.children(recursive=True))
-        except psutil.Error:
-            continue
-        total_peak = max(total_peak, total)
-        time.sleep(0.1)
-threading.Thread(target=sample, daemon=True).start()
+from benchmarks._memory import TotalPeak
+total = TotalPeak()
 start = time.perf_counter()
 report = export_dataset(source, out, **options)
 seconds = time.perf_counter() - start
@@ -83,7 +71,7 @@ peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 cpu = sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
           for f in ("ru_utime", "ru_stime"))
 print(json.dumps({"seconds": seconds, "prepare_seconds": prepare, "peak_rss_mb": peak, "rows_out": report["n"],
-                  "total_peak_mb": total_peak / 2**20, "cpu_seconds": cpu,
+                  "total_peak_mb": total.mb, "cpu_seconds": cpu,
                   "out_mb": os.path.getsize(out) / 1e6}))
 """
 
