@@ -227,6 +227,7 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         dl_manager.download_config.extract_on_the_fly = True
         base_files = dl_manager.download(self.config.data_files)
         extracted = dl_manager.extract(base_files)
+        streaming = isinstance(dl_manager, datasets.StreamingDownloadManager)
         generators = []
         for split in extracted:
             # one entry per shard in each list (datasets deals the lists out to num_proc jobs, in order)
@@ -234,7 +235,7 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
             originals: list[str] = []
             ranges: list[ByteRange | None] = []
             for base, file, original in zip(base_files[split], extracted[split], self.config.data_files[split]):
-                for byte_range in self._byte_ranges(str(base), str(file), str(original)):
+                for byte_range in self._byte_ranges(str(base), str(file), str(original), streaming):
                     files.append(file)
                     originals.append(original)
                     ranges.append(byte_range)
@@ -243,16 +244,20 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
             )
         return generators
 
-    def _byte_ranges(self, downloaded: str, file: str, original: str) -> list[ByteRange | None]:
+    def _byte_ranges(self, downloaded: str, file: str, original: str, streaming: bool) -> list[ByteRange | None]:
         """``file``'s shards: equal byte ranges of at most ``shard_bytes``
         (a multiple of num_proc of them) for a local, uncompressed JSONL file
-        larger than that, else the whole file."""
+        larger than that, else the whole file. A file the parse workers read
+        while preparing is one shard: they cut it into pieces themselves, and
+        shards would make them wait for each other at every shard's end."""
         limit = self.config.shard_bytes
         # extraction left the path alone: not compressed (datasets also sniffs the magic bytes)
         if not limit or file != downloaded or "://" in file or "::" in file or not os.path.isfile(file):
             return [None]
         size = os.path.getsize(file)
         if size <= limit:
+            return [None]
+        if not streaming and self._jobs == 1 and parallel.resolve_workers(self.config.parse_workers, size) > 1:
             return [None]
         with open(file, "rb") as handle:
             if inputs.is_parquet(original, handle):
