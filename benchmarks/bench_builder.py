@@ -69,7 +69,11 @@ OPTIONAL_METHODS = ("builder_np2",)
 
 def measure(method: str, path: Path) -> dict[str, float]:
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, method, str(path), str(Path(__file__).resolve().parent.parent)], check=True, capture_output=True, text=True, timeout=3600
+        [sys.executable, "-c", CHILD, method, str(path), str(Path(__file__).resolve().parent.parent)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=3600,
     )
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return result

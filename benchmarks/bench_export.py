@@ -153,7 +153,10 @@ def main() -> None:
         f"export {args.rows:,} whileai rows ({report['file_mb']:.0f} MB JSONL; unroll, strip_think, "
         f"max_tool_output_chars=200), median of {args.repeat}, fresh process each"
     )
-    print(f"  {'method/format':<22} {'seconds':>8} {'CPU s':>7} {'rows/s':>10} {'peak RSS':>10} {'all procs':>10} {'speedup':>8}")
+    print(
+        f"  {'method/format':<22} {'seconds':>8} {'CPU s':>7} {'rows/s':>10} {'peak RSS':>10} {'all procs':>10}"
+        f" {'speedup':>8}"
+    )
     for name, s in summary.items():
         ratio = ratios.get(name)
         print(

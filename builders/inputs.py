@@ -21,11 +21,15 @@ def load_tools(tools: Any) -> tuple[Any, ...] | None:
                 tools = json.load(handle)
         except OSError as err:
             raise ExportFormatError(
-                f"cannot read the tools file ({err.strerror})", location=path, hint="Pass a list or an existing JSON file."
+                f"cannot read the tools file ({err.strerror})",
+                location=path,
+                hint="Pass a list or an existing JSON file.",
             ) from err
         except ValueError as err:
             raise ExportFormatError(
-                f"the tools file is not valid JSON ({err})", location=path, hint="It must hold a JSON list of tool schemas."
+                f"the tools file is not valid JSON ({err})",
+                location=path,
+                hint="It must hold a JSON list of tool schemas.",
             ) from err
     if not isinstance(tools, (list, tuple)):
         raise ExportFormatError(

@@ -135,7 +135,9 @@ class WhileaiExportConfig(datasets.BuilderConfig):
                 hint="Pick one of those.",
             )
         if self.chunk_rows < 1:
-            raise ExportFormatError(f"chunk_rows must be at least 1, got {self.chunk_rows}", hint="Pass a positive number.")
+            raise ExportFormatError(
+                f"chunk_rows must be at least 1, got {self.chunk_rows}", hint="Pass a positive number."
+            )
         if isinstance(self.shard_bytes, bool) or not isinstance(self.shard_bytes, int) or self.shard_bytes < 0:
             raise ExportFormatError(
                 f"shard_bytes must be a whole number of bytes, 0 or more, got {self.shard_bytes!r}",
@@ -240,7 +242,9 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                     originals.append(original)
                     ranges.append(byte_range)
             generators.append(
-                datasets.SplitGenerator(name=split, gen_kwargs={"files": files, "originals": originals, "ranges": ranges})
+                datasets.SplitGenerator(
+                    name=split, gen_kwargs={"files": files, "originals": originals, "ranges": ranges}
+                )
             )
         return generators
 

@@ -129,8 +129,10 @@ class Chunk:
         for fld in target:
             plain = storage_type(fld.type)
             array = built.get(fld.name)
-            if array is None:
-                array = self.scalars.array(fld.name, plain) if self.scalars.has(fld.name) else pa.nulls(self.num_rows, plain)
+            if array is None and self.scalars.has(fld.name):
+                array = self.scalars.array(fld.name, plain)
+            elif array is None:
+                array = pa.nulls(self.num_rows, plain)
             arrays.append(array if plain == fld.type else array.cast(fld.type))
         return pa.Table.from_arrays(arrays, schema=target)
 
@@ -205,7 +207,8 @@ class PreferenceChunk(Chunk):
     def _add(self, row: dict[str, Any], ctx: RowContext) -> tuple[dict[str, Any], Any]:
         pair = normalize.join_preference(row)
         for side in ("chosen", "rejected"):
-            self.lists[side].add(self._side(pair.get(side), ctx, side), system=self.options.system_prompt, ctx=ctx, column=side)
+            turns = self._side(pair.get(side), ctx, side)
+            self.lists[side].add(turns, system=self.options.system_prompt, ctx=ctx, column=side)
         if self.options.tools_json is None:
             own = pair.get("tools")
             self.tools.append(normalize.JSON_ENCODER.encode(own) if isinstance(own, list) and own else None)

@@ -101,7 +101,9 @@ class MessageColumns:
         for i, message in enumerate(messages):
             if type(message) is not dict:
                 raise ctx.error(
-                    f"{column}[{i}]", f"expected a message object, got {normalize.type_name(message)}", "Fix or drop the row."
+                    f"{column}[{i}]",
+                    f"expected a message object, got {normalize.type_name(message)}",
+                    "Fix or drop the row.",
                 )
             role = message.get("role")
             if role not in _ROLE_SET:
@@ -117,7 +119,9 @@ class MessageColumns:
                 calls = message.get("tool_calls")
                 if calls and type(calls) is not list:
                     raise ctx.error(
-                        f"{column}[{i}].tool_calls", f"expected a list, got {normalize.type_name(calls)}", "Fix the row."
+                        f"{column}[{i}].tool_calls",
+                        f"expected a list, got {normalize.type_name(calls)}",
+                        "Fix the row.",
                     )
                 if read is not None and read.calls:
                     calls = [*(calls or ()), *read.calls]

@@ -125,7 +125,9 @@ def parse_piece(job: Job) -> Piece:
     position = LinePosition(job.start, job.line, job.row)
     with open(job.path, "rb") as handle:
         rows = iter_jsonl_rows(iter_line_range(handle, position, job.end), job.source, position)
-        tables = iter_tables(rows, normalizer, chunk_rows=job.chunk_rows, on_bad_row=job.on_bad_row, bad=bad, leaks=leaks)
+        tables = iter_tables(
+            rows, normalizer, chunk_rows=job.chunk_rows, on_bad_row=job.on_bad_row, bad=bad, leaks=leaks
+        )
         written = _write_tables(job.output, tables)
     return Piece(job.output if written else None, bad.to_dict(), leaks.state() if leaks is not None else None)
 
@@ -201,7 +203,14 @@ class RangeReader:
         self.close()
 
     def tables(
-        self, handle: Any, path: str, source: str, position: LinePosition, end: int, bad: BadRows, leaks: LeakScan | None
+        self,
+        handle: Any,
+        path: str,
+        source: str,
+        position: LinePosition,
+        end: int,
+        bad: BadRows,
+        leaks: LeakScan | None,
     ) -> Iterator[pa.Table]:
         """The canonical tables of the lines starting in ``[position.offset, end)``
         of ``path`` (``handle`` is open on it), in order. Numbering continues
