@@ -196,3 +196,24 @@ def test_a_dead_worker_is_named_with_what_to_do(tmp_path: Path, lines: list[str]
             os.kill(pid, signal.SIGKILL)
         with pytest.raises(BrokenProcessPool, match=r"a worker process parsing the file died.*parse_workers=1"):
             list(tables)
+
+
+def test_pieces_go_to_the_temp_dir_when_shared_memory_is_small(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    class Small:
+        f_bavail, f_frsize = 16, 4096  # 64 KB free
+
+    monkeypatch.setattr(os, "statvfs", lambda path: Small())
+    assert parallel._scratch_root(2) is None
+
+
+def test_workers_hand_pieces_over_through_the_temp_dir_too(
+    tmp_path: Path, load: Any, lines: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_jsonl(tmp_path / "run.jsonl", lines)
+    one = load(path, parse_workers=1, cache_dir=str(tmp_path / "one"))
+    monkeypatch.setattr(parallel, "_scratch_root", lambda workers: str(tmp_path))
+    two = load(path, parse_workers=2, cache_dir=str(tmp_path / "two"))
+    assert list(two) == list(one)
+    assert not list(tmp_path.glob("whileai-parse-*"))  # removed once read

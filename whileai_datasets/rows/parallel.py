@@ -160,10 +160,16 @@ def _worker_start() -> None:
     gc.freeze()
 
 
-def _scratch_root() -> str | None:
-    """Where pieces are handed over: shared memory when there is some, else the temp dir."""
+def _scratch_root(workers: int) -> str | None:
+    """Where pieces are handed over: shared memory when it has room for the
+    pieces in flight (with a margin: a container's /dev/shm may be 64 MB),
+    else the temp dir (None)."""
     shm = "/dev/shm"
-    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+    if not (os.path.isdir(shm) and os.access(shm, os.W_OK)):
+        return None
+    stat = os.statvfs(shm)
+    room = stat.f_bavail * stat.f_frsize
+    return shm if room >= 4 * (workers + 2) * PIECE_MAX_BYTES else None
 
 
 def _context() -> Any:
@@ -217,7 +223,7 @@ class RangeReader:
         from ``position``, which, once exhausted, is left at the next line
         start with the counts before it (as ``reader.iter_line_range``)."""
         if self._scratch is None:
-            self._scratch = tempfile.mkdtemp(prefix="whileai-parse-", dir=_scratch_root())
+            self._scratch = tempfile.mkdtemp(prefix="whileai-parse-", dir=_scratch_root(self.workers))
         if self._pool is None:
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=_context(), initializer=_worker_start)
         pending: list[Future[Piece]] = []
