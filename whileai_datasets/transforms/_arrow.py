@@ -17,6 +17,7 @@ from whileai_datasets.errors import SchemaError
 from whileai_datasets.transforms._batches import TYPED_COLUMNS as TYPED_COLUMNS  # re-exported for the transforms
 from whileai_datasets.transforms._batches import _typed_array as _typed_array
 from whileai_datasets.transforms._batches import as_table as as_table
+from whileai_datasets.transforms._batches import is_one_example as is_one_example
 from whileai_datasets.transforms._batches import like as like
 from whileai_datasets.transforms._batches import storage_type as storage_type
 from whileai_datasets.transforms._batches import table_features as table_features
@@ -211,27 +212,12 @@ def to_numpy_bool(array: pa.Array) -> np.ndarray:
 
 def require_batched(batch: Any, transform: str) -> None:
     """Raise when ``datasets`` calls a row-count-changing transform one example at a time."""
-    if _looks_like_one_example(batch) or _called_unbatched():
+    if is_one_example(batch) or _called_unbatched():
         raise SchemaError(
             f"{transform} changes the number of rows, so it needs whole batches, but it was called with one example",
             location=f"Dataset.map({transform})",
             hint=f"Pass batched=True: ds.map({transform}, batched=True).",
         )
-
-
-def _looks_like_one_example(batch: Any) -> bool:
-    if isinstance(batch, (pa.Table, pa.RecordBatch)) or not isinstance(batch, Mapping):
-        return False
-    if type(batch).__name__ == "LazyRow":
-        return True
-    for name in ("messages", "chosen", "loss_mask"):
-        if name in batch:
-            value = batch[name]
-            if not isinstance(value, list):
-                return True
-            first = next((v for v in value if v is not None), None)
-            return not isinstance(first, list)
-    return any(not isinstance(v, list) for v in batch.values())
 
 
 def _called_unbatched(max_depth: int = 12) -> bool:

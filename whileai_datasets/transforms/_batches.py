@@ -5,6 +5,11 @@ lists ``datasets`` passes under plain formatting into one (encoding decoded
 messages back to their storage structs), and ``like`` turns the result back
 into the kind of batch that came in, with feature metadata so ``Dataset.map``
 keeps ``Message`` / ``TrlMessage`` decoding on the columns it wrote.
+
+``datasets``' default ``map`` (no ``batched=True``) passes one example, a
+``LazyRow`` or a plain dict of values: ``as_table`` makes it a one-row table
+and ``like`` hands one row back, so a row-preserving transform gives the same
+rows either way.
 """
 
 from __future__ import annotations
@@ -42,10 +47,29 @@ def as_table(batch: Batch) -> pa.Table:
             f"expected a pyarrow.Table or a dict of lists, got {type(batch).__name__}",
             hint="Call the transform through Dataset.map(..., batched=True).",
         )
+    one = is_one_example(batch)
     arrays = {}
     for name in batch.keys():
-        arrays[name] = _encode_column(name, list(batch[name]))
+        arrays[name] = _encode_column(name, [batch[name]] if one else list(batch[name]))
     return pa.table(arrays)
+
+
+def is_one_example(batch: Any) -> bool:
+    """Whether ``batch`` is one example (a ``LazyRow``, or a dict of values
+    rather than of lists) instead of a batch of them."""
+    if isinstance(batch, (pa.Table, pa.RecordBatch)) or not isinstance(batch, Mapping):
+        return False
+    kind = type(batch).__name__
+    if kind in ("LazyRow", "LazyBatch"):
+        return kind == "LazyRow"
+    for name in ("messages", "chosen", "loss_mask"):
+        if name in batch:
+            value = batch[name]
+            if not isinstance(value, list):
+                return True
+            first = next((v for v in value if v is not None), None)
+            return not isinstance(first, list)
+    return any(not isinstance(v, list) for v in batch.values())
 
 
 def like(batch: Batch, table: pa.Table, *, reshaped: bool = False) -> Batch:
@@ -53,16 +77,18 @@ def like(batch: Batch, table: pa.Table, *, reshaped: bool = False) -> Batch:
     decoded Python lists that ``datasets`` encodes again with the features).
 
     ``reshaped`` (a wire shape: columns dropped or retyped) returns the table to
-    ``Dataset.map`` even under plain formatting: ``datasets`` merges a dict
+    ``Dataset.map`` even under plain formatting (a one-row table for one example): ``datasets`` merges a dict
     with the input columns, so a dropped column would stay, and it infers
     types from Python values, so TRL's argument values would lose their
     feature. A table replaces the batch and keeps its features. So it does
     for messages with content parts (decoded, their column mixes text and
     lists, which ``datasets`` cannot infer an Arrow type for)."""
-    lazy = type(batch).__name__ == "LazyBatch"
+    lazy = type(batch).__name__ in ("LazyBatch", "LazyRow")  # LazyRow: one example (a one-row table)
     if isinstance(batch, (pa.Table, pa.RecordBatch)) or (lazy and (reshaped or _has_parts(table))):
         return with_features(table)
     features = table_features(table)
+    if is_one_example(batch):
+        return features.decode_example(table.to_pylist()[0])
     return features.decode_batch(table.to_pydict())
 
 
