@@ -65,13 +65,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> dict[str, Any]:
-    from whileai_datasets.export import exporters
+    from whileai_datasets.export import exporters, overwrite
 
+    # before anything is read: OUT must not be IN, the system prompt file or the tools file
+    ray = getattr(args, "engine", "local") == "ray"
+    overwrite.refuse_overwrite(args.output, [args.source, args.system_prompt_file, args.tools], directory=ray)
     system = args.system_prompt
     if args.system_prompt_file is not None:
         system = _read(args.system_prompt_file, "the system prompt file")
     tools = _tools(args.tools) if args.tools is not None else None
-    if getattr(args, "engine", "local") == "ray":
+    if ray:
         return ray_cli.run_ray_export(args, training_options(args, system, tools))
     if args.preference:
         pairs = _pairs(args.source)

@@ -112,7 +112,9 @@ def run(args: argparse.Namespace) -> int:
     from datasets import load_dataset
 
     import whileai_datasets  # noqa: F401
+    from whileai_datasets.export.overwrite import refuse_overwrite
 
+    refuse_overwrite(args.html, [args.source, args.tools, args.template])
     ds = load_dataset(
         "whileai/export", data_files=args.source, split="train", system_prompt=args.system_prompt,
         tools=args.tools, mask_mode=args.mask_mode,

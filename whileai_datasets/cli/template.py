@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from whileai_datasets.chat_template.template import ChatTemplate
-from whileai_datasets.errors import TemplateError
+from whileai_datasets.errors import ExportFormatError, TemplateError
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -43,6 +43,9 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _patch(args: argparse.Namespace, out: TextIO) -> int:
+    from whileai_datasets.export.overwrite import refuse_overwrite
+
+    refuse_overwrite(args.out, _template_files(Path(args.source)))
     template = ChatTemplate.from_file(args.source, variant=args.variant)
     patched = template.with_generation()
     target = patched.save(Path(args.out))
@@ -52,6 +55,13 @@ def _patch(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _template_files(source: Path) -> list[Path]:
+    """The files a template source may be read from (OUT must be none of them)."""
+    if source.is_dir():
+        return [source / name for name in ("chat_template.jinja", "chat_template.json", "tokenizer_config.json")]
+    return [source]
+
+
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Execute ``template inspect`` or ``template patch``; returns the exit status."""
     out, err = out or sys.stdout, err or sys.stderr
@@ -59,6 +69,6 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         if args.template_command == "inspect":
             return _inspect(args, out)
         return _patch(args, out)
-    except TemplateError as error:
+    except (TemplateError, ExportFormatError) as error:
         err.write(f"error: {error}\n")
         return 1

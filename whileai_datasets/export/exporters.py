@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from whileai_datasets.errors import ExportFormatError
-from whileai_datasets.export import pipeline, reports, sources
+from whileai_datasets.export import overwrite, pipeline, reports, sources
 from whileai_datasets.export import writer as export_writer
 from whileai_datasets.transforms import _arrow, gates, think, wire
 from whileai_datasets.transforms import groups as grouping
@@ -85,6 +85,8 @@ def export_training(
         ``privileged_leaks``, ``rewards``, and when they apply ``warnings``,
         ``no_completion_dropped``, ``path``, ``n_written``.
     Raises:
+        ExportFormatError: ``output`` is the source file (or its cache file),
+            however spelled or linked; refused before anything is read.
         ValueError: a bad ``format`` / ``mask_mode``, a gate refused the rows
             (``validate=True``), a row has no messages, or ``push_to`` without an output.
         PublishError: the Hub refused the upload (``push_to``).
@@ -122,6 +124,7 @@ def run_training(
 ) -> dict[str, Any]:
     """``export_training`` with a progress callback (source rows done per chunk)."""
     _check_options(options["format"], options["mask_mode"])
+    overwrite.refuse_overwrite(output, overwrite.input_paths(source))
     src = sources.Source(source, options["system_prompt"], options["tools"])
     dest = output or (sources.default_output(src.path) if src.path else None)
     if options.get("push_to") and not dest:
@@ -269,10 +272,12 @@ def export_preference(
         ``ties_dropped``, ``no_completion_dropped``, ``chosen_longer_frac``,
         ``first_turn_identical``, ``mean_margin``, ``warnings``, ``path``.
     Raises:
+        ExportFormatError: ``output`` is a cache file of a ``pairs`` dataset.
         ValueError: not pairs, a side with no messages, a gate refused the
             pairs, or (``validate=True``) no pair is left to write.
     """
     gates.check_format(format)
+    overwrite.refuse_overwrite(output, overwrite.input_paths(pairs))
     table, ties = _pair_table(pairs, str(system_prompt or ""), drop_ties)
     tools_json = json.dumps(list(tools), ensure_ascii=False) if tools else None
     table = _arrow.set_column(table, "tools", pa.array([tools_json] * table.num_rows, pa.string()).cast(pa.json_()))

@@ -15,7 +15,7 @@ import ray.data
 
 from whileai_datasets._typing import MASK_MODES
 from whileai_datasets.errors import ExportFormatError, WhileaiError
-from whileai_datasets.export import pipeline, reports
+from whileai_datasets.export import overwrite, pipeline, reports
 from whileai_datasets.ray_engine import output as ray_output
 from whileai_datasets.ray_engine import report as ray_report
 from whileai_datasets.ray_engine import source as ray_source
@@ -174,12 +174,14 @@ def export_training(
         messages, which is named by file and line.
     Raises:
         ExportFormatError: as ``export_dataset`` (bad rows, a refused gate),
-            or ``output`` is a file or a directory holding other files.
+            or ``output`` is a file or a directory holding other files, or it
+            (or its ``.tmp`` staging directory) is or contains an input.
     """
     from whileai_datasets.export import exporters
 
     exporters._check_options(format, mask_mode)
     paths = ray_source.expand_paths(source)
+    overwrite.refuse_overwrite(output, paths, directory=True)
     dest = ray_output.destination(os.fspath(output))
     tools_json = json.dumps(list(tools), ensure_ascii=False) if tools else None
     options: dict[str, Any] = {
