@@ -20,12 +20,14 @@ numbers stay exact. Compressed files and Parquet are one shard per file.
 from __future__ import annotations
 
 import glob
+import io
 import itertools
 import json
 import os
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import datasets
@@ -36,7 +38,7 @@ from datasets.exceptions import DatasetGenerationError
 from whileai_datasets._typing import MASK_MODES, ON_BAD_ROW
 from whileai_datasets.builders import inputs
 from whileai_datasets.errors import ExportFormatError, WhileaiError
-from whileai_datasets.rows import parallel
+from whileai_datasets.rows import parallel, read_errors
 from whileai_datasets.rows.canonical import Normalizer, Options
 from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.reader import (
@@ -287,10 +289,17 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         try:
             for shard, (file, original, byte_range) in enumerate(zip(files, originals, ranges)):
                 name = os.path.basename(str(original).split("::")[-1])
-                with open(file, "rb") as handle:
+                reopen = partial(open, file, "rb")
+                _refuse_cut_zstd(name, file, reopen)
+                skipped_before, rows_read = self.bad_rows.count, 0
+                with read_errors.read_failures(name, file, reopen), open(file, "rb") as opened:
+                    handle = _line_reader(opened)
                     tables, position = self._shard_tables(handle, file, str(original), name, byte_range, normalizer)
                     for index, table in enumerate(tables):
+                        rows_read += table.num_rows
                         yield Key(shard, index), table
+                    if byte_range is None and not rows_read and self.bad_rows.count == skipped_before:
+                        raise read_errors.no_rows_error(name, reopen)
                 if byte_range is not None and position is not None:
                     # where the next shard starts: a worker reading shards in order never rescans
                     self._line_marks_of(file)[position.offset] = (position.line, position.row)
@@ -375,6 +384,8 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
             self._warn_bad_rows()
             with open(os.path.join(self._output_dir, BAD_ROWS_FILE), "w", encoding="utf-8") as handle:
                 json.dump(self.bad_rows.to_dict(), handle)
+        if not split_generator.split_info.num_examples:
+            raise _all_rows_skipped(split_generator.name, self.bad_rows)
 
     def _prepare_split_single(self, *, fpath: str, job_id: int, **kwargs: Any) -> Iterator[tuple[int, bool, Any]]:
         outer = self.bad_rows, self.leaks
@@ -410,3 +421,26 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
             BadRowsWarning,
             stacklevel=3,
         )
+
+
+def _refuse_cut_zstd(name: str, file: str, reopen: Any) -> None:
+    """A zstd file whose last frame is cut short, refused before it is read:
+    fsspec's zstd reader would hand on the cut last line as if it were whole."""
+    if read_errors.codec_of(file) == "zstd" and read_errors.zstd_stops_early(file):
+        cut = EOFError("the last zstd frame is incomplete")
+        raise read_errors.truncated_error(name, file, reopen, cut) from cut
+
+
+def _line_reader(handle: Any) -> Any:
+    """``handle``, buffered when it is a raw stream (fsspec's zstd reader has no ``readline``)."""
+    return io.BufferedReader(handle) if isinstance(handle, io.RawIOBase) else handle
+
+
+def _all_rows_skipped(split: str, bad: BadRows) -> ExportFormatError:
+    """A split left with no rows: every row was bad and skipped (an empty file raises earlier)."""
+    return ExportFormatError(
+        f"no rows in split {split!r}: all {bad.count} row(s) were bad and skipped (on_bad_row='skip'); "
+        f"first: {bad.first_error}",
+        location=f"split {split!r}",
+        hint="Fix the rows (the first error says what is wrong), or check that data_files names the right export.",
+    )

@@ -96,12 +96,12 @@ class Chunk:
         return self.scalars.n
 
     def add(self, row: Any, ctx: RowContext) -> None:
-        """Normalize one parsed row into the chunk; on a ``WhileaiError`` the
-        chunk is left as it was and the error raised."""
+        """Normalize one parsed row into the chunk; on a ``WhileaiError`` (or a
+        ``RecursionError``) the chunk is left as it was and the error raised."""
         marks = {name: columns.mark() for name, columns in self.lists.items()}
         try:
             raw = self._add(_object(row, ctx), ctx)
-        except WhileaiError:
+        except (WhileaiError, RecursionError):  # RecursionError: a value nested too deep, named by the reader
             for name, columns in self.lists.items():
                 columns.truncate(marks[name])
             self.scalars.truncate()

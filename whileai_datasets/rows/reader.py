@@ -30,6 +30,7 @@ from whileai_datasets.rows.canonical import Chunk, Normalizer
 from whileai_datasets.rows.features import MESSAGE_TYPE, message_from_storage
 from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.normalize import RowContext
+from whileai_datasets.rows.read_errors import nesting_error
 
 logger = logging.getLogger("whileai_datasets")
 
@@ -165,6 +166,8 @@ def _parse_line(raw: bytes, ctx: RowContext) -> Any:
             location=ctx.at(),
             hint="Each line must hold one JSON object; fix the line or pass on_bad_row='skip'.",
         ) from err
+    except RecursionError as err:
+        raise nesting_error(ctx, err) from err
 
 
 def iter_jsonl_rows(
@@ -261,6 +264,12 @@ def _next_chunk(
                 if on_bad_row != "skip":
                     raise
                 bad.add(err)
+                continue
+            except RecursionError as err:  # a value nested too deep for the normalizer (the chunk rolled it back)
+                failure = nesting_error(ctx, err)
+                if on_bad_row != "skip":
+                    raise failure from err
+                bad.add(failure)
                 continue
             if chunk.num_rows >= chunk_rows:
                 break

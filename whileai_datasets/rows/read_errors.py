@@ -1,0 +1,196 @@
+"""What goes wrong while a file is read, as ``ExportFormatError`` naming the file and line.
+
+The reader's hot loop only parses; these functions run once something failed:
+
+* a compressed file that ends early (an interrupted download) raises
+  ``EOFError`` (gzip, bz2, xz, lz4) or the codec's own error (zstd) from deep
+  inside the line iteration; :func:`read_failures` turns it into an error
+  naming the file, the line it stopped in (counted by reading the file again,
+  up to the cut) and the likely cause;
+* a line nested deeper than Python's recursion limit makes ``json.loads`` (or
+  the normalizer) raise ``RecursionError``: :func:`nesting_error` names the
+  line and the limit;
+* a file with no rows: :func:`no_rows_error`.
+"""
+
+from __future__ import annotations
+
+import lzma
+import sys
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import IO, Any
+
+import pyarrow as pa
+
+from whileai_datasets.errors import ExportFormatError, WhileaiError
+from whileai_datasets.rows.normalize import RowContext
+
+#: Bytes read at a time while counting the lines before a cut.
+_COUNT_BLOCK = 1 << 16
+#: Codec names by the protocol fsspec (and so ``datasets``) opens the file with, or by suffix.
+_CODECS = {
+    "gzip": "gzip",
+    "gz": "gzip",
+    "bz2": "bz2",
+    "xz": "xz",
+    "lzma": "xz",
+    "zstd": "zstd",
+    "zst": "zstd",
+    "lz4": "lz4",
+}
+
+
+def _codec_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions a decompressor raises on data that stops or breaks off."""
+    found: list[type[BaseException]] = [EOFError, zlib.error, lzma.LZMAError]
+    for module, name in (("zstandard", "ZstdError"), ("lz4.frame", "LZ4FrameError")):
+        try:
+            found.append(getattr(__import__(module, fromlist=[name]), name))
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
+def codec_of(path: str) -> str | None:
+    """The compression a path is read with (``gzip://x::/a/x.gz`` or ``x.jsonl.gz``), or None."""
+    head = path.split("::")[0]
+    if "://" in head:
+        return _CODECS.get(head.split("://")[0])
+    return _CODECS.get(head.rsplit(".", 1)[-1].lower()) if "." in head else None
+
+
+def complete_lines(reopen: Callable[[], IO[bytes]]) -> int:
+    """How many complete lines the file yields before its data stops (read
+    again from the start, a block at a time, until the codec fails)."""
+    lines = 0
+    try:
+        with reopen() as handle:
+            read = getattr(handle, "read1", handle.read)
+            while True:
+                block = read(_COUNT_BLOCK)
+                if not block:
+                    break
+                lines += block.count(b"\n")
+    except (*_codec_errors(), OSError):
+        pass  # the data stops here: what was read before is what counts
+    return lines
+
+
+def truncated_error(name: str, path: str, reopen: Callable[[], IO[bytes]], err: BaseException) -> ExportFormatError:
+    """The error for a compressed file whose data stops early (or breaks off)."""
+    codec = codec_of(path) or "compressed"
+    lines = complete_lines(reopen)
+    cut = isinstance(err, EOFError) or "end" in str(err).lower() or "truncat" in str(err).lower()
+    problem = (
+        f"the {codec} file ends early: its data stops inside line {lines + 1}, after {lines} complete line(s) "
+        f"({type(err).__name__}: {err})"
+        if cut
+        else f"the {codec} data is corrupt after {lines} complete line(s) ({type(err).__name__}: {err})"
+    )
+    return ExportFormatError(
+        problem,
+        location=f"{name} line {lines + 1}",
+        hint="The download or copy was probably cut short: fetch the file again and compare its size or "
+        "checksum with the original.",
+    )
+
+
+def zstd_stops_early(path: str) -> bool:
+    """Whether a local zstd file's last frame is cut short: fsspec's zstd
+    reader returns end-of-file there instead of raising, so this decodes the
+    compressed file again, a block at a time, and asks the decoder."""
+    try:
+        import zstandard
+    except ImportError:
+        return False  # opening the file says what to install
+    local = path.split("::")[-1]
+    if "://" in local:
+        return False  # a remote file is read once; nothing to check against
+    decoder = zstandard.ZstdDecompressor()
+    frame = decoder.decompressobj()
+    started = False
+    with open(local, "rb") as handle:
+        for block in iter(lambda: handle.read(_COUNT_BLOCK << 4), b""):
+            while block:
+                started = True
+                frame.decompress(block)
+                block = frame.unused_data if frame.eof else b""
+                if block:
+                    frame = decoder.decompressobj()
+    return started and not frame.eof
+
+
+def nesting_error(ctx: RowContext, err: RecursionError) -> ExportFormatError:
+    """The error for a row nested deeper than Python's recursion limit allows."""
+    limit = sys.getrecursionlimit()
+    return ExportFormatError(
+        f"the row nests lists/objects deeper than can be read: Python's recursion limit is {limit} frames, "
+        f"so nesting must stay well below {limit} levels ({err})",
+        location=ctx.at(),
+        hint="whileai rows nest a few levels; this line is likely corrupt. Fix or drop it, or pass "
+        "on_bad_row='skip'.",
+    )
+
+
+def no_rows_error(name: str, reopen: Callable[[], IO[bytes]]) -> ExportFormatError:
+    """The error for a file that holds no rows (empty, or only blank lines)."""
+    with reopen() as handle:
+        blank = bool(handle.read(1))
+    what = "the file holds only blank lines" if blank else "the file is empty"
+    return ExportFormatError(
+        f"no rows in {name}: {what}",
+        location=name,
+        hint="Check that the export that wrote it finished (or the download completed), or leave the file "
+        "out of data_files.",
+    )
+
+
+#: The package fsspec needs to open each codec that is not in the standard library.
+_CODEC_PACKAGES = {"zstd": "zstandard", "lz4": "lz4"}
+
+
+def missing_codec_error(name: str, path: str) -> ExportFormatError:
+    """The error for a compressed file whose codec's package is not installed."""
+    codec = codec_of(path) or "this compression"
+    package = _CODEC_PACKAGES.get(codec, "the package for it")
+    return ExportFormatError(
+        f"cannot decompress a {codec} file: {package} is not installed",
+        location=name,
+        hint=f"pip install {package}, or decompress the file first.",
+    )
+
+
+@contextmanager
+def read_failures(name: str, path: str, reopen: Callable[[], IO[bytes]]) -> Iterator[None]:
+    """Turn what breaks while ``path`` is read (a compressed stream that ends
+    early or is corrupt, an unreadable Parquet file, an I/O error) into an
+    ``ExportFormatError`` naming ``name`` and, for JSONL, the line."""
+    try:
+        yield
+    except WhileaiError:
+        raise
+    except RecursionError:
+        raise  # named per row by the reader
+    except _codec_errors() as err:
+        raise truncated_error(name, path, reopen, err) from err
+    except ValueError as err:
+        if not str(err).startswith("Compression type"):
+            raise
+        raise missing_codec_error(name, path) from err
+    except (OSError, pa.ArrowException) as err:
+        if codec_of(path) is not None and _is_codec_failure(err):
+            raise truncated_error(name, path, reopen, err) from err
+        raise ExportFormatError(
+            f"cannot read the file ({type(err).__name__}: {str(err).strip()})",
+            location=name,
+            hint="Check that it is a whileai JSONL or Parquet export and that it was copied whole.",
+        ) from err
+
+
+def _is_codec_failure(err: BaseException) -> bool:
+    """An ``OSError`` a decompressor raises (``gzip.BadGzipFile``, bz2's
+    "Invalid data stream"), not one of the file system."""
+    return getattr(err, "errno", None) is None
+
