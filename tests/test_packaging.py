@@ -2,11 +2,18 @@
 
 Builds the wheel, installs it into a fresh virtual environment (runtime
 dependencies only) and, in a subprocess there, loads a shipped template and
-runs ``load_dataset("whileai/export", ...)`` and the demo command."""
+runs ``load_dataset("whileai/export", ...)`` and the demo command; then the
+same from the repository root (where the source folder comes first on
+``sys.path``), and from an sdist and an editable install.
+
+``whileai_datasets/builders`` and ``whileai_datasets/templates`` are relative
+symlinks to the card's top-level folders, so the source tree itself is a
+complete package: no install mapping for it to shadow."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import venv
@@ -29,6 +36,35 @@ ds = datasets.load_dataset("whileai/export", data_files=sys.argv[1], split="trai
 print(json.dumps({"rows": ds.num_rows, "first": ds[0]["messages"][0], "templates": templates,
                   "builder": whileai_datasets.builders.whileai_export.__file__}))
 """
+
+
+#: Run from the repository root: the package there is the source folder.
+FROM_ROOT = r"""
+import json
+from importlib.resources import files
+import whileai_datasets
+import whileai_datasets.builders.whileai_export as builder
+qwen = whileai_datasets.ChatTemplate.shipped("qwen2_5")
+assert qwen.inspect().has_generation_block
+print(json.dumps({"package": whileai_datasets.__file__, "builder": builder.__file__,
+                  "card": (files("whileai_datasets.templates") / "dataset_card.md").is_file()}))
+"""
+
+
+def _last_json(stdout: str) -> dict[str, object]:
+    loaded: dict[str, object] = json.loads(stdout.strip().splitlines()[-1])
+    return loaded
+
+
+def test_the_package_folder_links_to_the_top_level_folders() -> None:
+    for name in ("builders", "templates"):
+        link = ROOT / "whileai_datasets" / name
+        assert link.is_symlink() and os.readlink(link) == f"../{name}"
+        assert link.resolve() == (ROOT / name).resolve()
+    tracked = subprocess.run(["git", "ls-files", "-s", "whileai_datasets/builders", "whileai_datasets/templates"],
+                             cwd=ROOT, capture_output=True, text=True, check=True).stdout.split("\n")
+    modes = {line.split()[-1]: line.split()[0] for line in tracked if line}
+    assert modes == {"whileai_datasets/builders": "120000", "whileai_datasets/templates": "120000"}
 
 
 @pytest.mark.slow
@@ -59,3 +95,34 @@ def test_wheel_installs_and_loads_in_a_fresh_venv(tmp_path: Path) -> None:
         env={"HF_DATASETS_CACHE": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
     )
     assert "rows        72" in demo.stdout
+    # from the repository root, the source folder shadows the install: it must be complete
+    root = subprocess.run([str(python), "-c", FROM_ROOT], check=True, capture_output=True, text=True, timeout=600,
+                          cwd=ROOT)
+    found = _last_json(root.stdout)
+    assert found["package"] == str(ROOT / "whileai_datasets" / "__init__.py")
+    assert found["builder"] == str(ROOT / "whileai_datasets" / "builders" / "whileai_export.py")
+    assert found["card"] is True
+    # an sdist holds the files themselves (not the links) and installs the same package
+    subprocess.run([sys.executable, "-m", "build", "--sdist", "-o", str(dist), str(ROOT)],
+                   check=True, capture_output=True, timeout=600)
+    sdist = next(dist.glob("whileai_datasets-*.tar.gz"))
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(sdist)],
+                   check=True, capture_output=True, timeout=1200)
+    again = subprocess.run([str(python), "-c", CHECK, str(data), str(tmp_path / "cache")],
+                           check=True, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert _last_json(again.stdout)["rows"] == 1
+
+
+@pytest.mark.slow
+def test_an_editable_install_imports_the_top_level_folders(tmp_path: Path) -> None:
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True, system_site_packages=True)  # the dependencies are already installed
+    python = env_dir / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(ROOT)],
+                   check=True, capture_output=True, timeout=1200)
+    for cwd in (tmp_path, ROOT):
+        done = subprocess.run([str(python), "-c", FROM_ROOT], check=True, capture_output=True, text=True,
+                              timeout=600, cwd=cwd)
+        found = _last_json(done.stdout)
+        assert Path(str(found["builder"])).resolve() == (ROOT / "builders" / "whileai_export.py").resolve()
+        assert found["card"] is True
