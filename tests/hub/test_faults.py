@@ -6,6 +6,8 @@ Functions without a `test_` prefix run in a client process (see conftest: `Ident
 from __future__ import annotations
 
 import hashlib
+import re
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +119,131 @@ def test_a_connection_dropped_mid_upload_is_retried_and_publish_succeeds(alice, 
     assert puts[:2] == [("drop", None), (None, 200)]
     assert hub.head(repo_id, alice.token) == result["commit"]
     assert alice.run(load_rows, repo_id=repo_id, token=alice.token) == {n: published_rows(d) for n, d in unique.items()}
+
+
+# --- an interruption at every request of a push ----------------------------------------------------
+#
+# The sequence is read from the server's log of a clean push onto an existing repo (not written out
+# here), so it follows publish() as it changes: more configs, more or fewer commits. Each request of
+# it is then dropped in turn (the connection closed before an answer), on a fresh repo holding a first
+# revision; whatever the client does with the loss (retry it, or raise), the previous revision must
+# still load, the head must hold either the old rows or the new ones (never a mix), and publishing
+# again must complete.
+def _arm(route: str, skip: int) -> None:
+    """Drop the request after `skip` earlier ones of `route` (the client calls the server's control route)."""
+    import json as json_module
+    import os
+    import urllib.request
+
+    body = json_module.dumps({"route": route, "mode": "drop", "times": 1, "skip": skip}).encode()
+    request = urllib.request.Request(os.environ["HF_ENDPOINT"] + "/_local/faults", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=10) as answer:
+        answer.read()
+
+
+def _disarm() -> None:
+    import os
+    import urllib.request
+
+    request = urllib.request.Request(os.environ["HF_ENDPOINT"] + "/_local/faults", method="DELETE")
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=10) as answer:
+        answer.read()
+
+
+def _rows_at(repo_id: str, token: str, revision: str | None) -> dict[str, list[dict[str, Any]]]:
+    from datasets import load_dataset
+
+    loaded = load_dataset(repo_id, "canonical", token=token, revision=revision, download_mode="force_redownload")
+    return {name: split.to_list() for name, split in loaded.items()}
+
+
+def push_interrupted(first: str, second: str, repo_id: str, token: str, route: str | None, skip: int) -> dict[str, Any]:
+    """Publish `first`, then `second` with one request dropped (none when `route` is None), then load what
+    is there, publish `second` again and load once more: what a user would see at each step."""
+    from whileai_datasets.hub import publish
+
+    before = dict(publish(load_from_disk(first), repo_id, token=token))
+    outcome: dict[str, Any] = {"before": before["commit"], "error": None}
+    if route is not None:
+        _arm(route, skip)
+    try:
+        outcome["interrupted"] = dict(publish(load_from_disk(second), repo_id, token=token))["commit"]
+    except Exception as err:  # what the user gets: its type and text are checked by the test
+        outcome["error"] = {"type": f"{type(err).__module__}.{type(err).__qualname__}", "message": str(err)}
+    finally:
+        _disarm()
+    outcome["previous_rows"] = _rows_at(repo_id, token, before["commit"])
+    outcome["head_rows"] = _rows_at(repo_id, token, None)
+    retry = dict(publish(load_from_disk(second), repo_id, token=token))
+    outcome["retry"] = retry["commit"]
+    outcome["retry_rows"] = _rows_at(repo_id, token, None)
+    from huggingface_hub import HfApi
+
+    outcome["card"] = HfApi(token=token).hf_hub_download(repo_id, "README.md", repo_type="dataset",
+                                                           revision=retry["commit"])
+    with open(outcome["card"], encoding="utf-8") as handle:
+        outcome["card"] = handle.read()
+    return outcome
+
+
+def push_interrupted_each(cases: list[dict[str, Any]], token: str) -> list[dict[str, Any]]:
+    """`push_interrupted` for each case, in one client process (its imports are paid once)."""
+    return [push_interrupted(token=token, **case) for case in cases]
+
+
+def _push_sequence(hub: Any, alice: Any, rollouts: DatasetDict, tmp_path: Path) -> list[tuple[str, int]]:
+    """(route, how many requests of that route came before it) for each request a clean second push sends."""
+    repo = f"alice/sequence-{uuid.uuid4().hex[:8]}"
+    first = _save(_unique(rollouts, repo + "-1"), tmp_path / "sequence-first")
+    second = _save(_unique(rollouts, repo + "-2"), tmp_path / "sequence-second")
+    alice.run(publish_saved, path=first, repo_id=repo, token=alice.token)
+    mark = hub.mark()
+    alice.run(publish_saved, path=second, repo_id=repo, token=alice.token)
+    seen: dict[str, int] = {}
+    sequence = []
+    for entry in hub.requests(mark):
+        route = entry["route"]
+        if route is None or not (f"/{repo}" in entry["path"] or route in ("lfs-upload", "whoami")):
+            continue
+        sequence.append((route, seen.get(route, 0)))
+        seen[route] = seen.get(route, 0) + 1
+    return sequence
+
+
+#: Interrupted pushes run per client process (each case is about four seconds of publishing and loading).
+CASES_PER_CLIENT = 8
+
+
+def test_an_interruption_at_any_request_of_a_push_keeps_the_previous_revision_and_a_retry_completes(
+        alice, hub, rollouts, tmp_path):
+    sequence = _push_sequence(hub, alice, rollouts, tmp_path)
+    routes = {route for route, _ in sequence}
+    assert {"lfs-upload", "commit"} <= routes, sequence  # the log really holds a push
+    cases, expected = [], []
+    for position, (route, skip) in enumerate(sequence):
+        repo = f"alice/interrupted-{position}-{uuid.uuid4().hex[:6]}"
+        old, new = _unique(rollouts, repo + "-old"), _unique(rollouts, repo + "-new")
+        first, second = _save(old, tmp_path / f"{position}-old"), _save(new, tmp_path / f"{position}-new")
+        cases.append({"first": first, "second": second, "repo_id": repo, "route": route, "skip": skip})
+        expected.append(tuple({n: published_rows(d) for n, d in data.items()} for data in (old, new)))
+    seen_all = []
+    for start in range(0, len(cases), CASES_PER_CLIENT):
+        seen_all += alice.run(push_interrupted_each, cases=cases[start:start + CASES_PER_CLIENT], token=alice.token)
+    failures = []
+    for position, ((route, skip), case, seen, (old_rows, new_rows)) in enumerate(
+            zip(sequence, cases, seen_all, expected)):
+        where = f"request {position} ({route} #{skip + 1})"
+        if seen["error"] is not None and seen["error"]["type"] != PUBLISH_ERROR:
+            failures.append(f"{where}: publish raised {seen['error']['type']}, not PublishError: "
+                            f"{seen['error']['message']}")
+        if seen["error"] is not None and not re.search(r"retry|publish again", seen["error"]["message"], re.I):
+            failures.append(f"{where}: the error does not say to retry: {seen['error']['message']}")
+        if seen["previous_rows"] != old_rows:
+            failures.append(f"{where}: the previous revision {seen['before']} no longer loads its rows")
+        if seen["head_rows"] not in (old_rows, new_rows):
+            failures.append(f"{where}: the head holds neither the old rows nor the new ones")
+        if seen["retry_rows"] != new_rows or case["repo_id"] not in seen["card"]:
+            failures.append(f"{where}: publishing again did not complete (rows or card)")
+    assert not failures, "\n".join(failures)
+    assert len(sequence) >= 5
