@@ -11,8 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 DATA = Path(__file__).parent / "data"
+
+# Hypothesis profiles of the fuzz tests (tests/builders/test_fuzz.py): "fuzz-ci" is what CI runs,
+# reproducible (derandomized, no example database) and well under a minute; WAI_FUZZ_PROFILE=fuzz-long
+# searches longer, at random. The deadline is the hang check: one example is one small file.
+settings.register_profile("fuzz-ci", max_examples=250, derandomize=True, database=None, deadline=5000,
+                          print_blob=True)
+settings.register_profile("fuzz-long", max_examples=5000, derandomize=False, deadline=5000, print_blob=True)
 
 TOOLS: list[dict[str, Any]] = [
     {

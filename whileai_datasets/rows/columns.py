@@ -106,7 +106,7 @@ class MessageColumns:
                     "Fix or drop the row.",
                 )
             role = message.get("role")
-            if role not in _ROLE_SET:
+            if type(role) is not str or role not in _ROLE_SET:  # a list or dict role is not hashable
                 _bad_role(ctx, f"{column}[{i}]", role)
             content = message.get("content")
             read = None

@@ -134,6 +134,19 @@ def nesting_error(ctx: RowContext, err: RecursionError) -> ExportFormatError:
     )
 
 
+def unencodable_error(ctx: RowContext, err: UnicodeEncodeError) -> ExportFormatError:
+    """The error for a row holding a lone surrogate (``\\ud800``: valid JSON, not valid Unicode)."""
+    bad = err.object[err.start : err.end] if isinstance(err.object, str) else ""
+    shown = "".join(f"\\u{ord(c):04x}" for c in bad) or "a surrogate"
+    return ExportFormatError(
+        f"the row holds {shown}, half of a UTF-16 surrogate pair: valid as a JSON escape, but not a character, "
+        "so it cannot be stored as UTF-8 text",
+        location=ctx.at(),
+        hint="The writer split an emoji or other character in two; fix the text (or the line's bytes), or pass "
+        "on_bad_row='skip'.",
+    )
+
+
 def no_rows_error(name: str, reopen: Callable[[], IO[bytes]]) -> ExportFormatError:
     """The error for a file that holds no rows (empty, or only blank lines)."""
     with reopen() as handle:

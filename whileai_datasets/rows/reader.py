@@ -30,7 +30,7 @@ from whileai_datasets.rows.canonical import Chunk, Normalizer
 from whileai_datasets.rows.features import MESSAGE_TYPE, message_from_storage
 from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.normalize import RowContext
-from whileai_datasets.rows.read_errors import nesting_error
+from whileai_datasets.rows.read_errors import nesting_error, unencodable_error
 
 logger = logging.getLogger("whileai_datasets")
 
@@ -158,7 +158,7 @@ def _parse_line(raw: bytes, ctx: RowContext) -> Any:
     except orjson.JSONDecodeError:
         pass
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
     except ValueError as err:
         snippet = raw.rstrip(b"\r\n")[:60].decode("utf-8", "replace")
         raise ExportFormatError(
@@ -168,6 +168,20 @@ def _parse_line(raw: bytes, ctx: RowContext) -> Any:
         ) from err
     except RecursionError as err:
         raise nesting_error(ctx, err) from err
+    _check_encodable(raw, value, ctx)
+    return value
+
+
+def _check_encodable(raw: bytes, value: Any, ctx: RowContext) -> None:
+    """Refuse a lone surrogate (``"\\ud83e"``: a valid JSON escape, not a
+    character), which Arrow cannot store as UTF-8. Only lines orjson refused
+    get here, and orjson refuses every line holding one."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise unencodable_error(ctx, err) from err
+    except (ValueError, RecursionError):
+        return  # NaN and other values json.dumps writes anyway; depth was checked by the parse
 
 
 def iter_jsonl_rows(
