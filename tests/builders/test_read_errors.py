@@ -195,3 +195,25 @@ def test_a_corrupt_parquet_file_names_the_file(tmp_path: Path, load: Any) -> Non
     path.write_bytes(b"PAR1" + b"\x00" * 64 + b"PAR1")
     with pytest.raises(ExportFormatError, match=r"^run\.parquet: cannot read the file \((OSError|ArrowInvalid): [^\n]*\)\. Check that"):
         load(path)
+
+
+def test_a_lone_surrogate_names_its_line(tmp_path: Path, load: Any) -> None:
+    # "\ud83e" alone is a valid JSON escape but half of an emoji: Arrow cannot store it as UTF-8
+    lone = json.dumps({"prompt": "x", "messages": [{"role": "user", "content": "cut \ud83e"}]})
+    path = write_jsonl(tmp_path / "run.jsonl", [GOOD, GOOD, lone, GOOD])
+    with pytest.raises(
+        ExportFormatError,
+        match=r"^run\.jsonl line 3 \(row 2\): the row holds \\ud83e, half of a UTF-16 surrogate pair: valid as a "
+        r"JSON escape, but not a character",
+    ) as caught:
+        load(path)
+    assert isinstance(caught.value.__cause__, UnicodeEncodeError)
+    with pytest.warns(BadRowsWarning, match=r"skipped 1 bad row\(s\).*first: run\.jsonl line 3 \(row 2\)"):
+        assert load(path, on_bad_row="skip").num_rows == 3
+
+
+def test_a_role_that_is_not_text_names_the_field(tmp_path: Path, load: Any) -> None:
+    path = write_jsonl(tmp_path / "run.jsonl", [json.dumps({"messages": [{"role": ["user"], "content": "hi"}]})])
+    with pytest.raises(ExportFormatError, match=r"^run\.jsonl line 1 \(row 0\), messages\[0\]\.role: expected one of "
+                                                r"'system', 'user', 'assistant', 'tool', got \['user'\]"):
+        load(path)
