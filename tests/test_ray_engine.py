@@ -312,3 +312,20 @@ def test_the_output_must_be_a_directory_of_parts(rows_file: Path, tmp_path: Path
     (tmp_path / "file.jsonl").write_text("", encoding="utf-8")
     with pytest.raises(ExportFormatError, match="writes a directory"):
         ray_engine.export_training(rows_file, tmp_path / "file.jsonl")
+
+
+def test_a_compressed_file_cut_short_fails_with_the_builders_kind_of_error(rows_file: Path, tmp_path: Path) -> None:
+    data = rows_file.read_bytes()
+    packed = gzip.compress(data)
+    cut = tmp_path / "run.jsonl.gz"
+    cut.write_bytes(packed[: len(packed) // 2])
+    import zlib
+
+    complete = zlib.decompressobj(31).decompress(packed[: len(packed) // 2]).count(b"\n")
+    with pytest.raises(
+        ExportFormatError,
+        match=rf"^run\.jsonl\.gz line {complete + 1}: the gzip file ends early: its data stops inside line "
+        rf"{complete + 1}, after {complete} complete line\(s\).*The download or copy was probably cut short",
+    ):
+        ray_engine.export_training(str(cut), str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()

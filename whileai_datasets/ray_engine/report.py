@@ -145,7 +145,10 @@ def surfaced(collector: Any) -> Iterator[None]:
     ``RayTaskError(UserCodeException)`` and drops the object)."""
     try:
         yield
-    except WhileaiError:
+    except WhileaiError as err:
+        cause = getattr(err, "cause", None)  # Ray's RayTaskError(ExportFormatError) of a read task: its text is a traceback
+        if isinstance(cause, WhileaiError) and cause is not err:
+            raise cause from err
         raise
     except Exception as err:
         errors = ray.get(collector.errors.remote())

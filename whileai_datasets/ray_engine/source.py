@@ -32,6 +32,7 @@ from ray.data import Datasource, ReadTask
 from ray.data.block import BlockMetadata
 
 from whileai_datasets.errors import ExportFormatError, WhileaiError
+from whileai_datasets.rows import read_errors
 from whileai_datasets.rows.canonical import Chunk, Normalizer, Options
 from whileai_datasets.rows.normalize import RowContext
 from whileai_datasets.rows.reader import _gc_paused, _parse_line, parquet_rows
@@ -205,7 +206,8 @@ def _read_stream(index: int, path: str, block_bytes: int) -> Iterator[pa.Table]:
     in the decompressed stream)."""
     pos = 0
     tail = b""
-    with _open_stream(path) as stream:
+    name = os.path.basename(path)
+    with read_errors.read_failures(name, path, partial(read_errors.decoded_stream, path)), _open_stream(path) as stream:
         while True:
             chunk = stream.read(block_bytes)
             data = tail + chunk
