@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from whileai_datasets import ExportFormatError, export_dataset, export_preference
-from whileai_datasets import cli
+from whileai_datasets import ExportFormatError, cli, export_dataset, export_preference
 
 CONTENT = b"these are the only rollouts I have, and they are not even JSON\n"
 REFUSED = r"would write over the input .*nothing was read or written\. Write to a new path"

@@ -46,7 +46,7 @@ def seeds() -> tuple[str, ...]:
     """One JSON text per seed row, every row shape whileai writes or accepts."""
     import tempfile
 
-    import whileai.simulations as simulations
+    from whileai import simulations
 
     engine = seeded_rows(0)[:6]
     rows: list[Any] = list(engine)

@@ -181,13 +181,12 @@ def test_an_empty_file_among_others_is_named(tmp_path: Path, load: Any) -> None:
 
 def test_a_split_whose_rows_were_all_skipped_says_so(tmp_path: Path, load: Any) -> None:
     path = write_jsonl(tmp_path / "run.jsonl", ["{oops", "[1]"])
-    with pytest.warns(BadRowsWarning, match=r"skipped 2 bad row\(s\)"):
-        with pytest.raises(
-            ExportFormatError,
-            match=r"^split 'train': no rows in split 'train': all 2 row\(s\) were bad and skipped "
-            r"\(on_bad_row='skip'\); first: run\.jsonl line 1 \(row 0\): not valid JSON",
-        ):
-            load(path, on_bad_row="skip")
+    with pytest.warns(BadRowsWarning, match=r"skipped 2 bad row\(s\)"), pytest.raises(
+        ExportFormatError,
+        match=r"^split 'train': no rows in split 'train': all 2 row\(s\) were bad and skipped "
+        r"\(on_bad_row='skip'\); first: run\.jsonl line 1 \(row 0\): not valid JSON",
+    ):
+        load(path, on_bad_row="skip")
 
 
 def test_a_corrupt_parquet_file_names_the_file(tmp_path: Path, load: Any) -> None:
