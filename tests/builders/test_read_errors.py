@@ -26,6 +26,13 @@ GOOD = read_jsonl(DATA / "otel.jsonl")[0]
 CUT_HINT = r"The download or copy was probably cut short: fetch the file again"
 
 
+def _fails_from(load: Any, path: Path, cause: type[BaseException], pattern: str) -> None:
+    """Loading ``path`` raises ``ExportFormatError`` matching ``pattern``, with ``cause`` chained."""
+    with pytest.raises(ExportFormatError, match=pattern) as caught:
+        load(path)
+    assert isinstance(caught.value.__cause__, cause)
+
+
 def _many_lines() -> bytes:
     """About 1 MB of distinct whileai lines, so every codec emits several blocks."""
     rows = seeded_rows(0)
@@ -75,9 +82,7 @@ def test_a_compressed_file_cut_short_names_the_line_and_the_likely_cause(
         rf"^rollouts\.jsonl\.{suffix} line {complete + 1}: the {codec} file ends early: its data stops inside "
         rf"line {complete + 1}, after {complete} complete line\(s\) \(EOFError: .*\)\. {CUT_HINT}"
     )
-    with pytest.raises(ExportFormatError, match=expected) as caught:
-        load(path)
-    assert isinstance(caught.value.__cause__, EOFError)
+    _fails_from(load, path, EOFError, expected)
 
 
 def test_a_cut_gzip_file_says_so_when_streamed(tmp_path: Path, load: Any) -> None:
@@ -128,13 +133,9 @@ def test_a_line_nested_past_the_recursion_limit_names_the_line_and_the_limit(
     path = write_jsonl(tmp_path / "run.jsonl", [GOOD, json.dumps({"prompt": "x", "lineage": "PLACEHOLDER"}), GOOD])
     path.write_text(path.read_text().replace('"PLACEHOLDER"', deep))
     limit = sys.getrecursionlimit()
-    with pytest.raises(
-        ExportFormatError,
-        match=rf"^run\.jsonl line 2 \(row 1\): the row nests lists/objects deeper than can be read: Python's "
-        rf"recursion limit is {limit} frames, so nesting must stay well below {limit} levels",
-    ) as caught:
-        load(path)
-    assert isinstance(caught.value.__cause__, RecursionError)
+    _fails_from(load, path, RecursionError,
+                rf"^run\.jsonl line 2 \(row 1\): the row nests lists/objects deeper than can be read: Python's "
+                rf"recursion limit is {limit} frames, so nesting must stay well below {limit} levels")
 
 
 def test_a_deep_line_is_skipped_on_request(tmp_path: Path, load: Any) -> None:
@@ -200,13 +201,9 @@ def test_a_lone_surrogate_names_its_line(tmp_path: Path, load: Any) -> None:
     # "\ud83e" alone is a valid JSON escape but half of an emoji: Arrow cannot store it as UTF-8
     lone = json.dumps({"prompt": "x", "messages": [{"role": "user", "content": "cut \ud83e"}]})
     path = write_jsonl(tmp_path / "run.jsonl", [GOOD, GOOD, lone, GOOD])
-    with pytest.raises(
-        ExportFormatError,
-        match=r"^run\.jsonl line 3 \(row 2\): the row holds \\ud83e, half of a UTF-16 surrogate pair: valid as a "
-        r"JSON escape, but not a character",
-    ) as caught:
-        load(path)
-    assert isinstance(caught.value.__cause__, UnicodeEncodeError)
+    _fails_from(load, path, UnicodeEncodeError,
+                r"^run\.jsonl line 3 \(row 2\): the row holds \\ud83e, half of a UTF-16 surrogate pair: valid as a "
+                r"JSON escape, but not a character")
     with pytest.warns(BadRowsWarning, match=r"skipped 1 bad row\(s\).*first: run\.jsonl line 3 \(row 2\)"):
         assert load(path, on_bad_row="skip").num_rows == 3
 

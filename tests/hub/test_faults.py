@@ -211,8 +211,9 @@ def _push_sequence(hub: Any, alice: Any, rollouts: DatasetDict, tmp_path: Path) 
     return sequence
 
 
-#: Interrupted pushes run per client process (each case is about four seconds of publishing and loading).
-CASES_PER_CLIENT = 8
+#: Interrupted pushes per client process: a case takes about 4 s (publishing, loading, client backoff), and a
+#: client process must finish within conftest.CLIENT_TIMEOUT.
+CASES_PER_CLIENT = 5
 
 
 def test_an_interruption_at_any_request_of_a_push_keeps_the_previous_revision_and_a_retry_completes(
