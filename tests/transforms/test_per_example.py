@@ -80,3 +80,17 @@ def test_row_changing_transforms_still_refuse_one_example(ds: Any, name: str, fm
     with pytest.raises(SchemaError, match=message):
         ds.with_format(fmt).map(transform)
 
+
+
+# to_fireworks refuses referenced images (batched too); to_trl("training") adds an `images` column only to
+# batches that hold images, so on these rows it fails with batch_size=1 as well as one example at a time
+@pytest.mark.parametrize("name", ["loss_mask", "strip_think", "to_openai", "truncate_tool_output"])
+def test_per_example_map_keeps_content_parts(load_canonical: Any, name: str) -> None:
+    from tests.content_parts import ROWS as PART_ROWS
+
+    ds = load_canonical(PART_ROWS)
+    transform = ROW_PRESERVING[name]
+    batched = ds.map(transform, batched=True, load_from_cache_file=False)
+    one_by_one = ds.map(transform, load_from_cache_file=False)
+    assert list(one_by_one) == list(batched)
+    assert one_by_one.features == batched.features
