@@ -45,7 +45,10 @@ def _many_lines() -> bytes:
 
 def _zstd() -> tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]]:
     zstandard = pytest.importorskip("zstandard")
-    return zstandard.ZstdCompressor().compress, lambda data: zstandard.ZstdDecompressor().decompressobj().decompress(data)
+    def decode_prefix(data: bytes) -> bytes:
+        return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(data))
+
+    return zstandard.ZstdCompressor().compress, decode_prefix
 
 
 def _lz4() -> tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]]:
@@ -141,7 +144,8 @@ def test_a_line_nested_past_the_recursion_limit_names_the_line_and_the_limit(
 def test_a_deep_line_is_skipped_on_request(tmp_path: Path, load: Any) -> None:
     depth = 5 * sys.getrecursionlimit()  # past orjson's 1024 levels too
     path = write_jsonl(tmp_path / "run.jsonl", [GOOD, "[" * depth + "]" * depth, GOOD])
-    with pytest.warns(BadRowsWarning, match=r"skipped 1 bad row\(s\).*first: run\.jsonl line 2 \(row 1\): the row nests"):
+    first = r"skipped 1 bad row\(s\).*first: run\.jsonl line 2 \(row 1\): the row nests"
+    with pytest.warns(BadRowsWarning, match=first):
         ds = load(path, on_bad_row="skip")
     assert ds.num_rows == 2
 
@@ -193,7 +197,8 @@ def test_a_split_whose_rows_were_all_skipped_says_so(tmp_path: Path, load: Any) 
 def test_a_corrupt_parquet_file_names_the_file(tmp_path: Path, load: Any) -> None:
     path = tmp_path / "run.parquet"
     path.write_bytes(b"PAR1" + b"\x00" * 64 + b"PAR1")
-    with pytest.raises(ExportFormatError, match=r"^run\.parquet: cannot read the file \((OSError|ArrowInvalid): [^\n]*\)\. Check that"):
+    message = r"^run\.parquet: cannot read the file \((OSError|ArrowInvalid): [^\n]*\)\. Check that"
+    with pytest.raises(ExportFormatError, match=message):
         load(path)
 
 
