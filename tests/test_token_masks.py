@@ -37,6 +37,14 @@ def qwen_tokenizer(rows_file: Path) -> Any:
     return train_tokenizer(texts, chat_template=trl_template("qwen2_5"))
 
 
+def test_tokenize_one_example_at_a_time_is_refused_with_the_fix(load: Any, rows_file: Path, qwen_tokenizer: Any) -> None:
+    ds = _canonical(load, rows_file).select(range(3))
+    transform = tokenize(qwen_tokenizer)
+    for formatted in (ds, ds.with_format("arrow")):
+        with pytest.raises(SchemaError, match=r"tokenize changes the number of rows.*Pass batched=True"):
+            formatted.map(transform)
+
+
 def _canonical(load: Any, rows_file: Path, **kwargs: Any) -> Any:
     return load(rows_file, system_prompt=SYSTEM_PROMPT, tools=TOOLS, **kwargs)
 

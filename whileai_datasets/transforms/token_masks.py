@@ -29,6 +29,7 @@ from whileai_datasets.chat_template.mask_check import check_row
 from whileai_datasets.chat_template.masking import MaskPlan, encode_arguments, supervised_spans
 from whileai_datasets.errors import SchemaError, TemplateError
 from whileai_datasets.rows.features import message_from_storage
+from whileai_datasets.transforms._arrow import require_batched
 from whileai_datasets.transforms.token_columns import arrow_columns, numpy_columns, set_column
 from whileai_datasets.transforms.token_encode import PieceEncoder, encode_texts
 
@@ -287,6 +288,7 @@ class Tokenize:
         return RowMask(ids[:limit], mask[:limit], len(ids) - limit, int(mask[limit:].sum()), method)
 
     def __call__(self, batch: Any, indices: list[int] | None = None) -> Any:
+        require_batched(batch, "tokenize")  # rows left with no supervised token are dropped
         messages, tools, masks = _batch_messages(batch, self.column)
         rows = self.rows(messages, tools, masks, indices)
         bad = sum(row is None for row in rows)
