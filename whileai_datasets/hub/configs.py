@@ -35,6 +35,7 @@ from datasets import Dataset, Features
 from whileai_datasets.errors import PublishError, SchemaError
 from whileai_datasets.rows.features import MESSAGE_TYPE, Message
 from whileai_datasets.transforms import _arrow, _batches, _parts, _portable, token_masks, wire
+from whileai_datasets.transforms.token_encode import encode_texts
 
 DEFAULT = "default"
 CANONICAL = "canonical"
@@ -251,8 +252,8 @@ def completion_tokens(trainer: pa.Table, tokenizer: Any, template: Any) -> dict[
         prompts = [chat.render(r["prompt"], tools=r.get("tools") or None, add_generation_prompt=True).text
                    for r in batch]
         wholes = [chat.render(r["prompt"] + r["completion"], tools=r.get("tools") or None).text for r in batch]
-        prompt_ids = token_masks._encode(tokenizer, prompts)
-        whole_ids = token_masks._encode(tokenizer, wholes)
+        prompt_ids = encode_texts(tokenizer, prompts)
+        whole_ids = encode_texts(tokenizer, wholes)
         for (p, _), (w, _) in zip(prompt_ids, whole_ids):
             supervised += len(w) - _common_prefix(p, w)
             total += len(w)

@@ -33,8 +33,6 @@ from whileai_datasets.transforms._arrow import require_batched
 from whileai_datasets.transforms.token_columns import arrow_columns, numpy_columns, set_column
 from whileai_datasets.transforms.token_encode import PieceEncoder, encode_texts
 
-_encode = encode_texts  # the name hub/configs.py calls
-
 __all__ = ["BadMaskRowsWarning", "Tokenize", "UnsupervisedRowsWarning", "mask_report", "spans_to_token_mask",
            "supervised_spans", "template_messages", "tokenize"]
 
