@@ -31,7 +31,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.prefix_diff import prefix_diff_mask  # noqa: E402
 from tests.tiny_lm import train_tokenizer, trl_template  # noqa: E402
-from whileai_datasets.chat_template import ChatTemplate  # noqa: E402
 from whileai_datasets.rows.features import MESSAGE_TYPE, message_to_storage, storage_type  # noqa: E402
 from whileai_datasets.transforms.token_masks import Tokenize, template_messages  # noqa: E402
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,8 @@ from tests.content_parts import (
     CHART_PATH,
     CLIP_PATH,
     MEDIA,
-    RED,
     REASONING,
+    RED,
     ROWS,
     THINK_TEXT,
     missing,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sys
 import types
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np

@@ -24,7 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from whileai_datasets.errors import ExportFormatError, SchemaError
-from whileai_datasets.rows.leaks import LEAK_MIN_QUOTE_CHARS, LeakScan, row_leak
+from whileai_datasets.rows.leaks import LEAK_MIN_QUOTE_CHARS, LeakScan
+from whileai_datasets.rows.leaks import row_leak as row_leak  # the gates module is where callers find it
 from whileai_datasets.transforms import _arrow, _json
 
 EXPORT_FORMATS = ("openai", "trl", "fireworks")
