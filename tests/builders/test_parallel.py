@@ -89,6 +89,25 @@ def test_skip_mode_reports_equal_one_process(tmp_path: Path, load: Any, lines: l
     assert list(two) == list(one)
 
 
+def test_this_process_never_scans_the_file_to_count_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, load: Any, lines: list[str]
+) -> None:
+    """Workers number the lines of their own pieces; a scan of the whole file
+    in this process cost a tenth of the parse. Numbers stay exact (above)."""
+    from whileai_datasets.builders import whileai_export
+    from whileai_datasets.rows import reader
+
+    def scan(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the parent counted lines")
+
+    monkeypatch.setattr(reader, "count_lines", scan)
+    monkeypatch.setattr(whileai_export, "count_lines", scan)
+    monkeypatch.setattr(parallel, "count_lines", scan, raising=False)  # where an earlier version imported it
+    path = write_jsonl(tmp_path / "run.jsonl", lines)
+    ds = load(path, "raw", parse_workers=2)
+    assert [row["source_line"] for row in ds] == [i + 1 for i, line in enumerate(lines) if line.strip()]
+
+
 def test_parse_workers_is_not_part_of_the_cache_key(tmp_path: Path, load: Any, lines: list[str]) -> None:
     path = write_jsonl(tmp_path / "run.jsonl", lines)
     two = load(path, parse_workers=2)

@@ -1,18 +1,25 @@
 """A byte range of a plain JSONL file parsed by worker processes, tables in order.
 
-The range is cut into pieces at line starts. This process counts the lines
-before each piece (a bytes scan, ``reader.count_lines``) so every worker
-numbers its lines exactly; workers parse and normalize their pieces into
-canonical tables and hand them back with the rows they skipped and the leak
-facts they took; this process yields the tables, and merges the reports, in
-file order. So rows, their order, line numbers and errors are those of a
-single-process read: a bad row raises where it would have, after every table
-before it. At most ``workers + 1`` pieces are in flight, so memory stays at a
-few pieces per process however large the file is.
+The range is cut into pieces at line starts. Workers parse and normalize
+their pieces into canonical tables, numbering lines from the piece's start,
+and hand them back with the lines and rows they counted, the rows they
+skipped and the leak facts they took; this process yields the tables, and
+merges the reports, in file order, adding up the counts as it goes. A piece
+whose numbers show up in what it hands back (an error, a skipped row, the
+``raw`` config's ``source_line``) is put right in this process, where the
+lines before it are known by then: its line numbers are added on, or, for an
+error or a skipped row, the piece is parsed again here with the absolute
+numbers (errors are rare; this process never reads the whole file to count
+lines, which cost a tenth of the parse). So rows, their order, line numbers
+and errors are those of a single-process read: a bad row raises where it
+would have, after every table before it. At most ``workers + 1`` pieces are
+in flight, so memory stays at a few pieces per process however large the
+file is.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import multiprocessing
 import os
@@ -26,13 +33,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from whileai_datasets.errors import WhileaiError
 from whileai_datasets.rows.canonical import Normalizer, Options
 from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.reader import (
     BadRows,
     LinePosition,
-    count_lines,
     iter_jsonl_rows,
     iter_line_range,
     iter_tables,
@@ -68,7 +76,8 @@ def resolve_workers(requested: int | None, size: int) -> int:
 
 @dataclass(frozen=True)
 class Job:
-    """What a worker needs to parse one piece."""
+    """What a worker needs to parse one piece. ``line`` and ``row`` are the
+    lines and rows before it, 0 when the worker numbers from the piece's start."""
 
     path: str
     source: str
@@ -93,6 +102,14 @@ class Piece:
     output: str | None
     bad: dict[str, Any]
     leaks: dict[str, Any] | None
+    #: lines and non-blank lines (rows) the piece holds
+    lines: int = 0
+    rows: int = 0
+
+    def drop(self) -> None:
+        """Remove the piece's tables unread."""
+        if self.output is not None and os.path.exists(self.output):
+            os.remove(self.output)
 
     def tables(self) -> Iterator[pa.Table]:
         """The piece's tables, memory-mapped (no copy); the file is removed
@@ -107,6 +124,16 @@ class Piece:
             os.remove(self.output)
         for batch in batches:
             yield pa.Table.from_batches([batch])
+
+
+def _renumbered(table: pa.Table, lines_before: int) -> pa.Table:
+    """A worker's table with the lines before its piece added to the line
+    numbers it holds (the ``raw`` config's ``source_line``)."""
+    if not lines_before or "source_line" not in table.column_names:
+        return table
+    at = table.column_names.index("source_line")
+    column = table.column(at)
+    return table.set_column(at, table.field(at), pc.add(column, pa.scalar(lines_before, column.type)))
 
 
 _NORMALIZERS: dict[tuple[str, Options], Normalizer] = {}
@@ -129,7 +156,13 @@ def parse_piece(job: Job) -> Piece:
             rows, normalizer, chunk_rows=job.chunk_rows, on_bad_row=job.on_bad_row, bad=bad, leaks=leaks
         )
         written = _write_tables(job.output, tables)
-    return Piece(job.output if written else None, bad.to_dict(), leaks.state() if leaks is not None else None)
+    return Piece(
+        job.output if written else None,
+        bad.to_dict(),
+        leaks.state() if leaks is not None else None,
+        lines=position.line - job.line,
+        rows=position.row - job.row,
+    )
 
 
 def _write_tables(path: str, tables: Iterator[pa.Table]) -> bool:
@@ -226,47 +259,65 @@ class RangeReader:
             self._scratch = tempfile.mkdtemp(prefix="whileai-parse-", dir=_scratch_root(self.workers))
         if self._pool is None:
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=_context(), initializer=_worker_start)
-        pending: list[Future[Piece]] = []
+        pending: list[tuple[Job, Future[Piece]]] = []
         try:
-            for job in self._jobs(handle, path, source, position, end, leaks is not None, self._scratch):
-                pending.append(self._pool.submit(parse_piece, job))
+            for job in self._jobs(handle, path, source, position.offset, end, leaks is not None, self._scratch):
+                pending.append((job, self._pool.submit(parse_piece, job)))
                 if len(pending) > self.workers:
-                    yield from self._take(pending.pop(0), bad, leaks)
+                    yield from self._take(*pending.pop(0), position, bad, leaks)
             while pending:
-                yield from self._take(pending.pop(0), bad, leaks)
+                yield from self._take(*pending.pop(0), position, bad, leaks)
         except BrokenProcessPool as err:
             raise BrokenProcessPool(
                 f"a worker process parsing the file died ({err}); if the machine ran out of memory, "
                 "load with parse_workers=1 (one process) or a smaller chunk_rows"
             ) from err
         finally:
-            for future in pending:
+            for _, future in pending:
                 future.cancel()
 
-    @staticmethod
-    def _take(future: Future[Piece], bad: BadRows, leaks: LeakScan | None) -> Iterator[pa.Table]:
-        piece = future.result()
+    def _take(
+        self, job: Job, future: Future[Piece], position: LinePosition, bad: BadRows, leaks: LeakScan | None
+    ) -> Iterator[pa.Table]:
+        """A piece's tables with absolute line numbers (``position``: the
+        lines and rows before it, moved past it), and its reports merged."""
+        before = LinePosition(job.start, position.line, position.row)
+        try:
+            piece = future.result()
+        except WhileaiError:
+            # a bad row, numbered from the piece's start: parsed again here, it raises with its real line
+            piece = self._again(job, before)
+        if piece.bad["count"]:
+            piece.drop()
+            piece = self._again(job, before)  # the skipped rows' locations, numbered exactly
         bad.merge(piece.bad)
         if leaks is not None and piece.leaks is not None:
             leaks.merge(piece.leaks)
-        yield from piece.tables()
+        position.offset, position.line, position.row = job.end, before.line + piece.lines, before.row + piece.rows
+        for table in piece.tables():
+            yield _renumbered(table, before.line)
+
+    def _again(self, job: Job, before: LinePosition) -> Piece:
+        """``job`` parsed in this process, numbered from ``before``; its
+        lines hold a bad row, so this raises (``on_bad_row="raise"``) or
+        reports the rows it skipped."""
+        self._pieces += 1
+        output = os.path.join(os.path.dirname(job.output), f"piece-{self._pieces:06d}.arrow")
+        return parse_piece(dataclasses.replace(job, line=before.line, row=before.row, output=output))
 
     def _jobs(
-        self, handle: Any, path: str, source: str, position: LinePosition, end: int, leaks: bool, scratch: str
+        self, handle: Any, path: str, source: str, start: int, end: int, leaks: bool, scratch: str
     ) -> Iterator[Job]:
-        """One job per piece, each with the lines and rows before it (and its
-        output file in ``scratch``); leaves ``position`` at ``end``'s line start."""
-        size = max(PIECE_MIN_BYTES, min(PIECE_MAX_BYTES, (end - position.offset) // (4 * self.workers) + 1))
-        start = position.offset
+        """One job per piece of the lines starting in ``[start, end)``, each
+        numbered from its own start (and its output file in ``scratch``)."""
+        size = max(PIECE_MIN_BYTES, min(PIECE_MAX_BYTES, (end - start) // (4 * self.workers) + 1))
         while start < end:
             # a line start: the lines starting in [start, stop) are this piece's
             stop = line_start_at_or_after(handle, min(start + size, end))
             self._pieces += 1
             yield Job(
-                path, source, start, stop, position.line, position.row, self.normalizer.config_name,
+                path, source, start, stop, 0, 0, self.normalizer.config_name,
                 self.normalizer.options, self.chunk_rows, self.on_bad_row, leaks,
                 os.path.join(scratch, f"piece-{self._pieces:06d}.arrow"),
             )
-            lines, rows = count_lines(handle, start, stop)
-            position.offset, position.line, position.row = stop, position.line + lines, position.row + rows
             start = stop
