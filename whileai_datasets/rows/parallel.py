@@ -1,20 +1,20 @@
 """A byte range of a plain JSONL file parsed by worker processes, tables in order.
 
 The range is cut into pieces at line starts. Workers parse and normalize
-their pieces into canonical tables, numbering lines from the piece's start,
-and hand them back with the lines and rows they counted, the rows they
-skipped and the leak facts they took; this process yields the tables, and
-merges the reports, in file order, adding up the counts as it goes. A piece
-whose numbers show up in what it hands back (an error, a skipped row, the
-``raw`` config's ``source_line``) is put right in this process, where the
-lines before it are known by then: its line numbers are added on, or, for an
-error or a skipped row, the piece is parsed again here with the absolute
-numbers (errors are rare; this process never reads the whole file to count
-lines, which cost a tenth of the parse). So rows, their order, line numbers
-and errors are those of a single-process read: a bad row raises where it
-would have, after every table before it. At most ``workers + 1`` pieces are
-in flight, so memory stays at a few pieces per process however large the
-file is.
+their pieces into canonical tables and hand them back with the lines and rows
+they counted, the rows they skipped and the leak facts they took; this
+process yields the tables, and merges the reports, in file order, adding up
+the counts as it goes. Under ``on_bad_row="raise"`` a worker numbers lines
+from its piece's start, so this process never reads the whole file to count
+them (that cost a tenth of the parse); the ``raw`` config's ``source_line``
+is shifted here, and a piece that raised is parsed again here with its
+absolute numbers, so the error names its real line. Under ``"skip"``, whose
+report lists every skipped row's line, this process counts the lines before
+each piece (a bytes scan, ``reader.count_lines``) and the workers number
+them exactly. So rows, their order, line numbers and errors are those of a
+single-process read: a bad row raises where it would have, after every table
+before it. At most ``workers + 1`` pieces are in flight, so memory stays at a
+few pieces per process however large the file is.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.reader import (
     BadRows,
     LinePosition,
+    count_lines,
     iter_jsonl_rows,
     iter_line_range,
     iter_tables,
@@ -77,7 +78,8 @@ def resolve_workers(requested: int | None, size: int) -> int:
 @dataclass(frozen=True)
 class Job:
     """What a worker needs to parse one piece. ``line`` and ``row`` are the
-    lines and rows before it, 0 when the worker numbers from the piece's start."""
+    lines and rows before it when ``numbered``, else 0 (the worker numbers
+    from the piece's start)."""
 
     path: str
     source: str
@@ -92,6 +94,7 @@ class Job:
     leaks: bool
     #: the Arrow IPC file the worker writes the piece's tables to
     output: str
+    numbered: bool = True
 
 
 @dataclass
@@ -261,7 +264,8 @@ class RangeReader:
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=_context(), initializer=_worker_start)
         pending: list[tuple[Job, Future[Piece]]] = []
         try:
-            for job in self._jobs(handle, path, source, position.offset, end, leaks is not None, self._scratch):
+            start = LinePosition(position.offset, position.line, position.row)
+            for job in self._jobs(handle, path, source, start, end, leaks is not None, self._scratch):
                 pending.append((job, self._pool.submit(parse_piece, job)))
                 if len(pending) > self.workers:
                     yield from self._take(*pending.pop(0), position, bad, leaks)
@@ -285,39 +289,45 @@ class RangeReader:
         try:
             piece = future.result()
         except WhileaiError:
+            if job.numbered:
+                raise
             # a bad row, numbered from the piece's start: parsed again here, it raises with its real line
-            piece = self._again(job, before)
-        if piece.bad["count"]:
-            piece.drop()
-            piece = self._again(job, before)  # the skipped rows' locations, numbered exactly
+            job = self._numbered(job, before)
+            piece = parse_piece(job)
         bad.merge(piece.bad)
         if leaks is not None and piece.leaks is not None:
             leaks.merge(piece.leaks)
         position.offset, position.line, position.row = job.end, before.line + piece.lines, before.row + piece.rows
         for table in piece.tables():
-            yield _renumbered(table, before.line)
+            yield table if job.numbered else _renumbered(table, before.line)
 
-    def _again(self, job: Job, before: LinePosition) -> Piece:
-        """``job`` parsed in this process, numbered from ``before``; its
-        lines hold a bad row, so this raises (``on_bad_row="raise"``) or
-        reports the rows it skipped."""
+    def _numbered(self, job: Job, before: LinePosition) -> Job:
+        """``job`` numbered from ``before``, with an output file of its own."""
         self._pieces += 1
         output = os.path.join(os.path.dirname(job.output), f"piece-{self._pieces:06d}.arrow")
-        return parse_piece(dataclasses.replace(job, line=before.line, row=before.row, output=output))
+        return dataclasses.replace(job, line=before.line, row=before.row, output=output, numbered=True)
 
     def _jobs(
-        self, handle: Any, path: str, source: str, start: int, end: int, leaks: bool, scratch: str
+        self, handle: Any, path: str, source: str, before: LinePosition, end: int, leaks: bool, scratch: str
     ) -> Iterator[Job]:
-        """One job per piece of the lines starting in ``[start, end)``, each
-        numbered from its own start (and its output file in ``scratch``)."""
+        """One job per piece of the lines starting in ``[before.offset, end)``
+        (its output file in ``scratch``), numbered from its own start, or under
+        ``on_bad_row="skip"`` with the lines and rows before it counted on from
+        ``before``."""
+        start = before.offset
         size = max(PIECE_MIN_BYTES, min(PIECE_MAX_BYTES, (end - start) // (4 * self.workers) + 1))
+        numbered = self.on_bad_row == "skip"
+        line, row = (before.line, before.row) if numbered else (0, 0)
         while start < end:
             # a line start: the lines starting in [start, stop) are this piece's
             stop = line_start_at_or_after(handle, min(start + size, end))
             self._pieces += 1
             yield Job(
-                path, source, start, stop, 0, 0, self.normalizer.config_name,
+                path, source, start, stop, line, row, self.normalizer.config_name,
                 self.normalizer.options, self.chunk_rows, self.on_bad_row, leaks,
-                os.path.join(scratch, f"piece-{self._pieces:06d}.arrow"),
+                os.path.join(scratch, f"piece-{self._pieces:06d}.arrow"), numbered,
             )
+            if numbered:
+                lines, rows = count_lines(handle, start, stop)
+                line, row = line + lines, row + rows
             start = stop
