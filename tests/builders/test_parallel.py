@@ -108,6 +108,17 @@ def test_this_process_never_scans_the_file_to_count_lines(
     assert [row["source_line"] for row in ds] == [i + 1 for i, line in enumerate(lines) if line.strip()]
 
 
+def test_workers_take_tool_schemas_and_a_system_prompt(tmp_path: Path, load: Any, lines: list[str]) -> None:
+    """Options that hold tool schemas (dicts) reach the workers (they once failed to key a cache on them)."""
+    tools = [{"type": "function", "function": {"name": "lookup_order", "parameters": {"type": "object"}}}]
+    path = write_jsonl(tmp_path / "run.jsonl", lines)
+    options = {"tools": tools, "system_prompt": "Be brief."}
+    one = load(path, parse_workers=1, cache_dir=str(tmp_path / "one"), **options)
+    two = load(path, parse_workers=2, cache_dir=str(tmp_path / "two"), **options)
+    assert list(two) == list(one)
+    assert {json.dumps(row["tools"], sort_keys=True) for row in two} == {json.dumps(tools, sort_keys=True)}
+
+
 def test_parse_workers_is_not_part_of_the_cache_key(tmp_path: Path, load: Any, lines: list[str]) -> None:
     path = write_jsonl(tmp_path / "run.jsonl", lines)
     two = load(path, parse_workers=2)

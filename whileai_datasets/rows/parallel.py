@@ -139,17 +139,25 @@ def _renumbered(table: pa.Table, lines_before: int) -> pa.Table:
     return table.set_column(at, table.field(at), pc.add(column, pa.scalar(lines_before, column.type)))
 
 
-_NORMALIZERS: dict[tuple[str, Options], Normalizer] = {}
+#: the normalizers this process built, by (config, options); a list, not a
+#: dict: options hold tool schemas (dicts), which compare equal but do not hash
+_NORMALIZERS: list[tuple[str, Options, Normalizer]] = []
+
+
+def _normalizer(config: str, options: Options) -> Normalizer:
+    for known_config, known_options, normalizer in _NORMALIZERS:
+        if known_config == config and known_options == options:
+            return normalizer
+    normalizer = Normalizer(config, options)
+    _NORMALIZERS[:] = [*_NORMALIZERS[-3:], (config, options, normalizer)]
+    return normalizer
 
 
 def parse_piece(job: Job) -> Piece:
     """Parse one piece in a worker (also callable in process). The tables go
     to an Arrow IPC file, not back through the pipe: pickling them and
     pushing them through a pipe cost a tenth of the parse."""
-    key = (job.config, job.options)
-    normalizer = _NORMALIZERS.get(key)
-    if normalizer is None:
-        normalizer = _NORMALIZERS[key] = Normalizer(job.config, job.options)
+    normalizer = _normalizer(job.config, job.options)
     bad = BadRows()
     leaks = LeakScan() if job.leaks else None
     position = LinePosition(job.start, job.line, job.row)
