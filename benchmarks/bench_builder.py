@@ -5,7 +5,10 @@ orjson parse of every line (the floor).
 
 Each measurement runs in a fresh subprocess (its own peak RSS, a cold datasets
 cache), alternating the methods so machine noise hits all of them alike; the
-report is the median per method and the ratios between them.
+report is the median per method and the ratios between them. ``seconds`` is
+the load itself, after the imports (``import datasets`` and this package, or
+``import orjson`` for the floor: 1-2 s on this machine, the same for every
+load of a process); ``with imports`` adds them, and the ratios are given both ways.
 
     python benchmarks/bench_builder.py --rows 100000 --repeat 3
     python benchmarks/bench_builder.py --rows 1000000 --repeat 1 --methods builder   # peak RSS at 1M rows
@@ -31,17 +34,20 @@ os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
 sys.path.insert(0, sys.argv[3])
 from benchmarks._memory import TotalPeak
 total = TotalPeak()
+began = time.perf_counter()
+if method == "orjson":
+    import orjson
+else:
+    import datasets
+    import whileai_datasets  # noqa: F401
 start = time.perf_counter()
 rows = 0
 if method == "orjson":
-    import orjson
     with open(path, "rb") as handle:
         for line in handle:
             orjson.loads(line)
             rows += 1
 else:
-    import datasets
-    import whileai_datasets  # noqa: F401
     cache = tempfile.mkdtemp()
     name = "json" if method == "json" else "whileai/export"
     # builder_np2: the default shard_bytes (64 MiB) splits the one file into shards for two workers
@@ -49,6 +55,7 @@ else:
     ds = datasets.load_dataset(name, data_files=path, split="train", cache_dir=cache, **extra)
     rows = ds.num_rows
 seconds = time.perf_counter() - start
+imports = start - began
 own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
 peak = own.ru_maxrss / 1024
 # num_proc workers are children: the largest one's peak, on top of this process
@@ -60,7 +67,7 @@ if method != "orjson":
     import shutil
     shutil.rmtree(cache, ignore_errors=True)  # a few hundred MB per run
 print(json.dumps({"method": method, "rows": rows, "seconds": seconds, "peak_rss_mb": peak, "worker_rss_mb": worker,
-                  "cpu_seconds": cpu, "total_peak_mb": total.mb}))
+                  "cpu_seconds": cpu, "total_peak_mb": total.mb, "import_seconds": imports}))
 """
 
 METHODS = ("builder", "builder_1p", "json", "orjson")
@@ -99,6 +106,8 @@ def main() -> None:
     summary = {
         m: {
             "seconds": statistics.median(r["seconds"] for r in rs),
+            "import_seconds": statistics.median(r["import_seconds"] for r in rs),
+            "with_imports": statistics.median(r["seconds"] + r["import_seconds"] for r in rs),
             "peak_rss_mb": max(r["peak_rss_mb"] for r in rs),
             "worker_rss_mb": max(r.get("worker_rss_mb", 0.0) for r in rs),
             "cpu_seconds": statistics.median(r.get("cpu_seconds", 0.0) for r in rs),
@@ -108,23 +117,27 @@ def main() -> None:
         }
         for m, rs in runs.items()
     }
+    pairs = {
+        "json_over_builder": ("json", "builder"),
+        "builder_over_builder_np2": ("builder", "builder_np2"),
+        "json_over_builder_np2": ("json", "builder_np2"),
+        "builder_1p_over_builder": ("builder_1p", "builder"),
+        "builder_over_orjson_floor": ("builder", "orjson"),
+    }
     ratios = {}
-    if "builder" in summary and "json" in summary:
-        ratios["json_over_builder"] = summary["json"]["seconds"] / summary["builder"]["seconds"]
-    if "builder" in summary and "builder_np2" in summary:
-        ratios["builder_over_builder_np2"] = summary["builder"]["seconds"] / summary["builder_np2"]["seconds"]
-    if "builder_np2" in summary and "json" in summary:
-        ratios["json_over_builder_np2"] = summary["json"]["seconds"] / summary["builder_np2"]["seconds"]
-    if "builder" in summary and "builder_1p" in summary:
-        ratios["builder_1p_over_builder"] = summary["builder_1p"]["seconds"] / summary["builder"]["seconds"]
-    if "builder" in summary and "orjson" in summary:
-        ratios["builder_over_orjson_floor"] = summary["builder"]["seconds"] / summary["orjson"]["seconds"]
+    for name, (top, bottom) in pairs.items():
+        if top in summary and bottom in summary:
+            ratios[name] = summary[top]["seconds"] / summary[bottom]["seconds"]
+            ratios[name + "_with_imports"] = summary[top]["with_imports"] / summary[bottom]["with_imports"]
     report = {"rows": args.rows, "file_mb": round(size_mb, 1), "repeat": args.repeat, "methods": summary, "ratios": ratios}
     if args.json:
         print(json.dumps(report, indent=2))
         return
     print(f"load {args.rows:,} whileai rows ({size_mb:.0f} MB JSONL), median of {args.repeat}, fresh process and cache each")
-    print(f"  {'method':<42} {'seconds':>8} {'CPU s':>7} {'rows/s':>10} {'peak RSS':>10} {'all processes':>14}")
+    print(
+        f"  {'method':<42} {'seconds':>8} {'with imports':>13} {'CPU s':>7} {'rows/s':>10} {'peak RSS':>10}"
+        f" {'all processes':>14}"
+    )
     labels = {
         "builder": 'load_dataset("whileai/export")',
         "builder_1p": 'load_dataset("whileai/export", parse_workers=1)',
@@ -135,7 +148,7 @@ def main() -> None:
     for m, s in summary.items():
         workers = f"  (+ {s['worker_rss_mb']:.0f} MB per worker)" if m in ("builder", "builder_np2") else ""
         print(
-            f"  {labels[m]:<42} {s['seconds']:>8.2f} {s['cpu_seconds']:>7.2f} {s['rows'] / s['seconds']:>10,.0f}"
+            f"  {labels[m]:<42} {s['seconds']:>8.2f} {s['with_imports']:>13.2f} {s['cpu_seconds']:>7.2f} {s['rows'] / s['seconds']:>10,.0f}"
             f" {s['peak_rss_mb']:>8.0f} MB {s['total_peak_mb']:>11.0f} MB{workers}  runs {s['all_seconds']}"
         )
     for name, value in ratios.items():
