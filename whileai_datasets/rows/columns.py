@@ -243,7 +243,7 @@ class ScalarColumns:
     signatures, so almost every row costs two ``map`` calls and a set lookup.
     Json values are encoded column by column when the table is built."""
 
-    __slots__ = ("kinds", "allowed", "keys", "names", "rows", "extra", "valid", "n", "_list_keys")
+    __slots__ = ("kinds", "allowed", "keys", "names", "rows", "extra", "valid", "n", "_list_keys", "_transposed")
 
     def __init__(self, kinds: dict[str, str], fast: dict[str, tuple[type, ...]], keys: Iterable[str]) -> None:
         self.kinds = kinds
@@ -258,6 +258,8 @@ class ScalarColumns:
         self.extra: dict[str, list[Any]] = {}
         self.valid: set[tuple[type, ...]] = set()
         self.n = 0
+        #: ``(rows, columns)``: the first ``rows`` rows' values column by column, built once per table
+        self._transposed: tuple[int, list[tuple[Any, ...]]] | None = None
 
     def add(self, row: dict[str, Any], ctx: RowContext) -> None:
         """Take this chunk's keys from ``row`` (checked); ``end_row`` once the row is complete."""
@@ -300,8 +302,9 @@ class ScalarColumns:
             return pa.array(self.extra[key], arrow_type)
         if not self.rows:
             return pa.nulls(self.n, arrow_type)
-        index = self.names.index(key)
-        column = [values[index] for values in self.rows]
+        if self._transposed is None or self._transposed[0] != len(self.rows):
+            self._transposed = (len(self.rows), list(zip(*self.rows)))  # every column in one C-level pass
+        column: Sequence[Any] = self._transposed[1][self.names.index(key)]
         if self.kinds[key] == "json":
             encode = normalize.JSON_ENCODER.encode
             column = [None if v is None else encode(v) for v in column]
