@@ -112,7 +112,10 @@ class Chunk:
             self.leaks.n_rows += 1
             self.leaks.check(*raw)
 
-    def _add(self, row: dict[str, Any], ctx: RowContext) -> tuple[dict[str, Any], Any]:
+    def _add(self, row: dict[str, Any], ctx: RowContext) -> tuple[dict[str, Any], Any, Any]:
+        """Add ``row``; returns what the leak check takes: the raw row, and the
+        conversation's turns and assistant texts when they are this row's own
+        (``LeakScan.check``)."""
         raise NotImplementedError
 
     def _undo(self) -> None:
@@ -163,7 +166,7 @@ class TrainingChunk(Chunk):
     def _keys(self) -> frozenset[str]:
         return _TRAINING_KEYS
 
-    def _add(self, row: dict[str, Any], ctx: RowContext) -> tuple[dict[str, Any], Any]:
+    def _add(self, row: dict[str, Any], ctx: RowContext) -> tuple[dict[str, Any], Any, Any]:
         shaped = normalize.join_trl(normalize.bridge_tool_trace(normalize.expand_flat(row, ctx)))
         source = shaped.get("messages")
         if source and not isinstance(source, list):
@@ -176,8 +179,11 @@ class TrainingChunk(Chunk):
         if self.options.tools_json is None:
             self.tools.append(self._tools_of(shaped, ctx))
         self.scalars.add(shaped, ctx)
-        # the leak check reads the raw row; the turns rebuilt from it are reused when nothing reshaped it
-        return row, built if shaped is row else None
+        # the leak check reads the raw row; the turns rebuilt from it, and the
+        # assistant texts just added, are reused when nothing reshaped it
+        if shaped is not row:
+            return row, None, None
+        return row, built, self.lists["messages"].said
 
     def _undo(self) -> None:
         del self.tools[self.num_rows :]
@@ -204,7 +210,7 @@ class PreferenceChunk(Chunk):
     def _keys(self) -> frozenset[str]:
         return _PREFERENCE_KEYS
 
-    def _add(self, row: dict[str, Any], ctx: RowContext) -> tuple[dict[str, Any], Any]:
+    def _add(self, row: dict[str, Any], ctx: RowContext) -> tuple[dict[str, Any], Any, Any]:
         pair = normalize.join_preference(row)
         for side in ("chosen", "rejected"):
             turns = self._side(pair.get(side), ctx, side)
@@ -213,7 +219,7 @@ class PreferenceChunk(Chunk):
             own = pair.get("tools")
             self.tools.append(normalize.JSON_ENCODER.encode(own) if isinstance(own, list) and own else None)
         self.scalars.add(pair, ctx)
-        return row, None
+        return row, None, None
 
     def _undo(self) -> None:
         del self.tools[self.num_rows :]
@@ -243,13 +249,13 @@ class RawChunk(Chunk):
     def _keys(self) -> frozenset[str]:
         return _RAW_KEYS
 
-    def _add(self, row: dict[str, Any], ctx: RowContext) -> tuple[dict[str, Any], Any]:
+    def _add(self, row: dict[str, Any], ctx: RowContext) -> tuple[dict[str, Any], Any, Any]:
         self.scalars.add(row, ctx)
         rest = {k: v for k, v in row.items() if k not in _RAW_KEYS}
         self.scalars.set("extra", normalize.JSON_ENCODER.encode(rest) if rest else None)
         self.scalars.set("source_file", ctx.source)
         self.scalars.set("source_line", ctx.line if ctx.line is not None else ctx.row)
-        return row, None
+        return row, None, None
 
     def _columns(self) -> dict[str, pa.Array]:
         return {}

@@ -39,7 +39,7 @@ class MessageColumns:
     """One ``List(Message())`` column of a chunk."""
 
     __slots__ = ("row_offsets", "role", "content", "name", "tool_call_id", "extra", "reasoning", "parts",
-                 "call_offsets", "call_id", "call_name", "call_arguments", "keep_keys")
+                 "call_offsets", "call_id", "call_name", "call_arguments", "keep_keys", "said")
 
     def __init__(self, keep_keys: bool = False) -> None:
         self.keep_keys = keep_keys
@@ -58,6 +58,9 @@ class MessageColumns:
         self.call_id: list[str] = []
         self.call_name: list[str] = []
         self.call_arguments: list[str] = []
+        #: the text of each assistant message of the row added last, when all
+        #: of its messages were plain text (else None): the leak check's input
+        self.said: list[str] | None = None
 
     def mark(self) -> tuple[int, int, int]:
         return len(self.row_offsets), len(self.role), len(self.call_id)
@@ -98,6 +101,8 @@ class MessageColumns:
                 self.extra.append(None)
         count = 0
         pending: list[str] = []
+        said: list[str] | None = []
+        self.said = None
         for i, message in enumerate(messages):
             if type(message) is not dict:
                 raise ctx.error(
@@ -114,8 +119,11 @@ class MessageColumns:
                 # parts, reasoning, or a value whileai reads as str(content or "")
                 read = content_parts.read_content(message, role, ctx.error, f"{column}[{i}]")
                 content = read.content
+                said = None  # not plain text: the leak check reads the raw message itself
             name = answer = None
             if role == "assistant":
+                if said is not None:
+                    said.append(content)
                 calls = message.get("tool_calls")
                 if calls and type(calls) is not list:
                     raise ctx.error(
@@ -150,6 +158,7 @@ class MessageColumns:
                 rest = {k: v for k, v in message.items() if k not in _TYPED}
                 self.extra.append(normalize.JSON_ENCODER.encode(rest) if rest else None)
         self.row_offsets.append(len(self.role))
+        self.said = said
 
     def _extras(self, reasoning: str | None, parts: list[dict[str, Any]] | None) -> None:
         """Record the next message's ``reasoning_content`` and parts (before

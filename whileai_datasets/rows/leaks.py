@@ -38,9 +38,24 @@ def needles(privileged: Any, min_len: int) -> list[tuple[str, str]]:
     if not isinstance(privileged, dict):
         return []
     found: list[tuple[str, str]] = []
+    get = privileged.get
     for key in LEAK_KEYS:
-        value = privileged.get(key)
-        if value:
+        value = get(key)
+        if not value:
+            continue
+        if type(value) is str:  # the common shapes (a text, an object of texts) without a call
+            text = " ".join(value.split()).lower()
+            if len(text) >= min_len:
+                found.append((key, text))
+        elif type(value) is dict:
+            for sub, item in value.items():
+                if type(item) is str:
+                    text = " ".join(item.split()).lower()
+                    if len(text) >= min_len:
+                        found.append((f"{key}.{sub}", text))
+                else:
+                    _walk(f"{key}.{sub}", item, min_len, found)
+        else:
             _walk(key, value, min_len, found)
     return found
 
@@ -81,13 +96,25 @@ def assistant_text(row: dict[str, Any], turns: Sequence[dict[str, Any]] | None =
 
 
 def row_leak(
-    row: dict[str, Any], min_len: int = LEAK_MIN_QUOTE_CHARS, turns: Sequence[dict[str, Any]] | None = None
+    row: dict[str, Any],
+    min_len: int = LEAK_MIN_QUOTE_CHARS,
+    turns: Sequence[dict[str, Any]] | None = None,
+    said: Sequence[str] | None = None,
 ) -> dict[str, str] | None:
-    """``None``: nothing to check; ``{}``: checked, no leak; else the first quoted field."""
+    """``None``: nothing to check; ``{}``: checked, no leak; else the first quoted field.
+
+    ``said``, when the caller has it (the builder does), is the text of each
+    assistant turn of this very row's conversation, every one plain text: what
+    ``assistant_text`` would collect from them, without walking the turns again."""
     found = needles(row.get("privileged"), min_len)
     if not found:
         return None
-    hay = norm(assistant_text(row, turns))
+    if said is None:
+        hay = norm(assistant_text(row, turns))
+    else:
+        # whileai lowercases the joined texts before normalizing them; lowercasing
+        # once after gives the same text (test_leaks proves it over every code point)
+        hay = " ".join("\n".join((str(row.get("final_text") or ""), *said)).split()).lower()
     for path, needle in found:
         if needle in hay:
             return {"field": path, "needle": needle[:80]}
@@ -113,9 +140,11 @@ class LeakScan:
         self.n_rows += 1
         self.check(row)
 
-    def check(self, row: dict[str, Any], turns: Sequence[dict[str, Any]] | None = None) -> None:
-        """Check a row already counted in ``n_rows``."""
-        found = row_leak(row, self.min_len, turns) if "privileged" in row else None
+    def check(
+        self, row: dict[str, Any], turns: Sequence[dict[str, Any]] | None = None, said: Sequence[str] | None = None
+    ) -> None:
+        """Check a row already counted in ``n_rows`` (``turns`` and ``said`` as for ``row_leak``)."""
+        found = row_leak(row, self.min_len, turns, said) if "privileged" in row else None
         if found is None:
             self.exported = self.exported or "scenario_id" in row
             return
