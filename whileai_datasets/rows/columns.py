@@ -315,8 +315,7 @@ class ScalarColumns:
             self._transposed = (len(self.rows), list(zip(*self.rows)))  # every column in one C-level pass
         column: Sequence[Any] = self._transposed[1][self.names.index(key)]
         if self.kinds[key] == "json":
-            encode = normalize.JSON_ENCODER.encode
-            column = [None if v is None else encode(v) for v in column]
+            column = normalize.encode_json_column(column)
         return pa.array(column, arrow_type)
 
     def has(self, key: str) -> bool:

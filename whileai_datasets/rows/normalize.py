@@ -26,6 +26,7 @@ which fills Arrow columns directly; content that is not plain text (parts,
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from whileai_datasets.errors import ExportFormatError
@@ -218,6 +219,14 @@ def decode_arguments(arguments: Any) -> Any:
 
 def wire_arguments(arguments: Any) -> str:
     """Arguments as OpenAI wire JSON text, encoded exactly as whileai does."""
+    if type(arguments) is dict:  # the common shape, an object of texts, written directly
+        parts = []
+        for key, item in arguments.items():
+            if type(key) is not str or type(item) is not str:
+                break
+            parts.append(f"{_ESCAPE_ASCII(key)}: {_ESCAPE_ASCII(item)}")
+        else:
+            return "{" + ", ".join(parts) + "}"
     value = decode_arguments(arguments)
     if isinstance(value, str):
         return value
@@ -257,11 +266,41 @@ class Encoder:
             raise
 
 
+#: ``json.dumps``' string writer with ``ensure_ascii`` (the C one when there is one)
+_ESCAPE_ASCII = json.encoder.encode_basestring_ascii
 #: One encoder each, built once.
 _ARGUMENTS_ENCODER = Encoder(separators=(",", ": "), default=str)
 #: ``json.dumps(value, default=str)``, as whileai encodes a tool result
 _RESULT_ENCODER = Encoder(default=str)
 JSON_ENCODER = Encoder(ensure_ascii=False)
+
+#: value types whose ``==`` is exact (no ``1 == 1.0 == True``, no ``0.0 == -0.0``) once the types match
+_EXACT_TYPES = frozenset((str, int, bool, type(None)))
+
+
+def encode_json_column(values: Sequence[Any]) -> list[str | None]:
+    """``JSON_ENCODER.encode`` of each value (None stays None). An object of
+    scalars under text keys equal to the one before it (same keys in the same
+    order, same value types, equal values: a run's ``lineage``, the same on
+    every row) reuses that one's text instead of encoding it again."""
+    encode = JSON_ENCODER.encode
+    out: list[str | None] = []
+    last_key: Any = None
+    last_text = ""
+    for value in values:
+        if value is None:
+            out.append(None)
+        elif type(value) is dict:
+            key = (tuple(value.items()), tuple(map(type, value.values())))
+            if key != last_key:
+                last_text = encode(value)
+                exact = _EXACT_TYPES.issuperset(key[1]) and all(type(name) is str for name in value)
+                last_key = key if exact else None
+            out.append(last_text)
+        else:
+            out.append(encode(value))
+    return out
+
 
 #: column kind -> the Python types a value may have (None: any JSON value)
 _ALLOWED: dict[str, frozenset[type] | None] = {
