@@ -98,12 +98,11 @@ class Chunk:
     def add(self, row: Any, ctx: RowContext) -> None:
         """Normalize one parsed row into the chunk; on a ``WhileaiError`` (or a
         ``RecursionError``) the chunk is left as it was and the error raised."""
-        marks = {name: columns.mark() for name, columns in self.lists.items()}
         try:
             raw = self._add(_object(row, ctx), ctx)
         except (WhileaiError, RecursionError):  # RecursionError: a value nested too deep, named by the reader
-            for name, columns in self.lists.items():
-                columns.truncate(marks[name])
+            for columns in self.lists.values():
+                columns.rollback(self.scalars.n)
             self.scalars.truncate()
             self._undo()
             raise
@@ -167,7 +166,10 @@ class TrainingChunk(Chunk):
         return _TRAINING_KEYS
 
     def _add(self, row: dict[str, Any], ctx: RowContext) -> tuple[dict[str, Any], Any, Any]:
-        shaped = normalize.join_trl(normalize.bridge_tool_trace(normalize.expand_flat(row, ctx)))
+        if _reshaped(row):
+            shaped = normalize.join_trl(normalize.bridge_tool_trace(normalize.expand_flat(row, ctx)))
+        else:
+            shaped = row
         source = shaped.get("messages")
         if source and not isinstance(source, list):
             raise ctx.error("messages", f"expected a list of messages, got {type(source).__name__}", "Fix the row.")
@@ -259,6 +261,15 @@ class RawChunk(Chunk):
 
     def _columns(self) -> dict[str, pa.Array]:
         return {}
+
+
+def _reshaped(row: dict[str, Any]) -> bool:
+    """Whether ``expand_flat``, ``bridge_tool_trace`` or ``join_trl`` may change
+    ``row``: each returns it as it is unless it has one of these keys."""
+    return (
+        "tool_trace" in row or "completion" in row or "prompt_text" in row
+        or "steps_json" in row or "messages_json" in row or "metadata_json" in row
+    )
 
 
 def _object(row: Any, ctx: RowContext) -> dict[str, Any]:

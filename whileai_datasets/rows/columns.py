@@ -8,13 +8,14 @@ no nested-struct inference. What is the same on every row (the ``"function"``
 type of a tool call, the ``loss_mask`` rule, a ``tools`` constant) is built
 by vectorized Arrow steps once per chunk.
 
-A row is all or nothing: ``mark()`` before it and ``truncate(mark)`` when it
-fails leave the columns as they were (``on_bad_row="skip"``).
+A row is all or nothing: ``rollback(rows)`` when it fails leaves the columns
+as they were (``on_bad_row="skip"``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,8 @@ _TYPED = frozenset(("role", "content", "reasoning_content", "tool_calls", "name"
 _MESSAGE_STORAGE = storage_type(MESSAGE_TYPE)
 _FUNCTION_STORAGE = TOOL_CALL_TYPE.field("function").type
 _PARTS_STORAGE = _MESSAGE_STORAGE.field("parts").type
+#: key orders a chunk remembers (``ScalarColumns._pick``)
+MAX_KEY_ORDERS = 512
 
 
 class MessageColumns:
@@ -62,8 +65,11 @@ class MessageColumns:
         #: of its messages were plain text (else None): the leak check's input
         self.said: list[str] | None = None
 
-    def mark(self) -> tuple[int, int, int]:
-        return len(self.row_offsets), len(self.role), len(self.call_id)
+    def rollback(self, rows: int) -> None:
+        """Keep only the first ``rows`` rows: what a failed row added goes (its
+        start is where the last complete row ended, so no mark is kept per row)."""
+        messages = self.row_offsets[rows]
+        self.truncate((rows + 1, messages, self.call_offsets[messages]))
 
     def truncate(self, mark: tuple[int, int, int]) -> None:
         rows, messages, calls = mark
@@ -252,7 +258,8 @@ class ScalarColumns:
     signatures, so almost every row costs two ``map`` calls and a set lookup.
     Json values are encoded column by column when the table is built."""
 
-    __slots__ = ("kinds", "allowed", "keys", "names", "rows", "extra", "valid", "n", "_list_keys", "_transposed")
+    __slots__ = ("kinds", "allowed", "keys", "names", "rows", "extra", "valid", "n", "_list_keys", "_transposed",
+                 "_picks")
 
     def __init__(self, kinds: dict[str, str], fast: dict[str, tuple[type, ...]], keys: Iterable[str]) -> None:
         self.kinds = kinds
@@ -267,16 +274,31 @@ class ScalarColumns:
         self.extra: dict[str, list[Any]] = {}
         self.valid: set[tuple[type, ...]] = set()
         self.n = 0
+        #: a row's key order -> what takes this chunk's columns from its values (``_pick``)
+        self._picks: dict[tuple[str, ...], Callable[[tuple[Any, ...]], tuple[Any, ...]]] = {}
         #: ``(rows, columns)``: the first ``rows`` rows' values column by column, built once per table
         self._transposed: tuple[int, list[tuple[Any, ...]]] | None = None
 
     def add(self, row: dict[str, Any], ctx: RowContext) -> None:
         """Take this chunk's keys from ``row`` (checked); ``end_row`` once the row is complete."""
-        values = tuple(map(row.get, self.names))
+        keys = tuple(row)
+        pick = self._picks.get(keys) or self._pick(keys)
+        # the row's values in key order, None last: the columns' values (None where absent) in one C call
+        values = pick((*row.values(), None)) if pick is not None else tuple(map(row.get, self.names))
         signature = tuple(map(type, values))
         if signature not in self.valid:
             self._check(values, signature, ctx)
         self.rows.append(values)
+
+    def _pick(self, keys: tuple[str, ...]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]] | None:
+        """What takes the columns' values from the values of a row with these
+        keys in this order (rows of one file mostly share a few orders); None
+        past ``MAX_KEY_ORDERS`` orders, where rows are read key by key."""
+        if len(self._picks) >= MAX_KEY_ORDERS or len(self.names) < 2:  # one name: itemgetter gives no tuple
+            return None
+        where = {key: i for i, key in enumerate(keys)}
+        pick = self._picks[keys] = itemgetter(*(where.get(name, len(keys)) for name in self.names))
+        return pick
 
     def _check(self, values: tuple[Any, ...], signature: tuple[type, ...], ctx: RowContext) -> None:
         """Each value against its column's type (``typed_value`` raises with
