@@ -34,6 +34,8 @@ _TYPED = frozenset(("role", "content", "reasoning_content", "tool_calls", "name"
 _MESSAGE_STORAGE = storage_type(MESSAGE_TYPE)
 _FUNCTION_STORAGE = TOOL_CALL_TYPE.field("function").type
 _PARTS_STORAGE = _MESSAGE_STORAGE.field("parts").type
+#: the ids of a row's first tool calls, ``call_0000`` on (whileai numbers them so)
+_CALL_IDS = tuple(f"call_{i:04d}" for i in range(64))
 #: key orders a chunk remembers (``ScalarColumns._pick``)
 MAX_KEY_ORDERS = 512
 
@@ -109,6 +111,7 @@ class MessageColumns:
         pending: list[str] = []
         said: list[str] | None = []
         self.said = None
+        extras = self.parts  # empty (all null) until a message has parts or reasoning
         for i, message in enumerate(messages):
             if type(message) is not dict:
                 raise ctx.error(
@@ -153,7 +156,7 @@ class MessageColumns:
                     answer = pending.pop(0)
             if read is not None:
                 self._extras(read.reasoning, read.parts)
-            elif self.parts:
+            elif extras:
                 self._extras(None, None)
             add_role(role)
             add_content(content)
@@ -183,9 +186,14 @@ class MessageColumns:
         if type(call) is not dict:
             path = f"{column}[{i}].tool_calls[{j}]"
             raise ctx.error(path, f"expected a tool-call object, got {normalize.type_name(call)}", "Fix the row.")
-        function = call["function"] if isinstance(call.get("function"), dict) else call
-        call_id = str(call.get("id") or f"call_{count:04d}")
-        self.call_name.append(str(function.get("name") or ""))
+        function = call.get("function")
+        if type(function) is not dict and not isinstance(function, dict):
+            function = call
+        call_id = call.get("id") or (_CALL_IDS[count] if count < len(_CALL_IDS) else f"call_{count:04d}")
+        if type(call_id) is not str:
+            call_id = str(call_id)
+        name = function.get("name")
+        self.call_name.append(name if type(name) is str else str(name or ""))
         self.call_arguments.append(normalize.wire_arguments(function.get("arguments")))
         self.call_id.append(call_id)
         return call_id

@@ -169,13 +169,9 @@ def conversation(row: dict[str, Any]) -> list[dict[str, Any]]:
             messages.pop()
     if not final:
         return messages
-    said = {
-        str(m.get("content") or "")
-        for m in messages
-        if m.get("role") == "assistant" and str(m.get("content") or "").strip()
-    }
-    if final in said:
-        return messages
+    for message in messages:  # an assistant turn already said it (built turns hold text)
+        if message["role"] == "assistant" and message["content"] == final and final.strip():
+            return messages
     last = messages[-1] if messages else None
     if last is not None and last.get("role") == "assistant":
         if not str(last.get("content") or "").strip():
