@@ -61,6 +61,9 @@ class Normalizer:
             "preference": schema.PREFERENCE_FEATURES,
             "raw": schema.RAW_FEATURES,
         }[config_name]
+        #: the table schema, and each column's storage type (``Features.arrow_schema`` builds a new one per call)
+        self.arrow_schema = self.features.arrow_schema
+        self.storage_types = [storage_type(fld.type) for fld in self.arrow_schema]
         self.kinds = normalize.column_kinds(self.features)
         self.fast_types = {key: _FAST_TYPES[kind] for key, kind in self.kinds.items() if kind in _FAST_TYPES}
         self._chunk_class = {"default": TrainingChunk, "preference": PreferenceChunk, "raw": RawChunk}[config_name]
@@ -125,11 +128,10 @@ class Chunk:
         raise NotImplementedError
 
     def table(self) -> pa.Table:
-        target = self.normalizer.features.arrow_schema
+        target, plains = self.normalizer.arrow_schema, self.normalizer.storage_types
         built = self._columns()
         arrays = []
-        for fld in target:
-            plain = storage_type(fld.type)
+        for fld, plain in zip(target, plains):
             array = built.get(fld.name)
             if array is None and self.scalars.has(fld.name):
                 array = self.scalars.array(fld.name, plain)
