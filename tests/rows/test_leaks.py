@@ -95,3 +95,18 @@ def test_builder_leak_verdicts_on_parts_and_reasoning_equal_the_raw_message_walk
     verdicts = _verdicts(rows)
     assert verdicts == [row_leak(row) for row in rows]
     assert [bool(v) for v in verdicts] == [True, True, False, True]  # not vacuous
+
+
+def test_needles_keep_short_texts_whose_lowercase_is_long_enough() -> None:
+    from whileai.simulations.score.privileged import _needles as theirs
+
+    from whileai_datasets.rows.leaks import needles
+
+    block = {
+        "hidden_state": {"a": "İ" * 6, "b": "short", "c": {"d": "İ" * 7, "e": ["x" * 11, "y" * 12, " z" * 7]}},
+        "reference": "\u212a" * 11 + "  ",
+        "principle": ["ǅ" * 12, {"f": "tiny"}],
+    }
+    found = needles(block, 12)
+    assert found == theirs(block, min_len=12)
+    assert ("hidden_state.a", "i\u0307" * 6) in found  # 6 characters, 12 once lowercased
