@@ -16,6 +16,7 @@ methods of several checkouts of this package side by side.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import subprocess
@@ -79,8 +80,7 @@ def piece_file(rows: int) -> Path:
     target = DATA_DIR / f"piece-{rows}.jsonl"
     if not target.exists():
         with open(source, "rb") as handle, open(target, "wb") as out:
-            for _, line in zip(range(rows), handle):
-                out.write(line)
+            out.writelines(line for _, line in zip(range(rows), handle))
     return target
 
 
@@ -124,7 +124,7 @@ def main() -> None:
                     ours["cpu_median"] / theirs["cpu_median"])
                 ratios[f"{tree}:{name}"] = round(value, 2)
     names = list(trees)
-    for first, second in zip(names, names[1:]):
+    for first, second in itertools.pairwise(names):
         for method in methods:
             a, b = summary.get(f"{first}:{method}"), summary.get(f"{second}:{method}")
             if a and b and method.startswith("piece"):
