@@ -109,16 +109,21 @@ def _unrolled_jsonl_chunk(table: pa.Table, fmt: str) -> tuple[pa.Table, pa.Table
 
     The same transforms in an order that renders each source row's JSON
     once: the wire shape first (it is per row), then each message's JSON
-    and the members unroll only repeats, then ``unroll``, which copies the
-    rendered text into every sample instead of encoding it again per sample."""
+    and the members unroll only repeats, then ``unroll``. What the samples
+    repeat (message texts, members, lineage) are dictionary arrays over the
+    source rows' texts, so ``unroll`` copies indices, and the writer's one
+    ``take`` (``_lines.assemble``) copies each text straight into its lines."""
     source = unrolling.unrolled_from(table)
     shaped = wire.trl_training_table(table) if fmt == "trl" else wire.openai_table(table)
-    shaped = _arrow.set_column(shaped, "messages", _json.memoize_messages(_arrow.column(shaped, "messages"), drop_content=True))
+    memoized = _json.memoize_messages(_arrow.column(shaped, "messages"), drop_content=True)
+    shaped = _arrow.set_column(shaped, "messages", memoized)
     cover = [n for n in shaped.column_names if n not in _PER_SAMPLE]
     members = _json.render_members(shaped, cover, keep_null=writer.TRAINING_NULLS)
-    shaped = _arrow.set_column(shaped, _json.MEMBERS_COLUMN, members)
+    shaped = _arrow.drop(shaped, *(n for n in cover if n not in _REPORTED))  # in the members: not repeated per sample
+    by_row = pa.DictionaryArray.from_arrays(pa.array(np.arange(shaped.num_rows, dtype=np.int32)), members)
+    shaped = _arrow.set_column(shaped, _json.MEMBERS_COLUMN, by_row)
     shaped = shaped.replace_schema_metadata({_json.MEMBERS_COVER: json.dumps(cover).encode()})
-    rows = unrolling.unroll_table(shaped, source=source)
+    rows = unrolling.unroll_table(shaped, source=source, lineage_by_row=True)
     empty = _arrow.lengths(_arrow.column(rows, "messages")) == 0
     if empty.any():
         return rows, rows, -1 - int(np.argmax(empty))
@@ -130,3 +135,5 @@ def _unrolled_jsonl_chunk(table: pa.Table, fmt: str) -> tuple[pa.Table, pa.Table
 
 #: Columns ``unroll`` sets per sample (and ``tools``, spliced in as one constant).
 _PER_SAMPLE = frozenset(("messages", "loss_mask", "lineage", "unroll", "tools", _json.MEMBERS_COLUMN))
+#: Columns the members cover that the report counts (or TRL's completion split reads) per sample.
+_REPORTED = frozenset(("group_id", "reward", "prompt_text", tool_output.TRUNCATED, tool_output.CHARS_CUT))

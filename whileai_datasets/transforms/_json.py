@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from whileai_datasets.rows.normalize import decode_arguments
-from whileai_datasets.transforms import _arrow, _parts
+from whileai_datasets.transforms import _arrow, _lines, _parts
 from whileai_datasets.transforms._text import NULL as _NULL
 from whileai_datasets.transforms._text import concat as _concat
 from whileai_datasets.transforms._text import escape as escape
@@ -155,25 +155,45 @@ def message_items(lists: pa.Array) -> pa.Array:
     ``__json`` field (computed before ``unroll`` repeated it), used as is."""
     messages = _arrow.flat(lists)
     if _arrow.MEMO_FIELD in messages.type.names:
-        objects = pc.struct_field(messages, _arrow.MEMO_FIELD)
+        objects = _arrow.decoded(pc.struct_field(messages, _arrow.MEMO_FIELD))
     else:
         objects = message_objects(messages)
     return pc.binary_join(_arrow.relist(lists, objects), ", ")
 
 
+def message_run(lists: pa.Array) -> _lines.Run:
+    """``message_items`` of non-null message lists as a ``_lines.Run``: the
+    memoized texts referenced by index, not copied per row."""
+    messages = _arrow.flat(lists)
+    offsets = np.asarray(lists.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    offsets = offsets - offsets[0]
+    if _arrow.MEMO_FIELD not in messages.type.names:
+        return _lines.Run(offsets, message_objects(messages))
+    memo = pc.struct_field(messages, _arrow.MEMO_FIELD)
+    if pa.types.is_dictionary(memo.type) and not memo.indices.null_count:
+        index = np.asarray(memo.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+        return _lines.Run(offsets, memo.dictionary, index)
+    return _lines.Run(offsets, _arrow.decoded(memo))
+
+
 def memoize_messages(lists: pa.Array, *, drop_content: bool = False) -> pa.Array:
     """Message lists whose structs carry their own JSON object text
     (``_arrow.MEMO_FIELD``), so rows that repeat a message do not encode it again.
-    ``drop_content`` nulls the content the memo already holds, so repeating
-    the messages does not copy it (only the JSONL writer reads it after)."""
+    The memo is a dictionary array over the messages' texts: repeating a
+    message (``unroll``'s take) copies an index, and the JSONL writer reads
+    the text where it is. ``drop_content`` nulls the content the memo already
+    holds, so repeating the messages does not copy it (only the JSONL writer
+    reads it after)."""
     messages = _arrow.flat(lists)
     if _arrow.MEMO_FIELD in messages.type.names:
         return lists
-    children = [messages.field(i) for i in range(messages.type.num_fields)] + [message_objects(messages)]
+    objects = message_objects(messages)
+    memo = pa.DictionaryArray.from_arrays(pa.array(np.arange(len(objects), dtype=np.int32)), objects)
+    children = [messages.field(i) for i in range(messages.type.num_fields)] + [memo]
     if drop_content:
         at = messages.type.get_field_index("content")
         children[at] = pa.nulls(len(messages), children[at].type)
-    fields = list(messages.type) + [pa.field(_arrow.MEMO_FIELD, pa.string())]
+    fields = list(messages.type) + [pa.field(_arrow.MEMO_FIELD, memo.type)]
     mask = messages.is_null() if messages.null_count else None
     return _arrow.relist(lists, pa.StructArray.from_arrays(children, fields=fields, mask=mask))
 
@@ -278,23 +298,25 @@ def encode_rows(table: pa.Table, *, keep_null: dict[str, str | bool] | None = No
         and n not in covered
         and (keep_null.get(n) is not False and n in keep_null or table.column(n).null_count < table.num_rows)
     ]
-    members = [_member(table, name, keep_null.get(name, False)) for name in names]
+    lazy = MEMBERS_COLUMN in table.column_names  # unrolled samples: their texts repeat, referenced by index
+    members = [_member(table, name, keep_null.get(name, False), lazy=lazy) for name in names]
     if MEMBERS_COLUMN in table.column_names and members and not _has_nulls(members[0]):
-        members.append(["", _arrow.column(table, MEMBERS_COLUMN)])  # already has its leading ", "
-        return _assemble(members, raw_last=True)
+        members.append(["", _lines.reference(_arrow.column(table, MEMBERS_COLUMN))])  # already has its ", "
+        return _assemble(table.num_rows, members, raw_last=True)
     if MEMBERS_COLUMN in table.column_names:
-        members.append(["", pc.utf8_slice_codeunits(_arrow.column(table, MEMBERS_COLUMN), 2)])
+        members.append(["", pc.utf8_slice_codeunits(_arrow.decoded(_arrow.column(table, MEMBERS_COLUMN)), 2)])
     if not members:
         return pa.array(["{}\n"] * table.num_rows, pa.string())
     if _has_nulls(members[0]):  # the first key is absent on some rows: separators by join
-        texts = [_join(key, *values) for key, *values in members]
+        texts = [_lines.text_of([key, *values]) for key, *values in members]
         texts = [pc.if_else(pc.equal(t, ""), _NULL, t) for t in texts]
         return _join("{", pc.binary_join_element_wise(*texts, ", ", null_handling="skip"), "}\n")
-    return _assemble(members)
+    return _assemble(table.num_rows, members)
 
 
-def _assemble(members: list[list[Any]], *, raw_last: bool = False) -> pa.Array:
-    """``{`` members ``}\n`` in one join; the first member is present on every row."""
+def _assemble(n_rows: int, members: list[list[Any]], *, raw_last: bool = False) -> pa.Array:
+    """``{`` members ``}\n`` in one join (``_lines.assemble`` where texts are
+    referenced); the first member is present on every row."""
     parts: list[Any] = ["{"]
     last = len(members) - 1
     for i, (key, *values) in enumerate(members):
@@ -303,26 +325,44 @@ def _assemble(members: list[list[Any]], *, raw_last: bool = False) -> pa.Array:
             continue
         key = key if i == 0 else ", " + key
         if _has_nulls([key, *values]):
-            parts.append(_join(key, *values))  # absent on some rows: key and value go together
+            parts.append(_absent_where_null([key, *values]))  # key and value go together
         else:
             parts.extend([key, *values])  # present on every row: no intermediate copy
     parts.append("}\n")
-    return _concat(*parts)
+    if not any(isinstance(p, (_lines.Ref, _lines.Run)) for p in parts):
+        return _concat(*parts)  # every text once per row already: one join is as cheap
+    return _lines.assemble(n_rows, parts)
+
+
+def _absent_where_null(pieces: list[Any]) -> Any:
+    """One member's pieces joined, null where one is null. Pieces that refer
+    to the same texts (a dictionary column's values) are joined there, once
+    per value instead of once per row."""
+    refs = [p for p in pieces if isinstance(p, _lines.Ref)]
+    if refs and all(isinstance(p, (str, _lines.Ref)) for p in pieces) and all(r.index is refs[0].index for r in refs):
+        return _lines.Ref(_join(*[p.texts if isinstance(p, _lines.Ref) else p for p in pieces]), refs[0].index)
+    return _lines.text_of(pieces)
 
 
 def _has_nulls(pieces: list[Any]) -> bool:
-    return any(isinstance(p, pa.Array) and p.null_count for p in pieces)
+    return any(
+        (isinstance(p, pa.Array) and p.null_count) or (isinstance(p, _lines.Ref) and p.texts.null_count)
+        for p in pieces
+    )
 
 
-def _member(table: pa.Table, name: str, rule: str | bool) -> list[Any]:
-    """``["\"key\": ", value text pieces...]``; the pieces are null where the key is absent."""
+def _member(table: pa.Table, name: str, rule: str | bool, *, lazy: bool = False) -> list[Any]:
+    """``["\"key\": ", value text pieces...]``; the pieces are null where the key is absent.
+    ``lazy`` pieces may be ``_lines`` references (for ``_lines.assemble``)."""
     column = _arrow.column(table, name)
     key = json.dumps(name) + ": "
     if _is_message_list(column.type) and not column.null_count:
-        return [key, "[", message_items(column), "]"]
+        return [key, "[", message_run(column) if lazy else message_items(column), "]"]
     constant = _arrow.constant(column)
     if constant is not None:  # one value on every row: spliced in, never repeated in memory
         return [key, encode(constant)[0].as_py()]
+    if lazy and rule is False and pa.types.is_dictionary(column.type) and not column.indices.null_count:
+        return [key, _lines.reference(pa.DictionaryArray.from_arrays(column.indices, encode(column.dictionary)))]
     values = encode(column)
     if rule is True:
         values = _or_null(values)

@@ -34,7 +34,7 @@ def portable_messages(lists: pa.Array) -> pa.Array:
         lists = lists.combine_chunks()
     messages = _arrow.flat(lists)
     if _arrow.MEMO_FIELD in messages.type.names:
-        objects = pc.struct_field(messages, _arrow.MEMO_FIELD)
+        objects = _arrow.decoded(pc.struct_field(messages, _arrow.MEMO_FIELD))
     else:
         objects = _json.message_objects(messages)
     return _arrow.relist(lists, objects.cast(pa.json_()))

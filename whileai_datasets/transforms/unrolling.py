@@ -80,10 +80,14 @@ def merge_lineage(lineage: pa.Array, source: pa.Array) -> pa.Array:
     return out.cast(pa.json_())
 
 
-def unroll_table(table: pa.Table, column: str = "messages", *, source: pa.Array | None = None) -> pa.Table:
+def unroll_table(
+    table: pa.Table, column: str = "messages", *, source: pa.Array | None = None, lineage_by_row: bool = False
+) -> pa.Table:
     """``table`` unrolled; see the module docstring. ``source`` is each row's
     ``unrolled_from`` JSON when the table no longer has the columns it comes
-    from (``unrolled_from(canonical_table)``)."""
+    from (``unrolled_from(canonical_table)``). ``lineage_by_row`` gives
+    ``lineage`` as a dictionary array over the source rows' lineage texts (for
+    the JSONL writer: the samples of a row share one text, never copied)."""
     lists = _arrow.message_column(table, column)
     n_rows = len(lists)
     lens = _arrow.lengths(lists)
@@ -125,18 +129,22 @@ def unroll_table(table: pa.Table, column: str = "messages", *, source: pa.Array 
     out = _arrow.set_column(out, "loss_mask", new_mask)
     out = _arrow.set_column(out, "unroll", unroll)
     if turns.any():
-        lineage = _arrow.optional(table, "lineage", pa.json_())
-        origin = unrolled_from(table) if source is None else source
-        merged = merge_lineage(lineage, origin).take(pa.array(sample_row))
-        kept = _arrow.optional(out, "lineage", pa.json_())
-        out = _arrow.set_column(out, "lineage", _pick(pa.array(is_turn), merged, kept))
+        lineage = row_lineage(table, turns, unrolled_from(table) if source is None else source)
+        if lineage_by_row:
+            lineage = pa.DictionaryArray.from_arrays(pa.array(sample_row.astype(np.int32)), lineage)
+        else:
+            lineage = lineage.take(pa.array(sample_row))
+        out = _arrow.set_column(out, "lineage", lineage)
     return out
 
 
-def _pick(condition: pa.Array, yes: pa.Array, no: pa.Array) -> pa.Array:
-    yes_text = yes.storage if isinstance(yes, pa.ExtensionArray) else yes
-    no_text = no.storage if isinstance(no, pa.ExtensionArray) else no
-    return pc.if_else(condition, yes_text, no_text).cast(pa.json_())
+def row_lineage(table: pa.Table, turns: np.ndarray, source: pa.Array) -> pa.Array:
+    """Per source row, the lineage its samples carry: merged with
+    ``unrolled_from`` where the row has an assistant turn, else as it was."""
+    lineage = _arrow.optional(table, "lineage", pa.json_())
+    merged = merge_lineage(lineage, source)
+    kept = lineage.storage if isinstance(lineage, pa.ExtensionArray) else lineage
+    return pc.if_else(pa.array(turns > 0), merged.storage, kept).cast(pa.json_())
 
 
 @dataclass(frozen=True)
