@@ -270,16 +270,19 @@ def render_members(table: pa.Table, names: list[str], *, keep_null: dict[str, st
     out; "" when none is present): members written once per source row and
     repeated by ``take`` (``unroll``) instead of encoded per sample."""
     keep_null = keep_null or {}
-    texts = []
+    parts: list[Any] = []
     for name in names:
         if keep_null.get(name) is False or keep_null.get(name) is None:
             if table.column(name).null_count == table.num_rows:
                 continue
         key, *values = _member(table, name, keep_null.get(name, False))
-        texts.append(_join(", " + key, *values))
-    if not texts:
-        return pa.array([""] * table.num_rows, pa.string())
-    return pc.binary_join_element_wise(*texts, "", null_handling="replace", null_replacement="")
+        if _has_nulls(values):
+            parts.append(_join(", " + key, *values))  # absent on some rows: key and value go together
+        else:
+            parts.extend([", " + key, *values])  # present on every row: straight into the one join
+    if not any(isinstance(p, pa.Array) for p in parts):
+        return pa.array(["".join(parts)] * table.num_rows, pa.string())
+    return _concat(*parts)
 
 
 def encode_rows(table: pa.Table, *, keep_null: dict[str, str | bool] | None = None) -> pa.Array:

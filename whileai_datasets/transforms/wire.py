@@ -62,8 +62,9 @@ PREFERENCE_ORDER = ("prompt", "chosen", "rejected", "tools", *PAIR_KEYS, "schema
 def ordered(table: pa.Table, order: tuple[str, ...]) -> pa.Table:
     """``table``'s columns in ``order`` (unknown columns after, as they were)."""
     rank = {name: i for i, name in enumerate(dict.fromkeys(order))}
-    names = sorted(table.column_names, key=lambda n: (rank.get(n, len(rank)), table.column_names.index(n)))
-    return table.select(names)
+    names = table.column_names
+    place = {name: i for i, name in enumerate(names)}
+    return table.select(sorted(names, key=lambda n: (rank.get(n, len(rank)), place[n])))
 
 
 # ---------------------------------------------------------------- messages
