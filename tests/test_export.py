@@ -262,20 +262,3 @@ def test_a_parquet_source_gets_the_same_leak_report_as_whileai(tmp_path: Path) -
     ours = export_dataset(str(path), str(tmp_path / "o.jsonl"), validate=False)
     assert theirs["privileged_leaks"]["n_leaked"] == 1
     assert ours["privileged_leaks"] == theirs["privileged_leaks"]
-
-
-def test_a_file_written_past_many_reservations_holds_exactly_the_rows(
-    tmp_path: Path, rows: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from whileai_datasets.export import writer
-
-    options = dict(format="openai", unroll=True, tools=TOOLS, validate=False)
-    _, their_rows = _theirs(rows, tmp_path / "theirs.jsonl", **options)
-    monkeypatch.setattr(_sources, "CHUNK_ROWS", 4)
-    whileai_datasets.export_dataset(rows, str(tmp_path / "once.jsonl"), **options)  # one 64 MiB reservation
-    monkeypatch.setattr(writer, "RESERVE_BYTES", 1000)  # far less than a chunk's text: reserved again and again
-    whileai_datasets.export_dataset(rows, str(tmp_path / "ours.jsonl"), **options)
-    ours = (tmp_path / "ours.jsonl").read_bytes()
-    assert len(ours) > 10 * writer.RESERVE_BYTES
-    assert ours == (tmp_path / "once.jsonl").read_bytes()  # no reserved tail left, no byte out of place
-    assert read_jsonl(tmp_path / "ours.jsonl") == their_rows

@@ -15,8 +15,8 @@ except the keys whileai writes as ``null``: a group's ``reward_mean`` /
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+from typing import IO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -27,53 +27,6 @@ from whileai_datasets.transforms import _json, _portable
 TRAINING_NULLS: dict[str, str | bool] = {"reward_mean": "group_id", "reward_std": "group_id"}
 #: Null rules of whileai's preference rows.
 PREFERENCE_NULLS: dict[str, str | bool] = {"prompt": True}
-#: How far ahead a JSONL file's blocks are reserved (see ``JsonlFile``).
-RESERVE_BYTES = 64 << 20
-
-
-class JsonlFile:
-    """A file written with ``os.write`` straight from Arrow buffers, its blocks
-    reserved ``RESERVE_BYTES`` ahead with ``posix_fallocate`` and the unused
-    tail cut off on ``close``.
-
-    Allocating blocks write by write is most of the kernel's share of an
-    export: a 100k-row unrolled OpenAI export (540 MB) took a median 0.37 s
-    of system CPU with the blocks reserved against 0.48-0.56 s without
-    (BENCHMARKS.md). Where ``posix_fallocate`` fails, the file is written plainly."""
-
-    def __init__(self, path: Path) -> None:
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-        self.size = 0
-        self._reserved = 0
-        self._reserve = hasattr(os, "posix_fallocate")
-
-    def write(self, data: bytes | memoryview) -> None:
-        view = memoryview(data).cast("B")
-        if self._reserve and self.size + len(view) > self._reserved:
-            self._grow(self.size + len(view))
-        while view:
-            done = os.write(self._fd, view)
-            self.size += done
-            view = view[done:]
-
-    def _grow(self, needed: int) -> None:
-        end = max(needed, self._reserved + RESERVE_BYTES)
-        try:
-            os.posix_fallocate(self._fd, self._reserved, end - self._reserved)
-        except OSError:  # no reservations on this file system (EOPNOTSUPP, EINVAL): plain writes
-            self._reserve = False
-            return
-        self._reserved = end
-
-    def close(self) -> None:
-        if self._fd < 0:
-            return
-        fd, self._fd = self._fd, -1
-        try:
-            if self._reserved > self.size:
-                os.ftruncate(fd, self.size)
-        finally:
-            os.close(fd)
 
 
 class Writer:
@@ -85,13 +38,13 @@ class Writer:
         self.keep_null = keep_null
         self.parquet = self.dest.suffix.lower() == ".parquet"
         self.dest.parent.mkdir(parents=True, exist_ok=True)
-        self._handle: JsonlFile | None = None
+        self._handle: IO[bytes] | None = None
         self._parquet: pq.ParquetWriter | None = None
         self._schema: pa.Schema | None = None
         self.rows = 0
         self._closed = False
         if not self.parquet:
-            self._handle = JsonlFile(self.tmp)
+            self._handle = open(self.tmp, "wb")
 
     def write(self, table: pa.Table) -> None:
         self.write_encoded(self.encode(table))
