@@ -22,8 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from whileai_datasets.rows.normalize import decode_arguments
-from whileai_datasets.transforms import _arrow, _lines, _parts
-from whileai_datasets.transforms._text import DISTINCT_SHARE
+from whileai_datasets.transforms import _arrow, _lines, _parts, _text
 from whileai_datasets.transforms._text import NULL as _NULL
 from whileai_datasets.transforms._text import concat as _concat
 from whileai_datasets.transforms._text import escape as escape
@@ -47,9 +46,9 @@ def arguments_info(texts: pa.Array) -> tuple[np.ndarray, np.ndarray, pa.Array]:
     texts = texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
     if isinstance(texts, pa.ExtensionArray):
         texts = texts.storage
-    if len(texts) >= 64:  # unrolled samples repeat their calls: each distinct text checked once
+    if len(texts) >= 64 and _text.DISTINCT_SHARE > 0:  # unrolled samples repeat their calls: each checked once
         encoded = pc.dictionary_encode(texts, null_encoding="encode")
-        if len(encoded.dictionary) <= DISTINCT_SHARE * len(texts):
+        if len(encoded.dictionary) <= _text.DISTINCT_SHARE * len(texts):
             parses, decodes, trl = _arguments_info(encoded.dictionary)
             index = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
             return parses[index], decodes[index], trl.storage.take(encoded.indices).cast(pa.json_())
