@@ -87,3 +87,18 @@ def test_a_dictionary_with_null_indices_is_materialized_not_referenced() -> None
     assert _lines.reference(array).to_pylist() == ["b", None, "a"]
     with pytest.raises(TypeError, match="index"):
         _lines.Ref(pa.array(["a"]))  # type: ignore[call-arg]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.integers(-3, 300), max_size=5), min_size=1, max_size=8), st.integers(0, 2))
+def test_integer_lists_write_the_same_text_referenced_or_joined(masks: list[list[int]], lead: int) -> None:
+    import json
+
+    from whileai_datasets.transforms import _json
+
+    table = pa.table({"loss_mask": pa.array([[0]] * lead + masks, pa.list_(pa.int16()))}).slice(lead)
+    members = pa.DictionaryArray.from_arrays(pa.array([0] * table.num_rows, pa.int32()), pa.array([', "k": 1']))
+    referenced = _json.encode_rows(table.append_column(_json.MEMBERS_COLUMN, members))  # the unrolled path
+    expected = [json.dumps({"loss_mask": mask, "k": 1}) + "\n" for mask in masks]
+    assert referenced.to_pylist() == expected
+    assert _json.encode_rows(table).to_pylist() == [json.dumps({"loss_mask": m}) + "\n" for m in masks]

@@ -371,6 +371,10 @@ def _member(table: pa.Table, name: str, rule: str | bool, *, lazy: bool = False)
     key = json.dumps(name) + ": "
     if _is_message_list(column.type) and not column.null_count:
         return [key, "[", message_run(column) if lazy else message_items(column), "]"]
+    if lazy and _is_int_list(column.type) and not column.null_count:
+        run = _int_run(column)
+        if run is not None:
+            return [key, "[", run, "]"]
     constant = _arrow.constant(column)
     if constant is not None:  # one value on every row: spliced in, never repeated in memory
         return [key, encode(constant)[0].as_py()]
@@ -383,6 +387,22 @@ def _member(table: pa.Table, name: str, rule: str | bool, *, lazy: bool = False)
         present = _arrow.column(table, rule).is_valid()
         values = pc.if_else(present, _or_null(values), values)
     return [key, values]
+
+
+def _is_int_list(arrow_type: pa.DataType) -> bool:
+    return pa.types.is_list(arrow_type) and pa.types.is_integer(arrow_type.value_type)
+
+
+def _int_run(lists: pa.Array) -> _lines.Run | None:
+    """Integer lists (a per-sample ``loss_mask``) as a ``_lines.Run`` over the
+    texts of their few distinct values; None when a value is null."""
+    values = _arrow.flat(lists)
+    if values.null_count:
+        return None
+    encoded = pc.dictionary_encode(values)
+    offsets = np.asarray(lists.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    index = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    return _lines.Run(offsets - offsets[0], pc.cast(encoded.dictionary, pa.string()), index)
 
 
 def _is_message_list(arrow_type: pa.DataType) -> bool:
