@@ -176,7 +176,8 @@ def decoded(array: pa.Array) -> pa.Array:
 
 
 def drop(table: pa.Table, *names: str) -> pa.Table:
-    present = [n for n in names if n in table.column_names]
+    columns = set(table.column_names)
+    present = [n for n in names if n in columns]
     return table.drop_columns(present) if present else table
 
 

@@ -191,9 +191,10 @@ def memoize_messages(lists: pa.Array, *, drop_content: bool = False) -> pa.Array
     (``_arrow.MEMO_FIELD``), so rows that repeat a message do not encode it again.
     The memo is a dictionary array over the messages' texts: repeating a
     message (``unroll``'s take) copies an index, and the JSONL writer reads
-    the text where it is. ``drop_content`` nulls the content the memo already
-    holds, so repeating the messages does not copy it (only the JSONL writer
-    reads it after)."""
+    the text where it is. ``drop_content`` nulls the content and the other
+    fields the memo already holds (all but ``role`` and ``tool_calls``, which
+    the report reads), so repeating the messages does not copy them (only the
+    JSONL writer reads them after)."""
     messages = _arrow.flat(lists)
     if _arrow.MEMO_FIELD in messages.type.names:
         return lists
@@ -201,11 +202,16 @@ def memoize_messages(lists: pa.Array, *, drop_content: bool = False) -> pa.Array
     memo = pa.DictionaryArray.from_arrays(pa.array(np.arange(len(objects), dtype=np.int32)), objects)
     children = [messages.field(i) for i in range(messages.type.num_fields)] + [memo]
     if drop_content:
-        at = messages.type.get_field_index("content")
-        children[at] = pa.nulls(len(messages), children[at].type)
+        for at, fld in enumerate(messages.type):
+            if fld.name not in _KEPT_WITH_MEMO:
+                children[at] = pa.nulls(len(messages), fld.type)
     fields = list(messages.type) + [pa.field(_arrow.MEMO_FIELD, memo.type)]
     mask = messages.is_null() if messages.null_count else None
     return _arrow.relist(lists, pa.StructArray.from_arrays(children, fields=fields, mask=mask))
+
+
+#: Message fields ``memoize_messages(drop_content=True)`` keeps: what the report counts.
+_KEPT_WITH_MEMO = frozenset(("role", "tool_calls"))
 
 
 def message_objects(messages: pa.Array) -> pa.Array:
