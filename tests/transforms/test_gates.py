@@ -61,7 +61,7 @@ def test_arguments_checks_equal_pythons_json_on_odd_texts() -> None:
     import pyarrow as pa
 
     from whileai_datasets.rows.normalize import decode_arguments
-    from whileai_datasets.transforms import _json
+    from whileai_datasets.transforms import _arguments
 
     texts = [
         '{"a": 1}',
@@ -80,7 +80,7 @@ def test_arguments_checks_equal_pythons_json_on_odd_texts() -> None:
         "{\x00}",
         "{}",
     ]
-    parses, decodes, trl = _json.arguments_info(pa.array(texts))
+    parses, decodes, trl = _arguments.arguments_info(pa.array(texts))
     assert parses.tolist() == [isinstance(_loads(t), dict) for t in texts]
     assert decodes.tolist() == [isinstance(decode_arguments(t), dict) for t in texts]
     values = [json.loads(t) for t in trl.storage.to_pylist()]

@@ -45,10 +45,10 @@ ARGUMENTS = ['{"a": 1}', '"{\\"a\\": 1}"', "[1]", "not json", None, "{}", ' {"b"
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.sampled_from(ARGUMENTS), min_size=64, max_size=200))
 def test_repeated_arguments_are_checked_as_each_text_alone(column: list[str | None]) -> None:
-    from whileai_datasets.transforms import _json
+    from whileai_datasets.transforms import _arguments
 
-    parses, decodes, trl = _json.arguments_info(pa.array(column, pa.string()))  # few distinct: by value
-    alone = [_json.arguments_info(pa.array([text], pa.string())) for text in column]
+    parses, decodes, trl = _arguments.arguments_info(pa.array(column, pa.string()))  # few distinct: by value
+    alone = [_arguments.arguments_info(pa.array([text], pa.string())) for text in column]
     assert parses.tolist() == [bool(p[0]) for p, _, _ in alone]
     assert decodes.tolist() == [bool(d[0]) for _, d, _ in alone]
     assert trl.storage.to_pylist() == [t.storage[0].as_py() for _, _, t in alone]

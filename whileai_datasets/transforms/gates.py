@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from whileai_datasets.errors import ExportFormatError, SchemaError
 from whileai_datasets.rows.leaks import LEAK_MIN_QUOTE_CHARS, LeakScan
 from whileai_datasets.rows.leaks import row_leak as row_leak  # the gates module is where callers find it
-from whileai_datasets.transforms import _arrow, _json
+from whileai_datasets.transforms import _arguments, _arrow
 
 EXPORT_FORMATS = ("openai", "trl", "fireworks")
 ENCODINGS = {"openai": "json_string", "trl": "dict", "fireworks": "json_string"}
@@ -80,7 +80,7 @@ def _structured(arguments: pa.Array, encoding: str) -> np.ndarray:
         return is_object
     if encoding == "dict":
         return np.zeros(len(arguments), dtype=bool)
-    return _json.arguments_info(arguments)[0]
+    return _arguments.arguments_info(arguments)[0]
 
 
 def _loads(text: str) -> Any:

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from whileai_datasets._typing import Batch
 from whileai_datasets.errors import SchemaError
 from whileai_datasets.rows.schema import CARRY_KEYS, PAIR_KEYS, SOURCE_KEYS
-from whileai_datasets.transforms import _arrow, _json, _parts, _types, pairs
+from whileai_datasets.transforms import _arguments, _arrow, _parts, _types, pairs
 from whileai_datasets.transforms.groups import GROUP_COLUMNS
 
 SCHEMA_VERSION = "1"
@@ -93,7 +93,7 @@ def trl_messages(lists: pa.Array, *, inline_images: bool = False) -> pa.Array:
     calls = pc.struct_field(messages, "tool_calls")
     flat_calls = _arrow.flat(calls)
     function = pc.struct_field(flat_calls, "function")
-    _, _, arguments = _json.arguments_info(pc.struct_field(function, "arguments"))
+    _, _, arguments = _arguments.arguments_info(pc.struct_field(function, "arguments"))
     new_function = pa.StructArray.from_arrays(
         [pc.struct_field(function, "name"), arguments], fields=list(_types.TRL_FUNCTION_TYPE), mask=_nulls(function)
     )
