@@ -21,12 +21,15 @@ from typing import IO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from whileai_datasets.export import direct_file
 from whileai_datasets.transforms import _json, _portable
 
 #: Null rules of whileai's training rows (see ``_json.encode_rows``).
 TRAINING_NULLS: dict[str, str | bool] = {"reward_mean": "group_id", "reward_std": "group_id"}
 #: Null rules of whileai's preference rows.
 PREFERENCE_NULLS: dict[str, str | bool] = {"prompt": True}
+#: JSONL written past the page cache where the file system allows (``direct_file``)
+DIRECT_WRITES = True
 
 
 class Writer:
@@ -38,13 +41,13 @@ class Writer:
         self.keep_null = keep_null
         self.parquet = self.dest.suffix.lower() == ".parquet"
         self.dest.parent.mkdir(parents=True, exist_ok=True)
-        self._handle: IO[bytes] | None = None
+        self._handle: IO[bytes] | direct_file.DirectFile | None = None
         self._parquet: pq.ParquetWriter | None = None
         self._schema: pa.Schema | None = None
         self.rows = 0
         self._closed = False
         if not self.parquet:
-            self._handle = open(self.tmp, "wb")
+            self._handle = direct_file.open_for_writing(str(self.tmp)) if DIRECT_WRITES else open(self.tmp, "wb")
 
     def write(self, table: pa.Table) -> None:
         self.write_encoded(self.encode(table))
