@@ -262,3 +262,20 @@ def test_a_parquet_source_gets_the_same_leak_report_as_whileai(tmp_path: Path) -
     ours = export_dataset(str(path), str(tmp_path / "o.jsonl"), validate=False)
     assert theirs["privileged_leaks"]["n_leaked"] == 1
     assert ours["privileged_leaks"] == theirs["privileged_leaks"]
+
+
+def test_tool_calls_with_several_text_arguments_match_whileai_byte_for_byte(tmp_path: Path) -> None:
+    """Arguments that are an object of texts take a fast path in the builder; with two
+    or more keys its separators must be whileai's (",", ": "), not json.dumps' default."""
+    step = {"tool": "lookup_order", "arguments": {"order_id": "ORD-1", "note": 'say "hi"', "lang": "é"},
+            "result": {"status": "ok"}, "text": "Checking."}
+    rows = [{"prompt": f"Find order {i}", "steps": [step, {"text": "Done."}], "final_text": "Done.",
+             "reward": 1.0, "scenario_id": f"sc-{i}"} for i in range(3)]
+    path = write_jsonl(tmp_path / "run.jsonl", rows)
+    ours = tmp_path / "ours.jsonl"
+    whileai_datasets.export_dataset(str(path), str(ours), validate=False)
+    from whileai.simulations import export_dataset
+
+    export_dataset(str(path), str(tmp_path / "theirs.jsonl"), validate=False)
+    assert ours.read_bytes() == (tmp_path / "theirs.jsonl").read_bytes()
+    assert b'\\"order_id\\": \\"ORD-1\\",\\"note\\"' in ours.read_bytes()

@@ -45,10 +45,13 @@ TEXTS = ["ORD-1", "é ü 中文", "\u2028", "\ud800", "\x00\x1f", 'quote " and \
 
 
 @pytest.mark.parametrize("value", [{"order_id": t, t: "x"} for t in TEXTS] + [{}, {"a": "b", "c": "d", "e": "f"}])
-def test_wire_arguments_writes_an_object_of_texts_as_json_dumps_does(value: dict[str, str]) -> None:
+def test_wire_arguments_writes_an_object_of_texts_as_whileai_does(value: dict[str, str]) -> None:
+    from whileai.simulations.export import _wire_arguments as theirs
+
     from whileai_datasets.rows.normalize import wire_arguments
 
-    assert wire_arguments(value) == json.dumps(value, separators=(", ", ": "), default=str)
+    assert wire_arguments(value) == theirs(value)
+    assert wire_arguments(value) == json.dumps(value, separators=(",", ": "), default=str)
 
 
 def test_json_column_reuses_a_text_only_for_an_exactly_equal_object() -> None:

@@ -52,3 +52,16 @@ def test_repeated_arguments_are_checked_as_each_text_alone(column: list[str | No
     assert parses.tolist() == [bool(p[0]) for p, _, _ in alone]
     assert decodes.tolist() == [bool(d[0]) for _, d, _ in alone]
     assert trl.storage.to_pylist() == [t.storage[0].as_py() for _, _, t in alone]
+
+
+def test_float_columns_are_written_as_numbers_that_read_back_as_floats() -> None:
+    import json
+
+    from whileai_datasets.transforms import _json
+
+    values = [1.0, -0.0, 0.0, 100.0, 0.5, 1e-7, 1e15, 1.2345678901234568e17, -3.0]
+    texts = _json.encode(pa.array(values + [None], pa.float64())).to_pylist()
+    parsed = [json.loads(t) for t in texts[:-1]]
+    assert parsed == values
+    assert all(type(p) is float for p in parsed)
+    assert texts[0] == json.dumps(1.0) and texts[3] == json.dumps(100.0)

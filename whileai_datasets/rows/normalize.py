@@ -222,7 +222,7 @@ def wire_arguments(arguments: Any) -> str:
                 break
             parts.append(f"{_ESCAPE_ASCII(key)}: {_ESCAPE_ASCII(item)}")
         else:
-            return "{" + ", ".join(parts) + "}"
+            return "{" + ",".join(parts) + "}"  # whileai's separators: (",", ": ")
     value = decode_arguments(arguments)
     if isinstance(value, str):
         return value

@@ -109,11 +109,6 @@ class Piece:
     lines: int = 0
     rows: int = 0
 
-    def drop(self) -> None:
-        """Remove the piece's tables unread."""
-        if self.output is not None and os.path.exists(self.output):
-            os.remove(self.output)
-
     def tables(self) -> Iterator[pa.Table]:
         """The piece's tables, memory-mapped (no copy); the file is removed
         once they are read (the mapping keeps them valid)."""

@@ -67,7 +67,14 @@ def encode(array: Any) -> pa.Array:
 
 
 def _floats(array: pa.Array) -> pa.Array:
+    """JSON numbers of a float column that read back as floats: Arrow writes an
+    integral value as ``1``, which a reader types as an integer where whileai
+    (``json.dumps``) wrote ``1.0``, so such texts get their ``.0``. Other values
+    may differ from Python's digits in form (``1e-7`` for ``1e-07``), never in value."""
     text = pc.cast(array, pa.string())
+    integral = pc.fill_null(pc.match_substring_regex(text, r"^-?[0-9]+$"), False)
+    if pc.any(integral).as_py():
+        text = pc.if_else(integral, pc.binary_join_element_wise(text, ".0", ""), text)
     if pc.any(pc.invert(pc.fill_null(pc.is_finite(array), True))).as_py():
         text = pc.if_else(pc.is_nan(array), "NaN", text)
         text = pc.if_else(pc.and_(pc.is_inf(array), pc.greater(array, 0)), "Infinity", text)
