@@ -84,12 +84,3 @@ def plain_size(file: str) -> int:
     return 0 if head.startswith(_COMPRESSED_MAGIC) else os.path.getsize(file)
 
 
-def is_parquet(name: str, handle: Any) -> bool:
-    """Parquet by extension or by its magic bytes (``PAR1``)."""
-    if name.endswith(".parquet"):
-        return True
-    if name.lower().endswith((".gz", ".bz2", ".xz", ".zst", ".lz4")):
-        return False  # compressed JSONL: and a zstd stream cannot seek back to sniff
-    head = handle.read(4)
-    handle.seek(0)
-    return bool(head == b"PAR1")

@@ -38,7 +38,7 @@ from datasets.exceptions import DatasetGenerationError
 from whileai_datasets._typing import MASK_MODES, ON_BAD_ROW
 from whileai_datasets.builders import inputs
 from whileai_datasets.errors import ExportFormatError, WhileaiError
-from whileai_datasets.rows import parallel, read_errors
+from whileai_datasets.rows import file_kind, parallel, read_errors
 from whileai_datasets.rows.canonical import Normalizer, Options
 from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.reader import (
@@ -266,7 +266,7 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         if not streaming and self._jobs == 1 and parallel.resolve_workers(self.config.parse_workers, size) > 1:
             return [None]
         with open(file, "rb") as handle:
-            if inputs.is_parquet(original, handle):
+            if file_kind.is_parquet(original, handle):
                 return [None]
         count = -(-size // limit)
         count = -(-count // self._jobs) * self._jobs
@@ -326,7 +326,7 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                 bad=self.bad_rows, leaks=self.leaks,
             )
 
-        if byte_range is None and inputs.is_parquet(original, handle):
+        if byte_range is None and file_kind.is_parquet(original, handle):
             return canonical(iter_parquet_rows(handle, name, config.chunk_rows)), None
         if byte_range is not None:
             position, end = self._position_before(handle, file, byte_range[0]), byte_range[1]

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import os
+import site
 import subprocess
 import sys
+import sysconfig
 import venv
 from pathlib import Path
 
@@ -49,6 +51,28 @@ assert qwen.inspect().has_generation_block
 print(json.dumps({"package": whileai_datasets.__file__, "builder": builder.__file__,
                   "card": (files("whileai_datasets.templates") / "dataset_card.md").is_file()}))
 """
+
+
+def _site_dirs() -> list[str]:
+    """Where this interpreter's packages are installed: a venv's own site-packages, the system
+    Python's, a conda env's, the user site: whichever this run uses."""
+    found = [sysconfig.get_paths()[key] for key in ("purelib", "platlib")]
+    found += site.getsitepackages()
+    if site.ENABLE_USER_SITE:
+        found.append(site.getusersitepackages())
+    return [d for d in dict.fromkeys(found) if os.path.isdir(d)]
+
+
+def _inherit_packages(python: Path) -> None:
+    """Let the venv of ``python`` import this interpreter's packages after its own.
+
+    ``system_site_packages=True`` would give the *base* interpreter's site-packages, which inside
+    a venv is not where the dependencies are. A ``.pth`` file of plain paths adds these folders
+    to ``sys.path`` without running their own ``.pth`` files, so this run's editable install of
+    the package does not leak into the child: the child's own install is the one tested."""
+    child_site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                check=True, capture_output=True, text=True).stdout.strip()
+    (Path(child_site) / "zz_inherited_packages.pth").write_text("\n".join(_site_dirs()) + "\n", encoding="utf-8")
 
 
 def _last_json(stdout: str) -> dict[str, object]:
@@ -116,8 +140,9 @@ def test_wheel_installs_and_loads_in_a_fresh_venv(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_an_editable_install_imports_the_top_level_folders(tmp_path: Path) -> None:
     env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True, system_site_packages=True)  # the dependencies are already installed
+    venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
+    _inherit_packages(python)  # the dependencies are already installed where this test runs
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(ROOT)],
                    check=True, capture_output=True, timeout=1200)
     for cwd in (tmp_path, ROOT):

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import DATA, TOOLS, read_jsonl, seeded_rows
@@ -37,6 +37,9 @@ from whileai_datasets import ExportFormatError
 
 PROFILE = settings.get_profile(os.environ.get("WAI_FUZZ_PROFILE", "fuzz-ci"))
 FILE_NAME = "fuzz.jsonl"
+#: Inputs a hypothesis release once found failing: each file is replayed as an ``@example`` on every run,
+#: so a new hypothesis release (whose derandomized examples differ) can only add findings, never lose one.
+REGRESSIONS = DATA / "fuzz"
 #: Resident memory the whole fuzz run may add (the inputs are a few KB each).
 MEMORY_BOUND = 400 << 20
 
@@ -183,8 +186,6 @@ def test_the_builder_only_ever_raises_export_format_error_with_a_location(fuzz_d
     baseline = _rss()
     outcomes: dict[str, int] = {}
 
-    @settings(PROFILE, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-    @given(content=damaged_files())
     def check(content: bytes) -> None:
         try:
             ds = _load(fuzz_dir, content)
@@ -197,7 +198,10 @@ def test_the_builder_only_ever_raises_export_format_error_with_a_location(fuzz_d
         assert len(rows) == ds.num_rows >= 1
         outcomes["read"] = outcomes.get("read", 0) + 1
 
-    check()
+    for found in sorted(REGRESSIONS.iterdir()):
+        check = example(content=found.read_bytes())(check)
+    given(content=damaged_files())(
+        settings(PROFILE, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])(check))()
     assert outcomes.get("refused", 0) and outcomes.get("read", 0), outcomes  # both kinds of input were tried
     assert _rss() - baseline < MEMORY_BOUND
 

@@ -202,6 +202,29 @@ def test_a_corrupt_parquet_file_names_the_file(tmp_path: Path, load: Any) -> Non
         load(path)
 
 
+@pytest.mark.parametrize("tail", [b"", b"PAR1", b"\x10\x00\x00\x00PAR1"], ids=["head", "both-ends", "footer-length"])
+def test_a_jsonl_file_that_starts_like_parquet_is_reported_as_jsonl(tmp_path: Path, load: Any, tail: bytes) -> None:
+    # four bytes (or the magic at both ends) are not a Parquet file: the error names the JSONL line
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(b"PAR1" + json.dumps(GOOD).encode() + b"\n" + json.dumps(GOOD).encode() + tail)
+    with pytest.raises(ExportFormatError, match=r"^run\.jsonl line 1 \(row 0\): not valid JSON .*the line starts 'PAR1"):
+        load(path)
+
+
+def test_a_line_starting_like_parquet_is_skipped_on_request(tmp_path: Path, load: Any) -> None:
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(b"PAR1" + json.dumps(GOOD).encode() + b"\n" + json.dumps(GOOD).encode() + b"\n")
+    with pytest.warns(BadRowsWarning, match=r"skipped 1 bad row\(s\).*first: run\.jsonl line 1 \(row 0\)"):
+        assert load(path, on_bad_row="skip").num_rows == 1
+
+
+def test_a_real_parquet_file_is_read_as_parquet_whatever_its_name(tmp_path: Path, load: Any) -> None:
+    path = tmp_path / "run.jsonl"
+    pq.write_table(pa.Table.from_pylist([GOOD, GOOD]), path)
+    ds = load(path)
+    assert ds.num_rows == 2 and ds[0]["messages"] == load(DATA / "otel.jsonl")[0]["messages"]
+
+
 def test_a_lone_surrogate_names_its_line(tmp_path: Path, load: Any) -> None:
     # "\ud83e" alone is a valid JSON escape but half of an emoji: Arrow cannot store it as UTF-8
     lone = json.dumps({"prompt": "x", "messages": [{"role": "user", "content": "cut \ud83e"}]})

@@ -32,7 +32,7 @@ from ray.data import Datasource, ReadTask
 from ray.data.block import BlockMetadata
 
 from whileai_datasets.errors import ExportFormatError, WhileaiError
-from whileai_datasets.rows import read_errors
+from whileai_datasets.rows import file_kind, read_errors
 from whileai_datasets.rows.canonical import Chunk, Normalizer, Options
 from whileai_datasets.rows.normalize import RowContext
 from whileai_datasets.rows.reader import _gc_paused, _parse_line, parquet_rows
@@ -89,10 +89,7 @@ def _compression(path: str) -> str | None:
 
 
 def _is_parquet(path: str) -> bool:
-    if path.lower().endswith(".parquet"):
-        return True
-    with open(path, "rb") as handle:
-        return handle.read(4) == b"PAR1"
+    return file_kind.is_parquet_path(path)
 
 
 class WhileaiFiles(Datasource):

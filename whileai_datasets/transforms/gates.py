@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from whileai_datasets.errors import ExportFormatError, SchemaError
+from whileai_datasets.rows import file_kind
 from whileai_datasets.rows.leaks import LEAK_MIN_QUOTE_CHARS, LeakScan
 from whileai_datasets.rows.leaks import row_leak as row_leak  # the gates module is where callers find it
 from whileai_datasets.transforms import _arguments, _arrow
@@ -214,9 +215,7 @@ def scan_jsonl_leaks(path: str, n_rows: int, *, min_len: int = LEAK_MIN_QUOTE_CH
 
 def scan_path_leaks(path: str, n_rows: int, *, min_len: int = LEAK_MIN_QUOTE_CHARS) -> dict[str, Any]:
     """``leak_report`` over the rows of a JSONL or Parquet file."""
-    with open(path, "rb") as probe:
-        is_parquet = probe.read(4) == b"PAR1"
-    if not is_parquet:
+    if not file_kind.is_parquet_path(path):
         return scan_jsonl_leaks(path, n_rows, min_len=min_len)
     import pyarrow.parquet as pq
 

@@ -1,0 +1,39 @@
+"""CI runs what a newcomer runs: .ci/run makes a fresh venv and runs the README's two commands in it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _commands(readme: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / ".ci" / "readme_commands.py"), "/dev/stdin"], input=readme,
+                          capture_output=True, text=True)
+
+
+def test_ci_reads_the_readme_s_two_commands() -> None:
+    done = _commands((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert done.returncode == 0, done.stderr
+    install_and_demo, install_and_test = done.stdout.splitlines()
+    assert install_and_demo.startswith("pip install . && ") and install_and_demo.endswith(" demo")
+    assert install_and_test == 'pip install -e ".[test]" && python -m pytest'
+
+
+@pytest.mark.parametrize("section", ["## Other\n```bash\nls\n```\n", "## Two commands\n```bash\nls\n```\n## Next\n",
+                                     "## Two commands\n```bash\na\nb\n```\n```bash\nc\n```\n## Next\n"])
+def test_a_readme_without_two_one_line_commands_stops_ci(section: str) -> None:
+    done = _commands(section)
+    assert done.returncode != 0 and "Two commands" in done.stderr
+
+
+def test_ci_makes_a_fresh_venv_and_runs_every_readme_command_in_it() -> None:
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    made, activated = script.index('-m venv "$work/venv"'), script.index('. "$work/venv/bin/activate"')
+    runs = script.index('for command in "${commands[@]}"')
+    assert made < activated < runs
+    assert ".ci/readme_commands.py README.md" in script

@@ -1,0 +1,73 @@
+"""Which whileai inputs are Parquet: the name says so, or the bytes are a whole Parquet file.
+
+Four bytes are not enough to tell: a JSONL file whose first line happens to start with ``PAR1``
+(or a line spliced onto such bytes) would be read as Parquet and fail deep inside pyarrow with
+"Parquet magic bytes not found in footer". A file is taken for Parquet by its contents only when
+it has the magic at both ends and a footer pyarrow can read; any other file without the
+``.parquet`` suffix is JSONL, and its errors name the line that is not JSON.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+MAGIC = b"PAR1"
+#: the smallest whole file: the magic, a 4-byte footer length and the magic again
+_SMALLEST = 12
+#: compressed JSONL: never Parquet (and a zstd stream cannot seek back to sniff)
+_COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".lz4")
+
+
+def named_parquet(name: str) -> bool:
+    return name.lower().endswith(".parquet")
+
+
+def is_parquet(name: str, handle: Any) -> bool:
+    """Whether the open binary file ``handle`` (named ``name``) is to be read as Parquet.
+
+    The handle is left at the position it had."""
+    if named_parquet(name):
+        return True
+    if name.lower().endswith(_COMPRESSED) or not _seekable(handle):
+        return False
+    start = handle.tell()
+    try:
+        return _whole_parquet(handle)
+    finally:
+        handle.seek(start)
+
+
+def is_parquet_path(path: str | os.PathLike[str]) -> bool:
+    """`is_parquet` for a local path."""
+    with open(path, "rb") as handle:
+        return is_parquet(os.fspath(path), handle)
+
+
+def _seekable(handle: Any) -> bool:
+    seekable = getattr(handle, "seekable", None)
+    return bool(seekable()) if callable(seekable) else False
+
+
+def _whole_parquet(handle: Any) -> bool:
+    handle.seek(0)
+    if handle.read(len(MAGIC)) != MAGIC:
+        return False
+    size = handle.seek(0, os.SEEK_END)
+    if size < _SMALLEST:
+        return False
+    handle.seek(size - 8)
+    tail = handle.read(8)
+    footer = int.from_bytes(tail[:4], "little")
+    if tail[4:] != MAGIC or footer > size - _SMALLEST:
+        return False
+    handle.seek(0)
+    try:
+        pq.read_metadata(handle)
+    except (pa.ArrowException, OSError):
+        # magic at both ends but no readable footer: not a Parquet file, so read as the JSONL its name says
+        return False
+    return True
