@@ -36,7 +36,7 @@ from datasets.builder import Key
 from datasets.exceptions import DatasetGenerationError
 
 from whileai_datasets._typing import MASK_MODES, ON_BAD_ROW
-from whileai_datasets.builders import inputs
+from whileai_datasets.builders import cache_space, inputs
 from whileai_datasets.errors import ExportFormatError, WhileaiError
 from whileai_datasets.rows import file_kind, parallel, read_errors
 from whileai_datasets.rows.canonical import Normalizer, Options
@@ -207,10 +207,17 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         self._jobs = max(1, int(kwargs.get("num_proc") or 1))
         try:
             super()._download_and_prepare(*args, **kwargs)
-        except DatasetGenerationError as err:
-            if isinstance(err.__cause__, WhileaiError):
-                raise err.__cause__ from err.__cause__.__cause__
+        except (DatasetGenerationError, OSError) as err:
+            self._raise_cause(err)
             raise
+
+    def _raise_cause(self, err: BaseException) -> None:
+        """Raise what is behind ``err``: our own error, or the cache's full disk."""
+        if isinstance(err, DatasetGenerationError) and isinstance(err.__cause__, WhileaiError):
+            raise err.__cause__ from err.__cause__.__cause__
+        full = cache_space.cache_error(err, self._cache_dir_root)
+        if full is not None:
+            raise full from err
 
     def _info(self) -> datasets.DatasetInfo:
         normalizer = Normalizer(self.config.name, self.config.options())
@@ -400,10 +407,9 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                             leaks = self.leaks.state() if self.leaks is not None else None
                             json.dump({"bad_rows": self.bad_rows.to_dict(), "leaks": leaks}, handle)
                 yield item
-        except DatasetGenerationError as err:
+        except (DatasetGenerationError, OSError) as err:
             # raised here, in the worker: its __cause__ would not survive the trip back from a num_proc worker
-            if isinstance(err.__cause__, WhileaiError):
-                raise err.__cause__ from err.__cause__.__cause__
+            self._raise_cause(err)
             raise
         finally:
             (self.bad_rows, self.leaks), self._preparing = outer, False

@@ -77,7 +77,7 @@ def test_the_export_writes_the_same_file_direct_and_buffered(tmp_path: Path, mon
     direct = (tmp_path / "direct.jsonl").read_bytes()
     assert direct == (tmp_path / "buffered.jsonl").read_bytes()
     assert direct.count(b"\n") > 100 and direct.endswith(b"\n")
-    assert not (tmp_path / "direct.jsonl.tmp").exists()
+    assert not list(tmp_path.glob(".direct.jsonl.*")) and not list(tmp_path.glob(".buffered.jsonl.*"))  # no temp left
 
 
 def test_the_stage_is_a_multiple_of_the_alignment() -> None:

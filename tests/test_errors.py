@@ -13,6 +13,7 @@ from whileai_datasets.errors import (
     TemplateError,
     UnsupportedVersionError,
     WhileaiError,
+    WriteError,
 )
 
 
@@ -24,6 +25,7 @@ from whileai_datasets.errors import (
         (TemplateError, ValueError),
         (PublishError, RuntimeError),
         (UnsupportedVersionError, RuntimeError),
+        (WriteError, OSError),
     ],
 )
 def test_each_error_is_a_whileai_error_and_its_builtin(cls: type[WhileaiError], builtin: type[Exception]) -> None:

@@ -75,13 +75,16 @@ def test_export_dataset_refuses_an_output_that_is_the_source(
     _unchanged(source.parent, before)
 
 
-def test_the_staging_file_may_not_be_an_input_either(tmp_path: Path) -> None:
-    # the writer writes OUT.tmp first, then renames it to OUT
-    staged = tmp_path / "rollouts.jsonl.tmp"
-    staged.write_bytes(CONTENT)
-    with pytest.raises(ExportFormatError, match=r"the output's staging path .*rollouts\.jsonl\.tmp' would write over"):
-        export_dataset(str(staged), str(tmp_path / "rollouts.jsonl"))
-    assert staged.read_bytes() == CONTENT
+def test_a_file_named_like_the_old_staging_path_is_left_alone(tmp_path: Path) -> None:
+    # the writers' temp files are new names made exclusively, never OUT.tmp
+    from tests.conftest import seeded_rows, write_jsonl
+
+    source = write_jsonl(tmp_path / "run.jsonl", seeded_rows(seed=1, repeats=1, budget=40))
+    (tmp_path / "rollouts.jsonl.tmp").write_bytes(CONTENT)
+    report = export_dataset(str(source), str(tmp_path / "rollouts.jsonl"), validate=False)
+    assert (tmp_path / "rollouts.jsonl.tmp").read_bytes() == CONTENT
+    assert (tmp_path / "rollouts.jsonl").read_text().count("\n") == report["n"] > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rollouts.jsonl", "rollouts.jsonl.tmp", "run.jsonl"]
 
 
 def test_export_dataset_refuses_an_output_that_is_a_cache_file_of_the_source(load: Any, tmp_path: Path) -> None:
@@ -170,15 +173,6 @@ def test_ray_export_refuses_an_output_directory_that_is_the_input_directory(tmp_
     with pytest.raises(ExportFormatError, match=REFUSED):
         ray_engine.export_training(str(rollouts / "part-00000.jsonl"), f"{tmp_path}/./rollouts/")
     assert (rollouts / "part-00000.jsonl").read_bytes() == CONTENT
-
-
-def test_ray_export_refuses_a_staging_directory_that_holds_the_input(tmp_path: Path, ray_engine: Any) -> None:
-    staged = tmp_path / "out.tmp"
-    staged.mkdir()
-    (staged / "run.jsonl").write_bytes(CONTENT)
-    with pytest.raises(ExportFormatError, match=r"staging path .*out\.tmp' would write over"):
-        ray_engine.export_training(str(staged), str(tmp_path / "out"))
-    assert (staged / "run.jsonl").read_bytes() == CONTENT
 
 
 def test_the_export_command_with_engine_ray_refuses_before_starting_ray(

@@ -27,6 +27,7 @@ from whileai_datasets.errors import (
     TemplateError,
     UnsupportedVersionError,
     WhileaiError,
+    WriteError,
 )
 from whileai_datasets.export import export_dataset, export_preference, export_training
 from whileai_datasets.hub import publish, split_by
@@ -48,6 +49,7 @@ __all__ = [
     "UnsupportedVersionError",
     "WhileaiError",
     "WhileaiExportConfig",
+    "WriteError",
     "bad_rows",
     "export_dataset",
     "export_preference",

@@ -49,5 +49,10 @@ class PublishError(WhileaiError, RuntimeError):
     """Publishing to the Hub was refused or failed."""
 
 
+class WriteError(WhileaiError, OSError):
+    """An output could not be written (or replaced) whole; ``errno`` says why
+    where the OS did, and the old file (if any) is untouched."""
+
+
 class UnsupportedVersionError(WhileaiError, RuntimeError):
     """An installed dependency is outside the range this package supports."""

@@ -291,9 +291,16 @@ class ChatTemplate:
                            kwargs={**self.special_tokens, **kwargs}, now=now, name=self.name)
 
     def save(self, path: str | Path) -> Path:
-        """Write the template text to ``path`` (a ``.jinja`` file)."""
+        """Write the template text to ``path`` (a ``.jinja`` file), whole or
+        not at all (a temp file beside it, flushed, renamed over it).
+
+        Raises:
+            WriteError: it could not be written; an existing file is untouched.
+        """
+        from whileai_datasets import _files
+
         target = Path(path)
-        target.write_text(self.text, encoding="utf-8")
+        _files.write_text(target, self.text)
         return target
 
     def __eq__(self, other: object) -> bool:

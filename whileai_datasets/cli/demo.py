@@ -6,8 +6,8 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import tempfile
 from collections import Counter
+from functools import partial
 from importlib.resources import as_file, files
 from typing import Any
 
@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from datasets import Dataset, load_dataset
 
+from whileai_datasets import _files
 from whileai_datasets.transforms._portable import portable_table
 
 SAMPLE = "sample.jsonl.gz"
@@ -72,17 +73,9 @@ def run_demo(out: str, *, cache_dir: str | None = None) -> dict[str, Any]:
     """Load the sample, summarize it, write ``out`` as Parquet; return the summary."""
     ds = load_sample(cache_dir=cache_dir)
     summary = summarize(ds)
-    directory = os.path.dirname(os.path.abspath(out))
-    os.makedirs(directory, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=directory, suffix=".parquet", delete=False) as tmp:
-        temp_path = tmp.name
-    try:
-        # built-in feature types only (messages as Json): the file loads where this package is not installed
-        pq.write_table(portable_table(ds.with_format("arrow")[:]), temp_path)
-        os.replace(temp_path, out)
-    finally:
-        if os.path.exists(temp_path):
-            os.unlink(temp_path)
+    table = portable_table(ds.with_format("arrow")[:])
+    # built-in feature types only (messages as Json): the file loads where this package is not installed
+    _files.replace_with(out, partial(pq.write_table, table))
     summary["parquet"] = os.path.abspath(out)
     summary["parquet_bytes"] = os.path.getsize(out)
     return summary

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from whileai_datasets.cli import export as export_cli
@@ -39,16 +41,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM as an exit: the writers' cleanup runs (temp files removed,
+    parse workers stopped) instead of the process vanishing mid-write."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     import whileai_datasets  # noqa: F401  (registers the builder)
 
+    handles_signals = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGTERM, _terminated) if handles_signals else None
     try:
         code: int = args.run(args)
-    except WhileaiError as err:
+    except (WhileaiError, OSError) as err:  # an OSError in the file system's own words, with the path
         print(f"whileai-datasets {args.command}: {err}", file=sys.stderr)
         return 1
+    finally:
+        if handles_signals:
+            signal.signal(signal.SIGTERM, before)
     return code
 
 

@@ -112,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
     from datasets import load_dataset
 
     import whileai_datasets  # noqa: F401
+    from whileai_datasets import _files
     from whileai_datasets.export.overwrite import refuse_overwrite
 
     refuse_overwrite(args.html, [args.source, args.tools, args.template])
@@ -125,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     transform = Tokenize(AutoTokenizer.from_pretrained(args.tokenizer), _template(args.template))
     view = mask_view(transform, ds[args.row])
     if args.html:
-        args.html.write_text(view.html_page(f"{args.source} row {args.row}"), encoding="utf-8")
+        _files.write_text(args.html, view.html_page(f"{args.source} row {args.row}"))
     if args.json:
         print(json.dumps({"tokens": view.tokens, "supervised": view.supervised,
                           "runs": [{"text": t, "supervised": s} for t, s in view.runs]}, indent=2))

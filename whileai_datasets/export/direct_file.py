@@ -63,47 +63,73 @@ class DirectFile:
             block.release()
         self._filled = 0
 
-    def close(self) -> None:
+    def close(self, *, discard: bool = False) -> None:
+        """Write what is staged (padded), cut the file to its length and
+        close it. With ``discard`` (the file is being thrown away, e.g. after
+        ENOSPC) nothing more is written. The descriptor and the stage are
+        released whatever happens, and a second call does nothing."""
         if self._closed:
             return
         self._closed = True
         try:
-            if self._filled:
+            if self._filled and not discard:
                 padded = -(-self._filled // ALIGN) * ALIGN
                 self._stage[self._filled : padded] = bytes(padded - self._filled)
                 self._flush(padded)
-            os.ftruncate(self._fd, self._size)
+            if not discard:
+                os.ftruncate(self._fd, self._size)
         finally:
+            self._filled = 0
             os.close(self._fd)
             self._stage.close()
 
 
 def open_for_writing(path: str) -> IO[bytes] | DirectFile:
     """A new file at ``path`` (any old one replaced), written direct when the
-    file system takes it. A probe write of one aligned block decides, so a
-    refusal is found before any data is written."""
+    file system takes it (``for_descriptor``)."""
+    return for_descriptor(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666), path)
+
+
+def for_descriptor(fd: int, path: str) -> IO[bytes] | DirectFile:
+    """The empty file open on ``fd`` (now owned by the result), switched to
+    direct writes when the file system takes them. A probe write of one
+    aligned block decides, so a refusal is found before any data is written;
+    a refused file is written the ordinary way."""
     flag = getattr(os, "O_DIRECT", 0)
     if not flag:
-        return open(path, "wb")
+        return os.fdopen(fd, "wb")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | flag, 0o666)
+        import fcntl
+
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | flag)
     except OSError as err:
         if err.errno not in _REFUSED:
+            os.close(fd)
             raise
-        return open(path, "wb")
+        return os.fdopen(fd, "wb")
     probe = mmap.mmap(-1, ALIGN)
     try:
         os.write(fd, probe)
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
     except OSError as err:
-        os.close(fd)
         if err.errno not in _REFUSED:
+            os.close(fd)
             raise
-        return open(path, "wb")
+        return _buffered(fd)
     finally:
         probe.close()
     return DirectFile(fd, path)
 
 
-__all__ = ["ALIGN", "STAGE_BYTES", "DirectFile", "open_for_writing"]
+def _buffered(fd: int) -> IO[bytes]:
+    """``fd`` taken back to ordinary writes, empty, as a buffered file."""
+    import fcntl
+
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~getattr(os, "O_DIRECT", 0))
+    os.ftruncate(fd, 0)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return os.fdopen(fd, "wb")
+
+
+__all__ = ["ALIGN", "STAGE_BYTES", "DirectFile", "for_descriptor", "open_for_writing"]

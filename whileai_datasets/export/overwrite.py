@@ -6,8 +6,8 @@ the input when both name one file, however spelled: the same path, another
 spelling (``./run.jsonl``, ``out/../run.jsonl``), a symlink to it, or a hard
 link (the same device and inode). A directory output (the Ray engine replaces
 the whole directory) must also not be, or contain, an input. The writers'
-``<output>.tmp`` staging path is checked too: it is written (and, for a
-directory, removed) first.
+temp files need no check: each is a new name created exclusively beside the
+output (``_files.Replacement``), so it cannot be an existing input.
 """
 
 from __future__ import annotations
@@ -17,9 +17,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from whileai_datasets.errors import ExportFormatError
-
-#: The staging suffix the writers use (``export.writer``, ``ray_engine.engine``).
-STAGING_SUFFIX = ".tmp"
 
 
 def input_paths(source: Any) -> list[str]:
@@ -38,9 +35,8 @@ def input_paths(source: Any) -> list[str]:
 def refuse_overwrite(
     output: str | os.PathLike[str] | None, inputs: Iterable[str | os.PathLike[str] | None], *, directory: bool = False
 ) -> None:
-    """Raise ``ExportFormatError`` when ``output`` (or its ``.tmp`` staging
-    path) is one of ``inputs``; with ``directory``, also when the output
-    directory is or contains one of them.
+    """Raise ``ExportFormatError`` when ``output`` is one of ``inputs``; with
+    ``directory``, also when the output directory is or contains one of them.
 
     Raises:
         ExportFormatError: naming the output, the input and how they are the same file.
@@ -52,10 +48,9 @@ def refuse_overwrite(
         if given is None or not os.path.exists(given):
             continue  # what does not exist cannot be written over
         source = os.fspath(given)
-        for target in (out, out + STAGING_SUFFIX):
-            reason = _same_file(target, source) or (_inside(target, source) if directory else None)
-            if reason is not None:
-                raise _refusal(out, target, source, reason, directory)
+        reason = _same_file(out, source) or (_inside(out, source) if directory else None)
+        if reason is not None:
+            raise _refusal(out, source, reason, directory)
 
 
 def _same_file(target: str, source: str) -> str | None:
@@ -87,10 +82,9 @@ def _inside(folder: str, source: str) -> str | None:
     return None
 
 
-def _refusal(output: str, target: str, source: str, reason: str, directory: bool) -> ExportFormatError:
-    what = "the output" if target == output else f"the output's staging path {target!r}"
+def _refusal(output: str, source: str, reason: str, directory: bool) -> ExportFormatError:
     return ExportFormatError(
-        f"{what} would write over the input {source!r} ({reason}); nothing was read or written",
+        f"the output would write over the input {source!r} ({reason}); nothing was read or written",
         location=output,
         hint=f"Write to a new path (e.g. {_suggestion(output, directory)!r}): an export never replaces its input.",
     )

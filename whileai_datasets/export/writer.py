@@ -1,7 +1,8 @@
 """Writing wire tables: JSONL (whileai's files, built column-wise) or Parquet.
 
-Both write to ``<dest>.tmp`` and rename on ``commit``, as whileai does, so a
-failed or refused export never leaves a half-written file behind.
+Both write a temp file of their own beside the output and rename it on
+``commit`` (``_files.Replacement``: exclusive temp, fsync, atomic rename), so
+a failed, refused or concurrent export never leaves a half-written file.
 
 Parquet files carry ``datasets``' feature metadata with built-in types only
 (each message one ``Json`` value with exactly its own keys), so
@@ -15,12 +16,16 @@ except the keys whileai writes as ``null``: a group's ``reward_mean`` /
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from whileai_datasets import _files
 from whileai_datasets.export import direct_file
 from whileai_datasets.transforms import _json, _portable
 
@@ -33,21 +38,41 @@ DIRECT_WRITES = True
 
 
 class Writer:
-    """A JSONL or Parquet file written a table at a time."""
+    """A JSONL or Parquet file written a table at a time, into a temp file
+    of its own that ``commit`` puts in place whole (``_files.Replacement``).
+
+    Every failure to write (a full disk, a lost mount) raises ``WriteError``
+    naming the file, the cause and what was written, with the temp removed
+    and the old file (if any) untouched."""
 
     def __init__(self, dest: str, keep_null: dict[str, str | bool]) -> None:
         self.dest = Path(dest)
-        self.tmp = self.dest.with_name(self.dest.name + ".tmp")
         self.keep_null = keep_null
         self.parquet = self.dest.suffix.lower() == ".parquet"
-        self.dest.parent.mkdir(parents=True, exist_ok=True)
+        self._target = _files.Replacement(self.dest)
+        self.tmp = Path(self._target.path)
         self._handle: IO[bytes] | direct_file.DirectFile | None = None
         self._parquet: pq.ParquetWriter | None = None
         self._schema: pa.Schema | None = None
         self.rows = 0
+        #: bytes of JSONL handed to the file so far
+        self.bytes = 0
         self._closed = False
-        if not self.parquet:
-            self._handle = direct_file.open_for_writing(str(self.tmp)) if DIRECT_WRITES else open(self.tmp, "wb")
+        if self.parquet:
+            return
+        with self._failures():
+            fd = self._target.take_fd()
+            self._handle = direct_file.for_descriptor(fd, str(self.tmp)) if DIRECT_WRITES else os.fdopen(fd, "wb")
+
+    @contextlib.contextmanager
+    def _failures(self) -> Iterator[None]:
+        """An ``OSError`` (pyarrow's included) becomes the ``WriteError`` of
+        this file, the temp removed."""
+        try:
+            yield
+        except OSError as err:
+            self._close(discard=True)
+            raise self._target.failed(err, written=self.bytes) from err
 
     def write(self, table: pa.Table) -> None:
         self.write_encoded(self.encode(table))
@@ -60,12 +85,15 @@ class Writer:
         return _json.encode_rows(table, keep_null=self.keep_null)
 
     def write_encoded(self, payload: pa.Table | pa.Array) -> None:
-        if self._handle is None:
-            self.rows += payload.num_rows
-            self._write_parquet(payload)
-            return
-        self.rows += len(payload)
-        self._handle.write(_json.lines_bytes(payload))
+        with self._failures():
+            if self._handle is None:
+                self.rows += payload.num_rows
+                self._write_parquet(payload)
+                return
+            self.rows += len(payload)
+            data = _json.lines_bytes(payload)
+            self.bytes += memoryview(data).nbytes
+            self._handle.write(data)
 
     def _write_parquet(self, table: pa.Table) -> None:
         table = _portable.portable_table(table)  # dictionaries decoded, messages as Json: loads anywhere
@@ -76,29 +104,53 @@ class Writer:
             self._parquet.write_table(table.select(self._schema.names).cast(self._schema))  # type: ignore[union-attr]
 
     def commit(self) -> str:
-        """Close and move the file into place; returns its path."""
-        self._close()
-        self.tmp.replace(self.dest)
-        return str(self.dest)
+        """Close, flush to the device and move the file into place; returns its path.
+
+        Raises:
+            WriteError: it could not be written whole, or another writer
+                replaced the file meanwhile (that one's file is left).
+        """
+        with self._failures():
+            self._close()
+        return self._target.commit()
 
     def abort(self) -> None:
-        """Close and remove the temporary file, if it is still there."""
-        self._close()
-        if self.tmp.exists():
-            self.tmp.unlink()
+        """Close and remove the temporary file, if it is still there (after
+        ``commit`` it is not); never writes more."""
+        try:
+            self._close(discard=True)
+        finally:
+            self._target.discard()
 
-    def _close(self) -> None:
+    def _close(self, *, discard: bool = False) -> None:
+        """Close the file. With ``discard`` (it is being thrown away) nothing
+        more is written and no error escapes, so the temp is always removed."""
         if self._closed:
             return
         self._closed = True
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
-        if self._parquet is not None:
-            self._parquet.close()
-            self._parquet = None
-        elif self.parquet and not self.tmp.exists():
-            pq.write_table(pa.table({}), self.tmp)
+        handle, self._handle = self._handle, None
+        parquet, self._parquet = self._parquet, None
+        with contextlib.suppress(OSError, pa.ArrowException) if discard else contextlib.nullcontext():
+            if isinstance(handle, direct_file.DirectFile):
+                handle.close(discard=discard)
+            elif handle is not None:
+                _close_file(handle, discard)
+            if parquet is not None:
+                parquet.close()
+            elif self.parquet and not discard:
+                pq.write_table(pa.table({}), self.tmp)
+
+
+def _close_file(handle: IO[bytes], discard: bool) -> None:
+    """Close a buffered file; when it is thrown away and the flush of what is
+    still buffered fails (a full disk), the descriptor is released anyway."""
+    try:
+        handle.close()
+    except OSError:
+        if not discard:
+            raise
+        if not handle.closed:
+            os.close(handle.fileno())
 
 
 def open_writer(dest: str, keep_null: dict[str, str | bool]) -> Writer:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -175,7 +174,9 @@ def export_training(
     Raises:
         ExportFormatError: as ``export_dataset`` (bad rows, a refused gate),
             or ``output`` is a file or a directory holding other files, or it
-            (or its ``.tmp`` staging directory) is or contains an input.
+            is or contains an input.
+        WriteError: the parts could not be written or put in place (the
+            earlier directory, if any, is untouched).
     """
     from whileai_datasets.export import exporters
 
@@ -194,20 +195,20 @@ def export_training(
         "max_tool_output_chars": max_tool_output_chars,
         "format": format,
     }
-    staging = dest + ".tmp"
-    shutil.rmtree(staging, ignore_errors=True)
+    staging = ray_output.staging(dest)
     collector = ray_report.Collector.remote()  # type: ignore[attr-defined]
     try:
         with ray_output.ordered(), ray_report.surfaced(collector):
             reporter = ray_report.Reporter(collector)
             rows = _rows(paths, options, tools_json, row_key, reporter, (range_bytes, block_bytes))
-            rows.write_datasink(ray_output.Parts(staging, ".jsonl" if dest.lower().endswith(".jsonl") else ".parquet"))
+            suffix = ".jsonl" if dest.lower().endswith(".jsonl") else ".parquet"
+            rows.write_datasink(ray_output.Parts(staging.path, suffix))
         parts = ray.get(collector.parts.remote())
         report = ray_report.report(parts, options)
         exporters._gate(report, validate)
-        ray_output.commit(staging, dest)
+        ray_output.commit(staging)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        staging.discard()
         ray.kill(collector)
     report["path"] = dest
     report["n_written"] = report["n"]

@@ -2,15 +2,14 @@
 
 Each Ray write task writes its blocks with the local export's writer (so a
 part holds exactly the bytes the local export writes for those rows); the
-directory is moved into place only once the export's gates passed, as the
-local export moves its ``.tmp`` file.
+directory (a temp folder of its own beside the output) is moved into place
+only once the export's gates passed, as the local export moves its temp file.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -18,6 +17,7 @@ import pyarrow as pa
 import ray.data
 from ray.data.datasource import Datasink
 
+from whileai_datasets import _files
 from whileai_datasets.errors import ExportFormatError
 from whileai_datasets.export import writer as export_writer
 
@@ -87,10 +87,13 @@ def destination(output: str) -> str:
     return dest
 
 
-def commit(staging: str, dest: str) -> None:
-    """Move the written parts into place, replacing an earlier export."""
-    if not os.path.isdir(staging):
-        os.makedirs(staging)
-    if os.path.isdir(dest):
-        shutil.rmtree(dest)
-    os.replace(staging, dest)
+def staging(dest: str) -> _files.Replacement:
+    """A temp folder of this export's own beside ``dest`` for the parts
+    (any a killed export left there is removed first)."""
+    return _files.Replacement(dest, folder=True)
+
+
+def commit(parts: _files.Replacement) -> str:
+    """Flush the written parts' folder and put it in place of ``dest`` in one
+    step, replacing an earlier export (``_files.Replacement.commit``)."""
+    return parts.commit()

@@ -20,12 +20,11 @@ few pieces per process however large the file is.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import multiprocessing
 import os
 import shutil
 import sys
-import tempfile
+import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -38,6 +37,7 @@ import pyarrow.compute as pc
 from whileai_datasets.errors import WhileaiError
 from whileai_datasets.rows.canonical import Normalizer, Options
 from whileai_datasets.rows.leaks import LeakScan
+from whileai_datasets.rows.lifeline import Lifeline, scratch_folder, worker_start
 from whileai_datasets.rows.reader import (
     BadRows,
     LinePosition,
@@ -192,13 +192,6 @@ def _write_tables(path: str, tables: Iterator[pa.Table]) -> bool:
     return True
 
 
-def _worker_start() -> None:
-    """A forked worker shares the parent's heap page by page until it writes
-    to a page; the cyclic GC's passes over the inherited objects would write
-    (and so copy) all of them. Frozen, they are never scanned."""
-    gc.freeze()
-
-
 def _scratch_root(workers: int) -> str | None:
     """Where pieces are handed over: shared memory when it has room for the
     pieces in flight (with a margin: a container's /dev/shm may be 64 MB),
@@ -231,15 +224,32 @@ class RangeReader:
         self.on_bad_row = on_bad_row
         self._pool: ProcessPoolExecutor | None = None
         self._scratch: str | None = None
+        self._lifeline: Lifeline | None = None
         self._pieces = 0
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        if self._lifeline is not None:
+            os.close(self._lifeline.read_fd)
+            os.close(self._lifeline.write_fd)
+            self._lifeline = None
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
+
+    def _start(self) -> ProcessPoolExecutor:
+        """The pieces folder and the pool (its workers tied to this process)."""
+        self._scratch = scratch_folder(_scratch_root(self.workers))
+        context = _context()
+        if context.get_start_method() == "fork":  # the pipe's ends are inherited as they are
+            read_fd, write_fd = os.pipe()
+            main = threading.current_thread() is threading.main_thread()
+            self._lifeline = Lifeline(os.getpid(), read_fd, write_fd, self._scratch, main)
+        return ProcessPoolExecutor(
+            max_workers=self.workers, mp_context=context, initializer=worker_start, initargs=(self._lifeline,)
+        )
 
     def __enter__(self) -> RangeReader:
         return self
@@ -261,14 +271,13 @@ class RangeReader:
         of ``path`` (``handle`` is open on it), in order. Numbering continues
         from ``position``, which, once exhausted, is left at the next line
         start with the counts before it (as ``reader.iter_line_range``)."""
-        if self._scratch is None:
-            self._scratch = tempfile.mkdtemp(prefix="whileai-parse-", dir=_scratch_root(self.workers))
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=_context(), initializer=_worker_start)
+            self._pool = self._start()
+        scratch = str(self._scratch)
         pending: list[tuple[Job, Future[Piece]]] = []
         try:
             start = LinePosition(position.offset, position.line, position.row)
-            for job in self._jobs(handle, path, source, start, end, leaks is not None, self._scratch):
+            for job in self._jobs(handle, path, source, start, end, leaks is not None, scratch):
                 pending.append((job, self._pool.submit(parse_piece, job)))
                 if len(pending) > self.workers:
                     yield from self._take(*pending.pop(0), position, bad, leaks)

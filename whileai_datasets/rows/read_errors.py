@@ -16,6 +16,7 @@ The reader's hot loop only parses; these functions run once something failed:
 from __future__ import annotations
 
 import bz2
+import functools
 import gzip
 import lzma
 import sys
@@ -44,8 +45,10 @@ _CODECS = {
 }
 
 
+@functools.cache
 def _codec_errors() -> tuple[type[BaseException], ...]:
-    """The exceptions a decompressor raises on data that stops or breaks off."""
+    """The exceptions a decompressor raises on data that stops or breaks off
+    (looked up once: the optional codecs are imported on first use)."""
     found: list[type[BaseException]] = [EOFError, zlib.error, lzma.LZMAError]
     for module, name in (("zstandard", "ZstdError"), ("lz4.frame", "LZ4FrameError")):
         try:
@@ -203,27 +206,39 @@ def missing_codec_error(name: str, path: str) -> ExportFormatError:
 def read_failures(name: str, path: str, reopen: Callable[[], IO[bytes]]) -> Iterator[None]:
     """Turn what breaks while ``path`` is read (a compressed stream that ends
     early or is corrupt, an unreadable Parquet file, an I/O error) into an
-    ``ExportFormatError`` naming ``name`` and, for JSONL, the line."""
+    ``ExportFormatError`` naming ``name`` and, for JSONL, the line.
+
+    Only ``Exception`` is looked at: a ``GeneratorExit`` (the reading
+    generator closed early, or collected at interpreter exit, when imports
+    no longer work) passes through without any lookup."""
     try:
         yield
     except WhileaiError:
         raise
     except RecursionError:
         raise  # named per row by the reader
-    except _codec_errors() as err:
-        raise truncated_error(name, path, reopen, err) from err
-    except ValueError as err:
-        if not str(err).startswith("Compression type"):
+    except Exception as err:
+        translated = _read_failure(name, path, reopen, err)
+        if translated is None:
             raise
-        raise missing_codec_error(name, path) from err
-    except (OSError, pa.ArrowException) as err:
-        if codec_of(path) is not None and _is_codec_failure(err):
-            raise truncated_error(name, path, reopen, err) from err
-        raise ExportFormatError(
-            f"cannot read the file ({type(err).__name__}: {str(err).strip()})",
-            location=name,
-            hint="Check that it is a whileai JSONL or Parquet export and that it was copied whole.",
-        ) from err
+        raise translated from err
+
+
+def _read_failure(name: str, path: str, reopen: Callable[[], IO[bytes]], err: Exception) -> ExportFormatError | None:
+    """The ``ExportFormatError`` for what ``read_failures`` caught, or None to let it pass."""
+    if isinstance(err, _codec_errors()):
+        return truncated_error(name, path, reopen, err)
+    if isinstance(err, ValueError):
+        return missing_codec_error(name, path) if str(err).startswith("Compression type") else None
+    if not isinstance(err, (OSError, pa.ArrowException)):
+        return None
+    if codec_of(path) is not None and _is_codec_failure(err):
+        return truncated_error(name, path, reopen, err)
+    return ExportFormatError(
+        f"cannot read the file ({type(err).__name__}: {str(err).strip()})",
+        location=name,
+        hint="Check that it is a whileai JSONL or Parquet export and that it was copied whole.",
+    )
 
 
 def _is_codec_failure(err: BaseException) -> bool:
