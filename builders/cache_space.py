@@ -21,31 +21,31 @@ FULL = {errno.ENOSPC, errno.EDQUOT}
 
 
 def cache_error(err: BaseException, cache_root: str) -> WriteError | None:
-    """The ``WriteError`` for a full cache disk behind ``err`` (itself or its
-    cause), or None when ``err`` is something else."""
-    if isinstance(err, WriteError):
-        return None  # already says what and where
+    """The ``WriteError`` for a full cache disk behind ``err`` (itself or a
+    cause in its chain: datasets re-wraps an ``OSError`` as "Cannot find
+    data file"), or None when ``err`` is something else. One this function
+    made earlier in the chain is returned as it is."""
     cause: BaseException | None = err
     for _ in range(32):  # a chain of causes is short; a cycle must not loop
-        if cause is None or (isinstance(cause, OSError) and _files.os_errno(cause) in FULL):
+        if cause is None or isinstance(cause, WriteError):
+            break
+        if isinstance(cause, OSError) and _files.os_errno(cause) in FULL:
             break
         cause = cause.__cause__ or cause.__context__
+    if isinstance(cause, WriteError):
+        return cause if cause is not err and _files.os_errno(cause) in FULL else None
     if not isinstance(cause, OSError) or _files.os_errno(cause) not in FULL:
         return None
     folder = os.path.abspath(cache_root)
     filename = getattr(cause, "filename", None)
     where = folder if not filename or str(filename).startswith(folder) else os.path.dirname(str(filename))
-    try:
-        stat = os.statvfs(where)
-        free = f"{stat.f_bavail * stat.f_frsize / 1e6:.1f} MB free now"
-    except OSError:
-        free = "free space unknown"
     error = WriteError(
-        f"cannot write the datasets cache: {os.strerror(_files.os_errno(cause) or errno.ENOSPC).lower()} "
-        f"({free}); the rows were not cached and no dataset was returned",
+        f"cannot write the datasets cache: {os.strerror(_files.os_errno(cause) or errno.ENOSPC).lower()} while "
+        "writing the Arrow files of the split; the partial files were removed and no dataset was returned",
         location=where,
         hint="Free space there, or move the cache to a disk with room: set HF_DATASETS_CACHE=/path/with/room "
         "(or pass cache_dir= to load_dataset).",
     )
     error.errno = _files.os_errno(cause)
+    error.__cause__ = cause  # the file system's own error, not datasets' wrappers around it
     return error

@@ -217,7 +217,7 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
             raise err.__cause__ from err.__cause__.__cause__
         full = cache_space.cache_error(err, self._cache_dir_root)
         if full is not None:
-            raise full from err
+            raise full from full.__cause__
 
     def _info(self) -> datasets.DatasetInfo:
         normalizer = Normalizer(self.config.name, self.config.options())

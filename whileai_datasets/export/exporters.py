@@ -125,38 +125,19 @@ def run_training(
     """``export_training`` with a progress callback (source rows done per chunk)."""
     _check_options(options["format"], options["mask_mode"])
     overwrite.refuse_overwrite(output, overwrite.input_paths(source))
-    src = sources.Source(source, options["system_prompt"], options["tools"])
-    dest = output or (sources.default_output(src.path) if src.path else None)
-    if options.get("push_to") and not dest:
-        raise ExportFormatError(
-            "push_to needs an output path: the file that is written is what is pushed",
-            location=f"push_to={options['push_to']!r}",
-            hint="Pass output='train.jsonl' (or .parquet) as well.",
-        )
-    keys = src.keys()
-    groups = None if options["unroll"] else grouping.group_columns(*grouping._key_columns(keys))
-    stats = reports.TrainingStats(options)
-    writer = export_writer.open_writer(dest, export_writer.TRAINING_NULLS) if dest else None
-    memoize = writer is not None and not writer.parquet
-
-    def work(chunk: pa.Table, offset: int) -> tuple[pa.Table, Any, int, int]:
-        rows, written, before = pipeline.training_chunk(chunk, offset, groups, src.tools_json, options, memoize)
-        return rows, writer.encode(written) if writer is not None else None, before, chunk.num_rows
-
+    # opened before the source is read: an export to the same path that finishes meanwhile is noticed at commit
+    writer = export_writer.open_writer(output, export_writer.TRAINING_NULLS) if output else None
     try:
-        with pipeline.reused_memory():
-            for rows, payload, before, done in pipeline.pipelined(work, src.chunks()):
-                _check_messages(rows, before, stats.n)
-                stats.add(rows, before)
-                if writer is not None:
-                    writer.write_encoded(payload)
-                if progress is not None:
-                    progress(done, src.n_raw)
-        report = stats.report(src.leaks, keys, src.n_raw)
-        _gate(report, options["validate"])
-        if writer is not None:
-            report["path"] = writer.commit()
-            report["n_written"] = report["n"]
+        src = sources.Source(source, options["system_prompt"], options["tools"])
+        if writer is None and src.path:
+            writer = export_writer.open_writer(sources.default_output(src.path), export_writer.TRAINING_NULLS)
+        if options.get("push_to") and writer is None:
+            raise ExportFormatError(
+                "push_to needs an output path: the file that is written is what is pushed",
+                location=f"push_to={options['push_to']!r}",
+                hint="Pass output='train.jsonl' (or .parquet) as well.",
+            )
+        groups, report = _write_training(src, writer, options, progress)
     finally:
         if writer is not None:
             writer.abort()
@@ -164,6 +145,36 @@ def run_training(
         rows = _canonical_rows(src, groups, options)
         report["hub"] = push_file(report["path"], options["push_to"], report, rows=rows)
     return report
+
+
+def _write_training(
+    src: sources.Source, writer: export_writer.Writer | None, options: dict[str, Any], progress: Progress | None
+) -> tuple[dict[str, pa.Array] | None, dict[str, Any]]:
+    """The chunk pipeline over ``src`` into ``writer`` (committed once the
+    gates pass); the groups and the report."""
+    keys = src.keys()
+    groups = None if options["unroll"] else grouping.group_columns(*grouping._key_columns(keys))
+    stats = reports.TrainingStats(options)
+    memoize = writer is not None and not writer.parquet
+
+    def work(chunk: pa.Table, offset: int) -> tuple[pa.Table, Any, int, int]:
+        rows, written, before = pipeline.training_chunk(chunk, offset, groups, src.tools_json, options, memoize)
+        return rows, writer.encode(written) if writer is not None else None, before, chunk.num_rows
+
+    with pipeline.reused_memory():
+        for rows, payload, before, done in pipeline.pipelined(work, src.chunks()):
+            _check_messages(rows, before, stats.n)
+            stats.add(rows, before)
+            if writer is not None:
+                writer.write_encoded(payload)
+            if progress is not None:
+                progress(done, src.n_raw)
+    report = stats.report(src.leaks, keys, src.n_raw)
+    _gate(report, options["validate"])
+    if writer is not None:
+        report["path"] = writer.commit()
+        report["n_written"] = report["n"]
+    return groups, report
 
 
 def push_file(path: str, repo_id: str, report: dict[str, Any], *, rows: pa.Table) -> dict[str, Any]:

@@ -4,7 +4,8 @@ A worker blocked on its work queue would wait forever once its parent is gone
 (killed by the OOM killer or ``kill -9``): the queue's pipe is never closed,
 since every worker holds a copy of its write end. So each worker also reads a
 pipe of its own whose only write end the parent holds, and exits at its EOF;
-on Linux the kernel also sends it SIGTERM when the parent dies. An orphaned
+on Linux the kernel also signals it when the parent dies (``DEATH_SIGNAL``),
+which also covers a write end that another child of the parent inherited. An orphaned
 worker removes the pieces' folder before it exits. That folder is named with
 its owner (``_files.owner_tag``): one that a kill of everything left behind is
 removed by the next parse that starts (``scratch_folder``).
@@ -14,16 +15,23 @@ from __future__ import annotations
 
 import gc
 import os
+import select
 import shutil
 import signal
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from whileai_datasets import _files
+
+#: how long a worker waits, after the parent-death signal, for the parent to be gone
+DEATH_WAIT_SECONDS = 5.0
+#: the signal the kernel sends a worker when its parent dies (SIGTERM is the pool's own)
+DEATH_SIGNAL = signal.SIGUSR1
 
 
 @dataclass(frozen=True)
@@ -38,8 +46,8 @@ class Lifeline:
     read_fd: int
     write_fd: int
     scratch: str
-    #: ask the kernel for SIGTERM on the parent's death (only when the pool
-    #: is started from the main thread: the signal follows the forking thread)
+    #: ask the kernel for ``DEATH_SIGNAL`` on the parent's death (only when the
+    #: pool is started from the main thread: the signal follows the forking thread)
     death_signal: bool
 
 
@@ -54,7 +62,8 @@ def worker_start(lifeline: Lifeline | None = None) -> None:
     os.close(lifeline.write_fd)  # this process's copy: the parent's is then the only one
     signal.signal(signal.SIGTERM, partial(_on_term, lifeline))
     if lifeline.death_signal:
-        _set_death_signal(signal.SIGTERM)
+        signal.signal(DEATH_SIGNAL, partial(_on_parent_death, lifeline))
+        _set_death_signal(DEATH_SIGNAL)
     threading.Thread(target=_watch, args=(lifeline,), daemon=True, name="whileai-lifeline").start()
     if os.getppid() != lifeline.parent:  # it died before the watch began
         _orphaned(lifeline)
@@ -85,9 +94,33 @@ def _watch(lifeline: Lifeline) -> None:
 
 
 def _on_term(lifeline: Lifeline, signum: int, frame: Any) -> None:
-    if os.getppid() != lifeline.parent:
+    """SIGTERM: the pool stops its workers this way when one of them broke."""
+    if _parent_gone(lifeline, 0.0):
         _orphaned(lifeline)
-    os._exit(128 + signum)  # stopped by the pool (a broken pool terminates its workers)
+    os._exit(128 + signum)
+
+
+def _on_parent_death(lifeline: Lifeline, signum: int, frame: Any) -> None:
+    """The kernel's parent-death signal. It comes when the thread that
+    started the worker ends, which may be a moment before the whole parent
+    is gone: wait for that (re-parenting, or the pipe's EOF) a little."""
+    if _parent_gone(lifeline, DEATH_WAIT_SECONDS):
+        _orphaned(lifeline)
+
+
+def _parent_gone(lifeline: Lifeline, wait: float) -> bool:
+    """Whether the parent is gone (within ``wait`` seconds): the worker was
+    re-parented, or the pipe is at EOF (nobody writes to it, so readable
+    means EOF)."""
+    deadline = time.monotonic() + wait
+    while True:
+        if os.getppid() != lifeline.parent:
+            return True
+        readable, _, _ = select.select([lifeline.read_fd], [], [], min(0.05, max(0.0, deadline - time.monotonic())))
+        if readable:
+            return True
+        if time.monotonic() >= deadline:
+            return False
 
 
 def _orphaned(lifeline: Lifeline) -> None:

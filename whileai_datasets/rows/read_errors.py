@@ -208,15 +208,14 @@ def read_failures(name: str, path: str, reopen: Callable[[], IO[bytes]]) -> Iter
     early or is corrupt, an unreadable Parquet file, an I/O error) into an
     ``ExportFormatError`` naming ``name`` and, for JSONL, the line.
 
-    Only ``Exception`` is looked at: a ``GeneratorExit`` (the reading
-    generator closed early, or collected at interpreter exit, when imports
-    no longer work) passes through without any lookup."""
+    A ``GeneratorExit`` (the reading generator closed early, or collected
+    while the interpreter shuts down, when imports and module globals no
+    longer work) passes through first, before any name of this module is
+    looked up."""
     try:
         yield
-    except WhileaiError:
+    except GeneratorExit:
         raise
-    except RecursionError:
-        raise  # named per row by the reader
     except Exception as err:
         translated = _read_failure(name, path, reopen, err)
         if translated is None:
@@ -225,7 +224,10 @@ def read_failures(name: str, path: str, reopen: Callable[[], IO[bytes]]) -> Iter
 
 
 def _read_failure(name: str, path: str, reopen: Callable[[], IO[bytes]], err: Exception) -> ExportFormatError | None:
-    """The ``ExportFormatError`` for what ``read_failures`` caught, or None to let it pass."""
+    """The ``ExportFormatError`` for what ``read_failures`` caught, or None to
+    let it pass (ours already say where; a too-deep row is named per row by the reader)."""
+    if isinstance(err, (WhileaiError, RecursionError)):
+        return None
     if isinstance(err, _codec_errors()):
         return truncated_error(name, path, reopen, err)
     if isinstance(err, ValueError):
