@@ -48,7 +48,8 @@ def _sample_file(path: Path, size: int) -> Path:
         written = 0
         while written < size:
             for row in rows:
-                first = {**row["messages"][0], "content": row["messages"][0]["content"] + " " + rng.randbytes(1000).hex()}
+                tail = " " + rng.randbytes(1000).hex()
+                first = {**row["messages"][0], "content": row["messages"][0]["content"] + tail}
                 line = json.dumps({**row, "messages": [first, *row["messages"][1:]]}) + "\n"
                 handle.write(line)
                 written += len(line)
@@ -187,21 +188,24 @@ def test_two_writers_to_one_path_leave_one_whole_file_and_say_whose(tmp_path: Pa
 
 
 def test_two_export_commands_to_one_path_one_wins_and_the_other_says_so(driver: Driver, tmp_path: Path) -> None:
-    inputs = {"small": _sample_file(tmp_path / "small.jsonl", 150_000), "big": _sample_file(tmp_path / "big.jsonl", 900_000)}
+    # both open the output before reading their input, so their writes overlap whichever finishes first
+    inputs = {"small": _sample_file(tmp_path / "small.jsonl", 150_000),
+              "big": _sample_file(tmp_path / "big.jsonl", 900_000)}
     out = tmp_path / "out" / "train.jsonl"
-    for round_ in range(1):
-        pids = {name: driver.start(_export(path, out), tmp_path / f"cache-{round_}-{name}", tmp_path / f"{name}.log")
-                for name, path in inputs.items()}
-        codes = {name: driver.wait(pid) for name, pid in pids.items()}
-        logs = {name: (tmp_path / f"{name}.log").read_text() for name in inputs}
-        assert sorted(codes.values()) == [0, 1], logs
-        winner = next(name for name, code in codes.items() if code == 0)
-        loser = next(name for name, code in codes.items() if code == 1)
-        reported = int(re.search(r"^n_written\s+(\d+)$", logs[winner], re.MULTILINE).group(1))  # type: ignore[union-attr]
-        assert out.read_text().count("\n") == reported
-        assert re.search(rf"^whileai-datasets export: {re.escape(str(out))}: not replaced: another writer replaced "
-                         r"this file while this one ran .* this one's output was discarded\.", logs[loser], re.MULTILINE)
-        assert "Traceback" not in logs[loser] and _temps(out.parent) == []
+    pids = {name: driver.start(_export(path, out), tmp_path / f"cache-{name}", tmp_path / f"{name}.log")
+            for name, path in inputs.items()}
+    codes = {name: driver.wait(pid) for name, pid in pids.items()}
+    logs = {name: (tmp_path / f"{name}.log").read_text() for name in inputs}
+    assert sorted(codes.values()) == [0, 1], logs
+    winner = next(name for name, code in codes.items() if code == 0)
+    loser = next(name for name, code in codes.items() if code == 1)
+    reported = re.search(r"^n_written\s+(\d+)$", logs[winner], re.MULTILINE)
+    assert reported is not None
+    lines = out.read_text().splitlines()
+    assert len(lines) == int(reported.group(1)) and all(json.loads(line)["messages"] for line in lines)
+    assert re.search(rf"^whileai-datasets export: {re.escape(str(out))}: not replaced: another writer replaced "
+                     r"this file while this one ran .* this one's output was discarded\.", logs[loser], re.MULTILINE)
+    assert "Traceback" not in logs[loser] and _temps(out.parent) == []
 
 
 # ------------------------------------------------------------ a full disk
@@ -221,8 +225,8 @@ def test_a_full_disk_leaves_the_old_file_and_no_temp(driver: Driver, small_fs: P
     log = (tmp_path / "log").read_text()
     assert code == 1
     (line,) = [text for text in log.splitlines() if text.startswith("whileai-datasets export:")]
-    assert re.fullmatch(rf"whileai-datasets export: {re.escape(str(out))}: " + FULL.format(folder=re.escape(str(small_fs))),
-                        line), line
+    expected = rf"whileai-datasets export: {re.escape(str(out))}: " + FULL.format(folder=re.escape(str(small_fs)))
+    assert re.fullmatch(expected, line), line
     assert "Traceback" not in log
     assert out.read_bytes() == b"the previous export\n"
     assert sorted(set(os.listdir(small_fs)) - {"lost+found"}) == [out.name]
@@ -240,8 +244,8 @@ def test_a_full_datasets_cache_names_the_cache_and_how_to_move_it(small_fs: Path
     source = _sample_file(tmp_path / "run.jsonl", 4_000_000)
     cache = small_fs / "cache"
     env = {**os.environ, "HF_DATASETS_CACHE": str(cache)}
-    done = subprocess.run([sys.executable, "-m", "whileai_datasets.cli.main", *_export(source, tmp_path / "out.jsonl")],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    command = [sys.executable, "-m", "whileai_datasets.cli.main", *_export(source, tmp_path / "out.jsonl")]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1
     assert re.search(rf"^whileai-datasets export: {re.escape(str(cache))}: cannot write the datasets cache: no space "
                      r"left on device while writing the Arrow files of the split; the partial files were removed and "
@@ -358,3 +362,32 @@ def test_the_sweep_removes_only_temps_of_dead_owners_on_this_host(tmp_path: Path
     replacement.discard()
     assert replacement.swept == [str(tmp_path / names["dead"])]
     assert sorted(os.listdir(tmp_path)) == sorted({*names.values(), "out.jsonl"} - {names["dead"]})
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["renameat2", "two renames"])
+def test_a_part_directory_is_swapped_in_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exchange: bool) -> None:
+    if not exchange:
+        monkeypatch.setattr(_files, "_exchange", lambda first, second: False)
+    target = tmp_path / "train.parquet"
+    target.mkdir()
+    (target / "part-00000.parquet").write_bytes(b"old part")
+    staging = _files.Replacement(target, folder=True)
+    (Path(staging.path) / "part-00000.parquet").write_bytes(b"new part 0")
+    (Path(staging.path) / "part-00001.parquet").write_bytes(b"new part 1")
+    assert staging.commit() == str(target)
+    staging.discard()
+    assert {p.name: p.read_bytes() for p in target.iterdir()} == {
+        "part-00000.parquet": b"new part 0", "part-00001.parquet": b"new part 1"}
+    assert sorted(os.listdir(tmp_path)) == ["train.parquet"]
+
+
+def test_a_part_directory_changed_meanwhile_is_not_replaced(tmp_path: Path) -> None:
+    target = tmp_path / "train.parquet"
+    staging = _files.Replacement(target, folder=True)
+    target.mkdir()  # another export put its parts there first
+    (target / "part-00000.parquet").write_bytes(b"theirs")
+    with pytest.raises(WriteError, match=r"train\.parquet: not replaced: another writer replaced this file while "
+                                         r"this one ran \(it did not exist when this one started\)"):
+        staging.commit()
+    assert [p.read_bytes() for p in target.iterdir()] == [b"theirs"]
+    assert sorted(os.listdir(tmp_path)) == ["train.parquet"]

@@ -171,11 +171,12 @@ class Replacement:
             os.makedirs(self.folder, exist_ok=True)
             self.swept = sweep(self.folder, f".{name}.whileai-")
             self.before = _identity(self.target)
+            prefix = f".{name}.whileai-{owner_tag()}"
             if folder:
-                self.path = tempfile.mkdtemp(dir=self.folder, prefix=f".{name}.whileai-{owner_tag()}", suffix=".tmp")
+                self.path = tempfile.mkdtemp(dir=self.folder, prefix=prefix, suffix=".tmp")
                 self.fd: int | None = None
             else:
-                self.fd, self.path = tempfile.mkstemp(dir=self.folder, prefix=f".{name}.whileai-{owner_tag()}", suffix=".tmp")
+                self.fd, self.path = tempfile.mkstemp(dir=self.folder, prefix=prefix, suffix=".tmp")
                 os.fchmod(self.fd, 0o666 & ~_umask())  # mkstemp makes 0600; an output gets the usual mode
         except OSError as err:
             raise write_error(self.target, err, written=0, existed=os.path.exists(self.target)) from err
