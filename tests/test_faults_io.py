@@ -316,7 +316,7 @@ def test_kill_9_leaves_the_old_file_or_the_new_one_and_nothing_behind(driver: Dr
     complete = out.read_bytes()
     rng = random.Random(9)
     killed = []
-    for round_, everything in enumerate((False, True, False)):
+    for round_, everything in enumerate((False, True, False)):  # kill -9 the parent, or it and its workers
         out.write_bytes(old)
         pid = driver.start(_export(source, out), tmp_path / f"cache-{round_}", tmp_path / "log")
         deadline = time.monotonic() + 60
@@ -336,6 +336,18 @@ def test_kill_9_leaves_the_old_file_or_the_new_one_and_nothing_behind(driver: Dr
         if not everything:  # the workers saw their parent die and removed the pieces' folder
             assert _owned_scratch(pid) == []
         killed.append(pid)
+    # SIGTERM: the command exits the ordinary way, so it cleans up after itself at once
+    out.write_bytes(old)
+    pid = driver.start(_export(source, out), tmp_path / "cache-term", tmp_path / "log")
+    deadline = time.monotonic() + 60
+    while len(_tree(pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    workers = _tree(pid)
+    os.kill(pid, signal.SIGTERM)
+    assert driver.wait(pid) == 128 + signal.SIGTERM
+    psutil.wait_procs(workers, timeout=10)
+    assert all(_gone(w) for w in workers) and _owned_scratch(pid) == []
+    assert out.read_bytes() in (old, complete) and _temps(out.parent) == []
     code = driver.wait(driver.start(_export(source, out), tmp_path / "cache-last", tmp_path / "log"))
     assert code == 0 and out.read_bytes() == complete
     assert _temps(out.parent) == [], "a killed export's temp file survived the next export"

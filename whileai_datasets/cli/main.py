@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"whileai-datasets {args.command}: {err}", file=sys.stderr)
         return 1
     finally:
-        if handles_signals:
+        if handles_signals and before is not None:  # None: a handler installed outside Python, left as it was
             signal.signal(signal.SIGTERM, before)
     return code
 
