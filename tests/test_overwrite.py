@@ -77,9 +77,10 @@ def test_export_dataset_refuses_an_output_that_is_the_source(
 
 def test_a_file_named_like_the_old_staging_path_is_left_alone(tmp_path: Path) -> None:
     # the writers' temp files are new names made exclusively, never OUT.tmp
-    from tests.conftest import seeded_rows, write_jsonl
+    from tests.conftest import write_jsonl
+    from whileai_datasets.cli.demo import sample_rows
 
-    source = write_jsonl(tmp_path / "run.jsonl", seeded_rows(seed=1, repeats=1, budget=40))
+    source = write_jsonl(tmp_path / "run.jsonl", sample_rows()[:20])
     (tmp_path / "rollouts.jsonl.tmp").write_bytes(CONTENT)
     report = export_dataset(str(source), str(tmp_path / "rollouts.jsonl"), validate=False)
     assert (tmp_path / "rollouts.jsonl.tmp").read_bytes() == CONTENT
