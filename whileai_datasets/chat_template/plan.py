@@ -25,13 +25,63 @@ Cut = tuple[int, int]  # (operand index, characters into it); (n, 0) is the end
 
 
 class Unpatchable(TemplateError):
-    """The template's structure does not allow a safe patch (reason in the message)."""
+    """The template's structure does not allow a safe patch (reason in the message).
+
+    ``refusal_class`` names the kind of refusal (BENCHMARKS.md counts them per class)."""
+
+    refusal_class = "other"
+
+    def __str__(self) -> str:
+        return f"{super().__str__()} [refusal class: {self.refusal_class}]"
 
 
 class MixedHeader(Unpatchable):
     """A unit writes the role header in some turns and generated text in others."""
 
+    refusal_class = "mixed-header"
     unit_start: int = -1
+
+
+class MixedOperands(Unpatchable):
+    """An output mixes assistant text with other text and cannot be split between operands."""
+
+    refusal_class = "mixed-header"
+
+
+class SharedOutput(Unpatchable):
+    """One output writes assistant text in some turns and other text in others, with no test between them."""
+
+    refusal_class = "shared-output"
+
+
+class TraceChanged(Unpatchable):
+    """Tracing (the unit markers) changes what the template renders."""
+
+    refusal_class = "trace-changes-output"
+
+
+class NoTopLevelOutput(Unpatchable):
+    """No top-level output writes the assistant text (a macro or a capture does)."""
+
+    refusal_class = "no-top-level-output"
+
+
+class VerificationFailed(Unpatchable):
+    """The patched template renders differently or its blocks miss or overreach."""
+
+    refusal_class = "verification"
+
+
+class EmptyContentVerification(VerificationFailed):
+    """Verification fails on a probe whose assistant content is empty."""
+
+    refusal_class = "empty-assistant-content"
+
+
+class NotAChat(Unpatchable):
+    """No probe renders, or none renders an assistant turn to learn."""
+
+    refusal_class = "no-assistant-turn"
 
 
 @dataclass(frozen=True)
@@ -156,7 +206,7 @@ def observe(traced: TracedTemplate, run: ProbeRun, executions: list[Execution]) 
         lengths = shape[0] if shape else (execution.end - execution.start,)
         if overlaps:
             if shape is None:
-                raise Unpatchable(
+                raise MixedOperands(
                     "an output mixes assistant text with other text and its operands are not all strings",
                     location=unit.location,
                     hint="Write the header and the content in separate {{ }} tags.")
@@ -209,7 +259,7 @@ def _check_widening(decision: Decision, gens: list[Observation]) -> None:
     for obs in gens:
         covered = _covered_range(decision, obs)
         if covered is None:
-            raise Unpatchable("an output that must be split has operands that are not all strings",
+            raise MixedOperands("an output that must be split has operands that are not all strings",
                               location=decision.unit.location,
                               hint="Write the role header and the content in separate {{ }} tags, then patch again.")
         if not _inside(*covered, obs.allowed_spans):
@@ -237,7 +287,7 @@ def decide(unit: Unit, observations: list[Observation], loop_var: str | None) ->
     if others:
         condition = _condition(gens, others, loop_var)
         if condition is None:
-            raise Unpatchable(
+            raise SharedOutput(
                 "the same output writes assistant text in some turns and other text in others, and neither "
                 "the message role nor the last message tells them apart",
                 location=unit.location,
@@ -307,9 +357,21 @@ def _statement_item(stmt: nodes.Node, plan: Plan) -> Item:
         return Item(stmt, "blocker" if any(u.uid in plan.written for u in units) else "silent")
     conditions = {d.condition for d in decided}
     undecided = [u for u in units if u.uid in plan.written and u.uid not in plan.decisions]
-    if len(conditions) == 1 and all(d.full for d in decided) and not undecided and scope_safe(stmt):
-        return Item(stmt, "wrap", condition=decided[0].condition)
+    condition = decided[0].condition
+    if (len(conditions) == 1 and all(d.full for d in decided) and not undecided and scope_safe(stmt)
+            and not _binds_condition(stmt, condition)):
+        return Item(stmt, "wrap", condition=condition)
     return Item(stmt, "mixed")
+
+
+def _binds_condition(stmt: nodes.Node, condition: str | None) -> bool:
+    """Whether ``stmt`` is the loop that binds the variable ``condition`` tests (``message.role == ...``):
+    the condition then only means something inside it, so the loop's body is entered instead."""
+    if condition is None or not isinstance(stmt, nodes.For):
+        return False
+    bound = {n.name for n in stmt.target.find_all(nodes.Name)} | (
+        {stmt.target.name} if isinstance(stmt.target, nodes.Name) else set())
+    return condition.split(".", 1)[0] in bound
 
 
 def body_items(body: list[nodes.Node], plan: Plan) -> list[Item]:
