@@ -152,8 +152,11 @@ def _text_key(part: dict[str, Any], kind: str | None, error: ErrorFactory, path:
 
 def _media(part: dict[str, Any], kind: str | None) -> tuple[str, str] | None:
     """``(reference, dotted path)`` of a part's media, or None (no single string reference)."""
-    own = (kind,) if kind else ()
-    for key in dict.fromkeys((*own, *MEDIA_KEYS, *(("value",) if kind in MEDIA_TYPES else ()))):
+    if kind and isinstance(part.get(kind), str) and "." not in kind:
+        return part[kind], kind  # the common case: the reference under the part's own type name
+    for key in (kind, *MEDIA_KEYS, "value") if kind in MEDIA_TYPES else (kind, *MEDIA_KEYS):
+        if key is None:
+            continue
         value = part.get(key)
         if isinstance(value, str) and "." not in key:
             return value, key
