@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from whileai_datasets.chat_template.plan import Unpatchable
+from whileai_datasets.chat_template.refusals import Unpatchable
 from whileai_datasets.chat_template.probes import Probe, common_prefix
 from whileai_datasets.errors import TemplateError
 

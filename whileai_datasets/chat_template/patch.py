@@ -35,17 +35,10 @@ from whileai_datasets.chat_template.edits import (
     Var,
 )
 from whileai_datasets.chat_template.plan import (
-    EmptyContentVerification,
     Item,
-    MixedHeader,
-    NotAChat,
-    NoTopLevelOutput,
     Observation,
     Plan,
     Run,
-    TraceChanged,
-    Unpatchable,
-    VerificationFailed,
     decide,
     group_runs,
     observe,
@@ -56,6 +49,15 @@ from whileai_datasets.chat_template.prompt_split import (
     resolve,
     segment,
     with_late_start,
+)
+from whileai_datasets.chat_template.refusals import (
+    EmptyContentVerification,
+    MixedHeader,
+    NotAChat,
+    NoTopLevelOutput,
+    TraceChanged,
+    Unpatchable,
+    VerificationFailed,
 )
 from whileai_datasets.chat_template.repair import sink_into_previous_if, split_assigned_output
 from whileai_datasets.chat_template.source import SourceMap, Tok, data_token
