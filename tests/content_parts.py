@@ -163,3 +163,118 @@ def _strings(value: Any) -> list[str]:
     if isinstance(value, list):
         return [s for item in value for s in _strings(item)]
     return []
+
+
+# ---------------------------------------------------------------- part layouts (issue 23)
+#
+# Every layout real rollouts write parts in, each row written here with its own
+# marker strings: text under ``value`` (LLaMA-Factory) or ``content`` (a
+# tool_result), OpenAI's image_url / input_audio / file parts, Anthropic's
+# base64 image source, Qwen-VL's video object, and processor / API keys.
+
+HOTEL_URL = "https://images.example.com/hotel-lobby-3318.webp"
+AUDIO_B64 = base64.b64encode(b"RIFF-hotel-voice-note-wave-bytes-0917").decode()
+PDF_URI = "data:application/pdf;base64," + base64.b64encode(b"%PDF-1.4 hotel invoice 4471").decode()
+INDIA_B64 = RED.split(",", 1)[1]  # raw base64, as Anthropic's source holds it
+JULIET_CLIP = "https://videos.example.com/juliet-rolling-ball-2210.mp4"
+FILE_ID = "file-kilo-88120"
+
+LAYOUT_ROWS: list[dict[str, Any]] = [
+    {  # LLaMA-Factory: text under "value"; Qwen-VL processor hints on an image
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "value": "golf text that sits under value"},
+                    {"type": "image", "image": CAT_URL, "min_pixels": 3136, "max_pixels": 1003520},
+                ],
+            },
+            {"role": "assistant", "content": [{"type": "text", "value": "golf answer under value too"}]},
+        ],
+        "scenario_id": "s-value",
+    },
+    {  # OpenAI: image_url with detail, input_audio, a file part by data and by id, cache_control
+        "messages": [
+            {"role": "system", "content": [{"type": "text", "text": "hotel system rules", "cache_control": {"type": "ephemeral"}}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": HOTEL_URL, "detail": "high"}},
+                    {"type": "input_audio", "input_audio": {"data": AUDIO_B64, "format": "wav"}},
+                    {"type": "file", "file": {"filename": "hotel-invoice.pdf", "file_data": PDF_URI}},
+                    {"type": "file", "file": {"file_id": FILE_ID}},
+                    text("hotel summarise all of these"),
+                ],
+            },
+            {"role": "assistant", "content": "hotel a lobby, a voice note and an invoice."},
+        ],
+        "scenario_id": "s-openai",
+    },
+    {  # Anthropic: base64 image source, a tool_result part holding its text under "content"
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": INDIA_B64}},
+                    {"type": "text", "text": "india which colour is it?", "cache_control": {"type": "ephemeral"}},
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [_call("call_i1", "palette", {"hex": "india"})],
+            },
+            {
+                "role": "tool",
+                "content": [{"type": "tool_result", "tool_use_id": "call_i1", "content": "india palette says crimson red"}],
+                "tool_call_id": "call_i1",
+            },
+            {"role": "assistant", "content": [text("<think>india check the palette</think>india it is red.")]},
+        ],
+        "scenario_id": "s-anthropic",
+    },
+    {  # Qwen-VL: a video object with url, fps and pixel bounds beside it
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "video", "video": {"url": JULIET_CLIP}, "fps": 2.0, "max_pixels": 151200},
+                    text("juliet what moves in the clip?"),
+                ],
+            },
+            {"role": "assistant", "content": "juliet a ball rolls left."},
+        ],
+        "scenario_id": "s-qwen-video",
+    },
+]
+LAYOUT_TEXTS = [
+    "golf text that sits under value",
+    "golf answer under value too",
+    "hotel system rules",
+    "hotel summarise all of these",
+    "hotel a lobby, a voice note and an invoice.",
+    "india which colour is it?",
+    "india palette says crimson red",
+    "india it is red.",
+    "juliet what moves in the clip?",
+    "juliet a ball rolls left.",
+]
+LAYOUT_THINK = "india check the palette"
+LAYOUT_MEDIA = [CAT_URL, HOTEL_URL, AUDIO_B64, PDF_URI, FILE_ID, INDIA_B64, JULIET_CLIP]
+#: Keys beside the reference that every stage keeps (wire shapes included).
+LAYOUT_KEYS = ["min_pixels", "max_pixels", "cache_control", "input_audio", "format", "filename", "fps", "file_id"]
+
+
+def keys_of(value: Any) -> set[str]:
+    """Every dict key anywhere inside ``value`` (JSON text decoded)."""
+    if isinstance(value, str):
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            return set()
+        return keys_of(decoded) if isinstance(decoded, (dict, list)) else set()
+    if isinstance(value, dict):
+        return set(value) | {k for item in value.values() for k in keys_of(item)}
+    if isinstance(value, list):
+        return {k for item in value for k in keys_of(item)}
+    return set()

@@ -145,3 +145,62 @@ def test_trls_vision_collator_accepts_the_trl_rows(tmp_path: Path, load: Any, ll
     assert (batch["input_ids"] == image_id).sum(dim=1).tolist() == [2 * per_image, per_image]
     labelled = [llava_processor.tokenizer.decode(ids[labels != -100]) for ids, labels in zip(batch["input_ids"], batch["labels"])]
     assert "charlie red then blue." in labelled[0] and "hotel green." in labelled[1]
+
+
+# ---------------------------------------------------------------- every part layout (issue 23)
+
+#: Written here: text wherever the part holds it, one pad token per media part of any type.
+ANY_LAYOUT = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] in ['image', 'image_url'] %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif part['type'] == 'video' %}<|vision_start|><|video_pad|><|vision_end|>"
+    "{% elif part['type'] in ['input_audio', 'file'] %}<|file_pad|>"
+    "{% elif part['text'] is defined %}{{ part['text'] }}"
+    "{% elif part['value'] is defined %}{{ part['value'] }}"
+    "{% elif part['content'] is string %}{{ part['content'] }}{% endif %}"
+    "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+#: Written here: every part's keys and values in their order, nested objects as written.
+KEY_DUMP = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] %}[{% for key, value in part.items() %}{{ key }}={{ value }};{% endfor %}]"
+    "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+)
+
+
+def _layout_text(message: dict[str, Any]) -> str:
+    content = message["content"]
+    if isinstance(content, str):
+        return content
+    return "".join(next((p[k] for k in ("text", "value", "content") if isinstance(p.get(k), str)), "") for p in content)
+
+
+def test_tokenize_reads_every_part_layout_and_marks_only_assistant_text(tmp_path: Path, load: Any) -> None:
+    from tests.content_parts import LAYOUT_ROWS
+
+    tokenizer = _tokenizer(ANY_LAYOUT, [*VISION_TOKENS, "<|file_pad|>"])
+    ds = load(write_jsonl(tmp_path / "rows.jsonl", LAYOUT_ROWS)).with_format("arrow")
+    tokenized = ds.map(tokenize(tokenizer), batched=True, remove_columns=ds.column_names).with_format(None)
+    pads = set(tokenizer.convert_tokens_to_ids(["<|image_pad|>", "<|video_pad|>", "<|file_pad|>"]))
+    for row, out in zip(LAYOUT_ROWS, tokenized):
+        expected = "".join(_layout_text(m) + "<|im_end|>\n" for m in row["messages"] if m["role"] == "assistant")
+        assert _supervised(tokenizer, out) == expected
+        media = [p for m in row["messages"] if isinstance(m["content"], list) for p in m["content"] if _layout_text({"content": [p]}) == ""]
+        assert sum(i in pads for i in out["input_ids"]) == len(media)
+
+
+def test_tokenize_hands_the_template_each_part_as_the_dict_it_was(tmp_path: Path, load: Any) -> None:
+    import jinja2
+
+    from tests.content_parts import LAYOUT_ROWS
+
+    tokenizer = _tokenizer(KEY_DUMP, [])
+    ds = load(write_jsonl(tmp_path / "rows.jsonl", LAYOUT_ROWS)).with_format("arrow")
+    tokenized = ds.map(tokenize(tokenizer), batched=True, remove_columns=ds.column_names).with_format(None)
+    template = jinja2.Environment().from_string(KEY_DUMP)
+    for row, out in zip(LAYOUT_ROWS, tokenized):
+        assert tokenizer.decode(out["input_ids"]) == template.render(messages=row["messages"])

@@ -86,10 +86,7 @@ def _labelled_sequences(trainer: Any) -> list[tuple[int, ...]]:
 
 
 FALLBACK_TEMPLATES = {
-    "llama3": lambda: trl_template("llama3"),
-    "llama3_mixed": lambda: (Path(__file__).parent / "chat_template" / "templates" / "llama3_mixed.jinja").read_text(),
-    "mistral_shared_output": lambda: (Path(__file__).parent / "chat_template" / "templates"
-                                      / "mistral_shared_output.jinja").read_text(),
+    "llama3_macro": lambda: (Path(__file__).parent / "chat_template" / "templates" / "llama3_macro.jinja").read_text(),
 }
 
 

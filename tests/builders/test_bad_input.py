@@ -36,8 +36,9 @@ def _bad_file(tmp_path: Path, bad_line: str) -> Path:
         (json.dumps({**GOOD, "reward": "high"}), r"line 4 \(row 2\), reward: expected a number, got str \"high\""),
         (json.dumps({**GOOD, "reward": True}), r"reward: expected a number, got bool true"),
         (
-            json.dumps({"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]}),
-            r"line 4 \(row 2\), messages\[0\]\.content\[0\]\.type: expected a part type of 'text', .*got 'input_audio'",
+            json.dumps({"messages": [{"role": "user", "content": [{"type": "text", "value": "a", "content": "b"}]}]}),
+            r"line 4 \(row 2\), messages\[0\]\.content\[0\]: expected the part's text under one of 'text', 'value', "
+            r"'content', got text under \['value', 'content'\]",
         ),
         (json.dumps({"messages_json": "[not json", "prompt": "x"}), r"messages_json: expected JSON text"),
     ],

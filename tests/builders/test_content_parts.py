@@ -10,9 +10,28 @@ import pyarrow as pa
 import pytest
 
 from tests.conftest import write_jsonl
-from tests.content_parts import CANONICAL_ROWS, CAT_URL, MAPPED_ROW, MEDIA, REASONING, ROWS, missing, text, texts
+from tests.content_parts import (
+    AUDIO_B64,
+    CANONICAL_ROWS,
+    CAT_URL,
+    FILE_ID,
+    HOTEL_URL,
+    INDIA_B64,
+    JULIET_CLIP,
+    LAYOUT_MEDIA,
+    LAYOUT_ROWS,
+    LAYOUT_TEXTS,
+    MAPPED_ROW,
+    MEDIA,
+    PDF_URI,
+    REASONING,
+    ROWS,
+    missing,
+    text,
+    texts,
+)
 from whileai_datasets.errors import ExportFormatError, SchemaError
-from whileai_datasets.rows.content import PART_TYPE
+from whileai_datasets.rows.parts import PART_TYPE
 
 
 def test_every_content_shape_decodes_to_exactly_the_messages_it_was(tmp_path: Path, load: Any) -> None:
@@ -71,16 +90,12 @@ def _row_with(content: Any, role: str = "user") -> dict[str, Any]:
     ("row", "message"),
     [
         (
-            _row_with([text("hi"), {"type": "input_audio", "input_audio": {"data": "AAA", "format": "wav"}}]),
-            r"rows\.jsonl line 2 \(row 1\), messages\[1\]\.content\[1\]\.type: expected a part type of 'text', "
-            r"'image', .*got 'input_audio'\. Convert or drop parts of that type",
-        ),
-        (_row_with([{"type": "image"}]), r"messages\[1\]\.content\[0\]: expected the 'image' part to hold a media reference under 'image' or 'url'"),
-        (
-            _row_with([{"type": "image", "image": {"bytes": "..."}}]),
-            r"content\[0\]\.image: expected a URL, path or data URI string, got dict",
+            _row_with([text("hi"), {"type": "text", "text": "one", "value": "two"}]),
+            r"rows\.jsonl line 2 \(row 1\), messages\[1\]\.content\[1\]: expected the part's text under one of "
+            r"'text', 'value', 'content', got text under \['text', 'value'\]\. Which one is the text is ambiguous",
         ),
         (_row_with([{"type": "text", "text": 7}]), r"content\[0\]\.text: expected the text part's text as a string, got int"),
+        (_row_with([{"type": 3, "text": "x"}]), r"content\[0\]\.type: expected the part type as a string, got int"),
         (_row_with([{"type": "reasoning", "value": "x"}]), r"expected a 'reasoning' part on an assistant turn, got one on a 'user' turn"),
         (
             _row_with([{"type": "reasoning", "value": "x", "signature": "s"}], role="assistant"),
@@ -131,8 +146,53 @@ def test_the_message_feature_encodes_and_decodes_parts_outside_the_builder() -> 
     messages = CANONICAL_ROWS[2]["messages"]
     ds = Dataset.from_dict({"messages": [messages]}, features=Features({"messages": List(Message())}))
     assert ds[0]["messages"] == messages
-    with pytest.raises(SchemaError, match=r"message with role 'user', content\[0\]\.type: expected a part type"):
+    with pytest.raises(SchemaError, match=r"message with role 'user', content\[0\]: expected the part's text under one of"):
         Dataset.from_dict(
-            {"messages": [[{"role": "user", "content": [{"type": "file", "file": "x"}]}]]},
+            {"messages": [[{"role": "user", "content": [{"type": "text", "text": "a", "content": "b"}]}]]},
             features=Features({"messages": List(Message())}),
         )
+
+
+# ---------------------------------------------------------------- every layout (issue 23)
+
+
+def test_every_part_layout_decodes_to_exactly_the_dicts_it_was(tmp_path: Path, load: Any) -> None:
+    ds = load(write_jsonl(tmp_path / "rows.jsonl", LAYOUT_ROWS))
+    assert [row["messages"] for row in ds] == [row["messages"] for row in LAYOUT_ROWS]
+    for row, source in zip(ds, LAYOUT_ROWS):  # the keys in their order, nested objects too
+        assert json.dumps(row["messages"]) == json.dumps(source["messages"])
+
+
+def test_every_part_layout_is_typed_where_transforms_read_it(tmp_path: Path, load: Any) -> None:
+    table = load(write_jsonl(tmp_path / "rows.jsonl", LAYOUT_ROWS)).with_format("arrow")[:]
+    parts = table["messages"].combine_chunks().flatten().field("parts").flatten().to_pylist()
+    typed = [(p["type"], p["text"], p["text_key"], p["media"], p["media_key"]) for p in parts]
+    assert ("text", "golf text that sits under value", "value", None, None) in typed
+    assert ("tool_result", "india palette says crimson red", "content", None, None) in typed
+    media = {p["media"]: p["media_key"] for p in parts if p["media"] is not None}
+    assert media == {
+        CAT_URL: "image",
+        HOTEL_URL: "image_url.url",
+        AUDIO_B64: "input_audio.data",
+        PDF_URI: "file.file_data",
+        FILE_ID: "file.file_id",
+        INDIA_B64: "source.data",
+        JULIET_CLIP: "video.url",
+    }
+    extra = {p["media"]: json.loads(p["extra"]) for p in parts if p["media"] is not None and p["extra"] is not None}
+    assert extra[CAT_URL] == {"min_pixels": 3136, "max_pixels": 1003520}
+    assert extra[INDIA_B64] == {"source": {"type": "base64", "media_type": "image/png", "data": None}}
+
+
+def test_a_part_without_a_reference_is_kept_and_read_back(tmp_path: Path, load: Any) -> None:
+    row = _row_with([{"type": "image"}, {"type": "image", "image": {"bytes": None, "path": None}}, text("which?")])
+    ds = load(write_jsonl(tmp_path / "rows.jsonl", [row]))
+    assert ds[0]["messages"] == row["messages"]
+
+
+def test_parquet_keeps_every_layout(tmp_path: Path, load: Any) -> None:
+    ds = load(write_jsonl(tmp_path / "rows.jsonl", LAYOUT_ROWS))
+    ds.to_parquet(str(tmp_path / "rows.parquet"))
+    again = load(str(tmp_path / "rows.parquet"), cache_dir=str(tmp_path / "cache2"))
+    assert [row["messages"] for row in again] == [row["messages"] for row in LAYOUT_ROWS]
+    assert missing([row["messages"] for row in again], LAYOUT_TEXTS + LAYOUT_MEDIA) == []

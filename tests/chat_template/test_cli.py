@@ -43,8 +43,10 @@ def test_patch_writes_verified_template(trl_dir: Path, tmp_path: Path) -> None:
 
 
 def test_patch_refusal_exits_1_with_reason(trl_dir: Path, tmp_path: Path) -> None:
-    code, _, err = _run("template", "patch", str(trl_dir / "llama3.jinja"), str(tmp_path / "out.jinja"))
-    assert code == 1 and err.startswith("error: llama3.jinja:3:") and "role header" in err
+    macro = Path(__file__).parent / "templates" / "llama3_macro.jinja"  # each turn written by a macro
+    code, _, err = _run("template", "patch", str(macro), str(tmp_path / "out.jinja"))
+    assert code == 1 and err.startswith("error: llama3_macro.jinja:9:") and "role header" in err
+    assert "[refusal class: mixed-header]" in err
     assert not (tmp_path / "out.jinja").exists()
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +17,6 @@ from whileai_datasets.errors import TemplateError
 
 # trl originals the patcher refuses, and why (the refusal message must say so).
 EXPECTED_REFUSALS = {
-    "llama3": "role header",  # `{% set content = header + content %}...{{ content }}`: one variable, no split
     "muse_glimmer": "role header",  # `<|start|>assistant to=` is the header of the first channel only
 }
 
@@ -76,6 +77,7 @@ def test_with_generation_patches_at_least_90_percent_of_trl_originals(
     assert set(refused) == set(EXPECTED_REFUSALS)
     for stem, reason in EXPECTED_REFUSALS.items():
         assert reason in refused[stem] and f"{stem}.jinja:" in refused[stem]
+        assert refused[stem].endswith("[refusal class: mixed-header]")
 
 
 PATCHED_STEMS = [stem for stem in trl_names("original") if stem not in EXPECTED_REFUSALS]
@@ -138,9 +140,13 @@ def test_patched_template_gives_transformers_the_same_assistant_mask(
 ) -> None:
     result = patched[stem]
     assert isinstance(result, ChatTemplate), result
-    tokenizer = char_tokenizer(result.text)
+    assert len(_masks_agree(char_tokenizer(result.text))) >= 1
+
+
+def _masks_agree(tokenizer: Any) -> list[list[int]]:
+    """Per probe the tokenizer renders: transformers' assistant mask, checked equal to ours."""
     ours_template = ChatTemplate.from_tokenizer(tokenizer)
-    checked = 0
+    masks = []
     for probe in probe_set():
         try:
             out = tokenizer.apply_chat_template(probe.messages, tools=probe.tools, tokenize=True, return_dict=True,
@@ -151,8 +157,8 @@ def test_patched_template_gives_transformers_the_same_assistant_mask(
         offsets = tokenizer(rendered.text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
         ours = [int(any(s < te and ts < e for s, e in rendered.generation_spans)) for ts, te in offsets]
         assert list(out["assistant_masks"]) == ours, probe.name
-        checked += 1
-    assert checked >= 1
+        masks.append(ours)
+    return masks
 
 
 # ---------------------------------------------------------------- hand-made shapes
@@ -172,14 +178,26 @@ def test_shared_output_line_gets_role_condition_and_exact_spans() -> None:
     assert [rendered.text[s:e] for s, e in rendered.generation_spans] == ["Yo<|end|>\n"]
 
 
-def test_header_and_content_in_one_variable_is_refused_with_line() -> None:
-    text = (
-        "{% for m in messages %}\n"
-        "{% set line = '<|' + m['role'] + '|>' + m['content'] + '<|end|>' %}\n"
-        "{{ line }}\n"
-        "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
-    )
-    with pytest.raises(TemplateError, match=r"^t\.jinja:3: the output at this line writes the role header"):
+#: A turn built in one variable, something between the assignment and the output, the output.
+ONE_VARIABLE = (
+    "{{% for m in messages %}}\n{{% set line = '<|' + m['role'] + '|>' + m['content'] + '<|end|>' %}}\n"
+    "{between}\n{{{{ line }}}}\n{{% endfor %}}{{% if add_generation_prompt %}}<|assistant|>{{% endif %}}"
+)
+
+
+def test_header_and_content_in_one_variable_are_split_into_two_outputs() -> None:
+    text = ONE_VARIABLE.format(between="{% if loop.first %}{% set line = bos_token + line %}{% endif %}")
+    patched = ChatTemplate(text, name="t.jinja").with_generation()
+    assert "{% set line, line__wai_tail = ('<|' + m['role'] + '|>'), (m['content'] + '<|end|>')" in patched.text
+    messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]
+    rendered = patched.render(messages, bos_token="<s>")
+    assert rendered.text == ChatTemplate(text).render(messages, bos_token="<s>").text
+    assert [rendered.text[s:e] for s, e in rendered.generation_spans] == ["Yo<|end|>\n"]
+
+
+def test_a_variable_read_between_its_assignment_and_its_output_is_not_split() -> None:
+    text = ONE_VARIABLE.format(between="{% if line | length > 400 %}{{ raise_exception('too long') }}{% endif %}")
+    with pytest.raises(TemplateError, match=r"^t\.jinja:\d: the output at this line writes the role header"):
         ChatTemplate(text, name="t.jinja").with_generation()
 
 
@@ -250,3 +268,71 @@ def test_patch_keeps_every_whitespace_character(name: str) -> None:
     before, after = original.render(chat), patched.render(chat)
     assert after.text == before.text
     assert ["Yo" in after.text[s:e] or "Sure" in after.text[s:e] for s, e in after.generation_spans].count(True) == 2
+
+
+# ---------------------------------------------------------------- failure classes (issue 23)
+
+CLASSES = Path(__file__).parent / "templates" / "classes"
+#: Written here in the style of real templates; what each gives today (a refusal names its class).
+CLASS_OUTCOMES = {
+    "empty_content_ternary": "patched",
+    "mixed_header_codellama": "patched",  # one `{{ chunk }}` for every role, inside the message loop
+    "mixed_header_set": "patched",  # header and content built in one `{% set %}`: split before the content
+    "shared_output_tekken": "shared-output",  # the system note moves to the last user turn
+}
+
+
+@pytest.mark.parametrize("stem", sorted(CLASS_OUTCOMES))
+def test_failure_class_templates_are_patched_exactly_or_refused_naming_their_class(stem: str) -> None:
+    original = (CLASSES / f"{stem}.jinja").read_text(encoding="utf-8")
+    expected = CLASS_OUTCOMES[stem]
+    if expected != "patched":
+        with pytest.raises(TemplateError, match=rf"\[refusal class: {expected}\]$") as info:
+            ChatTemplate(original, name=f"{stem}.jinja").with_generation()
+        assert getattr(info.value, "refusal_class", None) == expected
+        return
+    patched = ChatTemplate(original, name=f"{stem}.jinja").with_generation()
+    analysis = analyse(original)
+    rendered = 0
+    for probe in probe_set(analysis.content_format):
+        try:
+            before = ChatTemplate(original).render(probe.messages, probe.tools, probe.add_generation_prompt,
+                                                   now=PINNED_NOW, **analysis.kwargs)
+        except TemplateError:
+            continue
+        after = _render(patched, probe, analysis.kwargs)
+        assert after.text == before.text, probe.name
+        for start, end in after.generation_spans:  # only assistant output is in a block
+            assert any(s <= start and end <= e for (s, e), m in zip(after.message_spans, probe.messages)
+                       if m["role"] == "assistant") or after.text[start:end].strip() in ("", "</s>"), probe.name
+        rendered += 1
+    assert rendered >= 3
+
+
+def test_a_shared_output_in_the_message_loop_is_split_by_the_role_inside_the_loop() -> None:
+    text = (Path(__file__).parent / "templates" / "mistral_shared_output.jinja").read_text(encoding="utf-8")
+    patched = ChatTemplate(text).with_generation().text
+    loop_at, condition_at = patched.index("{%- for message in messages %}"), patched.index("message.role == 'assistant'")
+    assert condition_at > loop_at  # the test on the loop variable sits inside the loop
+    messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]
+    rendered = ChatTemplate(patched).render(messages, bos_token="<s>", eos_token="</s>")
+    assert [rendered.text[s:e] for s, e in rendered.generation_spans] == [" Yo</s>"]
+
+
+@pytest.mark.parametrize("stem", ["mixed_header_set", "mixed_header_codellama", "empty_content_ternary"])
+def test_a_patched_tokenizer_config_gives_transformers_our_assistant_mask(
+    stem: str, tmp_path: Path, char_tokenizer: Callable[[str], Any]
+) -> None:
+    from transformers import AutoTokenizer
+
+    text = (CLASSES / f"{stem}.jinja").read_text(encoding="utf-8")
+    char_tokenizer(text).save_pretrained(tmp_path / "hub")
+    config_path = tmp_path / "hub" / "tokenizer_config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    (tmp_path / "hub" / "chat_template.jinja").unlink(missing_ok=True)  # the template inside the config, as on the Hub
+    config_path.write_text(json.dumps({**config, "chat_template": text}), encoding="utf-8")
+    patched = ChatTemplate.from_file(config_path).with_generation()
+    config_path.write_text(json.dumps({**config, "chat_template": patched.text}), encoding="utf-8")  # handed to TRL
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "hub")
+    assert tokenizer.chat_template == patched.text
+    assert sum(any(mask) for mask in _masks_agree(tokenizer)) >= 2

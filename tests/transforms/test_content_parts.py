@@ -12,6 +12,13 @@ import whileai_datasets
 from tests.conftest import read_jsonl, write_jsonl
 from tests.content_parts import (
     BLUE,
+    HOTEL_URL,
+    LAYOUT_KEYS,
+    LAYOUT_MEDIA,
+    LAYOUT_ROWS,
+    LAYOUT_TEXTS,
+    LAYOUT_THINK,
+    JULIET_CLIP,
     CAT_URL,
     CHART_PATH,
     CLIP_PATH,
@@ -20,6 +27,7 @@ from tests.content_parts import (
     RED,
     ROWS,
     THINK_TEXT,
+    keys_of,
     missing,
     text,
     texts,
@@ -224,3 +232,135 @@ def test_preference_pairs_that_differ_only_in_an_image_are_a_contrast(tmp_path: 
     assert len(out) == 1  # the image is the contrast
     chosen, rejected = out[0]["chosen"][0]["content"], out[0]["rejected"][0]["content"]
     assert (chosen, rejected) == ([{"type": "image", "image": CAT_URL}], [{"type": "image", "image": MEDIA[1]}])
+
+
+# ---------------------------------------------------------------- every part layout (issue 23)
+
+
+@pytest.fixture
+def layouts(tmp_path: Path, load: Any) -> Any:
+    return load(write_jsonl(tmp_path / "layouts.jsonl", LAYOUT_ROWS), cache_dir=str(tmp_path / "layout-cache")).with_format("arrow")
+
+
+LAYOUT_STEPS = [
+    ("truncate_tool_output, nothing over the limit", wai_transforms.truncate_tool_output(10_000)),
+    ("unroll", wai_transforms.unroll),
+    ("loss_mask", wai_transforms.loss_mask("final")),
+    ("to_openai", wai_transforms.to_openai),
+    ("to_trl training", wai_transforms.to_trl("training")),
+    ("to_trl completion", wai_transforms.to_trl("completion")),
+    ("to_trl with references inline", wai_transforms.to_trl("training", images=False)),
+]
+
+
+@pytest.mark.parametrize(("name", "transform"), LAYOUT_STEPS, ids=[n for n, _ in LAYOUT_STEPS])
+def test_no_text_reference_or_key_of_any_layout_is_lost(layouts: Any, name: str, transform: Any) -> None:
+    out = _rows(layouts.map(transform, batched=True))
+    assert missing(out, LAYOUT_TEXTS + [LAYOUT_THINK] + LAYOUT_MEDIA) == []
+    assert set(LAYOUT_KEYS) <= keys_of(out)
+
+
+def test_transforms_that_keep_the_shape_give_every_layout_back_as_it_was(layouts: Any) -> None:
+    for transform in (wai_transforms.truncate_tool_output(10_000), wai_transforms.loss_mask("final")):
+        out = _rows(layouts.map(transform, batched=True))
+        assert [row["messages"] for row in out] == [row["messages"] for row in LAYOUT_ROWS]
+
+
+def test_strip_think_reads_text_wherever_the_part_holds_it(tmp_path: Path, load: Any) -> None:
+    answer = [{"type": "text", "value": "<think>lima secret plan</think> lima reply"}, {"type": "output_text", "text": " lima more "}]
+    row = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": answer}]}
+    ds = load(write_jsonl(tmp_path / "r.jsonl", [row])).with_format("arrow")
+    got = _rows(ds.map(wai_transforms.strip_think, batched=True))[0]["messages"][1]["content"]
+    assert got == [{"type": "text", "value": "lima reply"}, {"type": "output_text", "text": " lima more"}]
+    every = load(write_jsonl(tmp_path / "l.jsonl", LAYOUT_ROWS), cache_dir=str(tmp_path / "c3")).with_format("arrow")
+    stripped = _rows(every.map(wai_transforms.strip_think, batched=True))
+    assert missing(stripped, LAYOUT_TEXTS + LAYOUT_MEDIA) == []
+    assert missing(stripped, [LAYOUT_THINK]) == [LAYOUT_THINK]
+
+
+def test_truncate_tool_output_cuts_text_held_under_content(tmp_path: Path, load: Any) -> None:
+    ds = load(write_jsonl(tmp_path / "r.jsonl", [LAYOUT_ROWS[2]])).with_format("arrow")
+    out = _rows(ds.map(wai_transforms.truncate_tool_output(10), batched=True))[0]
+    [part] = out["messages"][2]["content"]
+    stats: dict[str, int] = {}
+    source = {"role": "tool", "content": "india palette says crimson red"}
+    [expected] = _convert_messages([source], system="", strip_think=False, max_tool_output_chars=10, stats=stats)
+    assert part == {"type": "tool_result", "tool_use_id": "call_i1", "content": expected["content"]}
+    assert out["tool_output_chars_cut"] == stats["chars_cut"]
+
+
+def test_to_openai_writes_each_layout_as_an_openai_part(layouts: Any) -> None:
+    out = _rows(layouts.map(wai_transforms.to_openai, batched=True))
+    golf, hotel, india, juliet = (row["messages"] for row in out)
+    assert golf[0]["content"] == [
+        {"type": "text", "text": "golf text that sits under value"},
+        {"type": "image_url", "image_url": {"url": CAT_URL}, "min_pixels": 3136, "max_pixels": 1003520},
+    ]
+    assert hotel[1]["content"][:4] == LAYOUT_ROWS[1]["messages"][1]["content"][:4]  # already OpenAI's shape
+    assert india[0]["content"][0] == {"type": "image_url", "image_url": {"url": RED}}  # base64 source as a data URI
+    assert juliet[0]["content"][0] == {"type": "video_url", "video_url": {"url": JULIET_CLIP}, "fps": 2.0, "max_pixels": 151200}
+
+
+def test_to_trl_takes_images_of_every_layout_into_images(layouts: Any) -> None:
+    from trl.data_utils import prepare_multimodal_messages
+
+    out = _rows(layouts.map(wai_transforms.to_trl("training"), batched=True))
+    assert [row["images"] for row in out] == [[CAT_URL], [HOTEL_URL], [RED], []]
+    for row in out:
+        filled = prepare_multimodal_messages(row["messages"], images=row["images"])
+        assert [p.get("image") for m in filled for p in m["content"] if p["type"] == "image"] == row["images"]
+    assert out[0]["messages"][0]["content"][1] == {"type": "image", "min_pixels": 3136, "max_pixels": 1003520}
+    assert out[3]["messages"][0]["content"][0] == {"type": "video", "video": JULIET_CLIP, "fps": 2.0, "max_pixels": 151200}
+
+
+def test_to_fireworks_takes_an_anthropic_base64_image(tmp_path: Path, load: Any) -> None:
+    ds = load(write_jsonl(tmp_path / "r.jsonl", [LAYOUT_ROWS[2]])).with_format("arrow")
+    out = _rows(ds.map(wai_transforms.to_fireworks, batched=True))
+    assert out[0]["messages"][0]["content"][0] == {"type": "image_url", "image_url": {"url": RED}}
+    assert out[0]["messages"][2]["content"][0]["content"] == "india palette says crimson red"
+
+
+def test_wire_shapes_refuse_an_image_part_without_a_reference(tmp_path: Path, load: Any) -> None:
+    row = {"messages": [{"role": "user", "content": [text("x"), {"type": "image"}]}, {"role": "assistant", "content": "y"}]}
+    ds = load(write_jsonl(tmp_path / "r.jsonl", [row])).with_format("arrow")
+    for transform in (wai_transforms.to_openai, wai_transforms.to_trl("training")):
+        with pytest.raises(SchemaError, match=r"batch row 0, messages\[0\]\.content\[1\]: expected each image and video part to hold one media reference"):
+            ds.map(transform, batched=True)
+
+
+def test_layout_transforms_give_the_same_rows_sliced_and_one_at_a_time(layouts: Any) -> None:
+    table = layouts[:]
+    for transform in (wai_transforms.strip_think, wai_transforms.truncate_tool_output(8), wai_transforms.to_openai):
+        assert transform(table.slice(1)).to_pylist() == transform(table).slice(1).to_pylist()
+        one = _rows(layouts.map(transform, batched=True, batch_size=1))
+        assert one == _rows(layouts.map(transform, batched=True))
+
+
+def test_layout_rows_from_dict_batches_are_the_arrow_rows(tmp_path: Path, load: Any) -> None:
+    plain = load(write_jsonl(tmp_path / "rows.jsonl", LAYOUT_ROWS))
+    for transform in (wai_transforms.to_openai, wai_transforms.to_trl("training")):
+        assert _rows(plain.map(transform, batched=True)) == _rows(plain.with_format("arrow").map(transform, batched=True))
+
+
+@pytest.mark.parametrize("fmt", ["openai", "trl"])
+def test_export_of_every_layout_writes_every_text_reference_and_key(tmp_path: Path, fmt: str) -> None:
+    source = write_jsonl(tmp_path / "rows.jsonl", LAYOUT_ROWS)
+    out = tmp_path / "out.jsonl"
+    whileai_datasets.export_dataset(str(source), str(out), format=fmt, strip_think=False, validate=False)
+    written = read_jsonl(out)
+    assert missing(written, LAYOUT_TEXTS + LAYOUT_MEDIA) == []
+    assert set(LAYOUT_KEYS) <= keys_of(written)
+
+
+def test_leak_gate_reads_text_of_every_layout() -> None:
+    secret = "the vault code is OTTER-5512"
+    privileged = {"reference": secret}
+    under_value = [{"type": "text", "value": f"sure: {secret}"}]
+    nested = [{"type": "output_text", "text": "see below"}, {"type": "quote", "content": [text(f"nested {secret}")]}]
+    rows = [
+        {"privileged": privileged, "messages": [{"role": "assistant", "content": under_value}]},
+        {"privileged": privileged, "messages": [{"role": "assistant", "content": nested}]},
+        {"privileged": privileged, "messages": [{"role": "assistant", "content": [{"type": "image", "image": CAT_URL}]}]},
+    ]
+    report = leak_report(rows)
+    assert (report["n_checked"], report["n_leaked"]) == (3, 2)

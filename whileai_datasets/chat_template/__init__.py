@@ -16,7 +16,7 @@ from whileai_datasets.chat_template.inspect import (
     ProbeStatus,
     TemplateReport,
 )
-from whileai_datasets.chat_template.plan import Unpatchable
+from whileai_datasets.chat_template.refusals import Unpatchable
 from whileai_datasets.chat_template.spans import GenerationBlock, RenderedChat
 from whileai_datasets.chat_template.template import ChatTemplate
 

@@ -19,6 +19,7 @@ from jinja2 import nodes
 from jinja2.exceptions import TemplateSyntaxError
 
 from whileai_datasets.chat_template.analysis import Analysis, ProbeResult, analyse
+from whileai_datasets.chat_template.classifier import analysis_renderer, classifier_evidence
 from whileai_datasets.chat_template.environment import (
     chat_environment,
     generation_lines,
@@ -81,6 +82,7 @@ class TemplateReport:
     content_format: str = "string"
     span_tracking_exact: bool | None = None
     probes: tuple[ProbeStatus, ...] = field(default_factory=tuple)
+    classifier: str | None = None  # why this is a guard/classifier template, when it is one
     mask_method: str | None = None
     mask_method_reason: str | None = None
     tool_call_arguments: str | None = None
@@ -251,6 +253,7 @@ def inspect_template(text: str, kwargs: Mapping[str, Any] | None = None, name: s
     preserving, prefix_break = _prefix_break(analysis)
     return TemplateReport(
         name=name,
+        classifier=classifier_evidence(analysis_renderer(analysis)),
         has_generation_block=bool(blocks),
         generation_blocks=blocks,
         generation_roles=_roles(analysis),
@@ -304,6 +307,8 @@ def format_report(report: TemplateReport) -> str:
         return (f"{report.name}: syntax error at line {report.syntax_error_line}: {report.syntax_error}\n"
                 "  Fix the template at that line; nothing else can be inspected until it parses.")
     lines = [f"{report.name}", *_block_lines(report)]
+    if report.classifier:
+        lines.append(f"  ! not a chat-training template: a guard/classifier template ({report.classifier})")
     lines += [
         f"  prefix-preserving:        {_yes_no(report.prefix_preserving)}",
         *([f"    ! {report.prefix_break}"] if report.prefix_break else []),
@@ -315,7 +320,8 @@ def format_report(report: TemplateReport) -> str:
         + (f" (appends {report.generation_prompt!r})" if report.generation_prompt else ""),
         f"  content format:           {report.content_format}",
         f"  tool-call arguments:      {report.tool_call_arguments or 'unknown'}",
-        f"  token masks by:           {_METHODS.get(report.mask_method or '', 'unknown')}",
+        f"  token masks by:           "
+        + ("none (a classifier template)" if report.classifier else _METHODS.get(report.mask_method or "", "unknown")),
         *([f"    ({report.mask_method_reason})"] if report.mask_method_reason else []),
     ]
     failed = [p for p in report.probes if not p.ok]

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from whileai_datasets.chat_template.spans import RenderedChat
+from whileai_datasets.rows.parts import part_text
 
 THINK_CLOSE = "</think>"
 
@@ -43,12 +44,13 @@ class MaskViolation:
 
 
 def content_text(message: Mapping[str, Any]) -> str:
-    """A message's content as text (list-of-parts content joined)."""
+    """A message's content as text (the text of list-of-parts content joined,
+    wherever each part holds it: ``text``, ``value`` or ``content``)."""
     content = message.get("content")
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+        return "".join(part_text(dict(part)) or "" for part in content if isinstance(part, Mapping))
     return ""
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from whileai_datasets.chat_template.classifier import refuse_classifier
 from whileai_datasets.chat_template.probes import PINNED_NOW, probe_set, with_string_arguments
 from whileai_datasets.chat_template.render import render_plain
 from whileai_datasets.chat_template.spans import RenderedChat
@@ -163,12 +164,14 @@ def plan_masks(chat: ChatTemplate) -> MaskPlan:
     """The method for ``chat`` (see the module docstring).
 
     Raises:
-        TemplateError: a syntax error, or generation blocks that do not cover the assistant output.
+        TemplateError: a syntax error, generation blocks that do not cover the assistant output, or a
+            guard/classifier template (``ClassifierTemplate``).
     """
     report = chat._structure()
     if report.syntax_error:
         chat.with_generation()  # raises, naming the line
     analysis = chat._probe()
+    refuse_classifier(analysis)  # no mask method fits a template whose assistant turns are judged input
     arguments = argument_encoding(chat.text, analysis.kwargs, chat.name)
     exact = report.span_tracking_exact is True  # unknown counts as not exact: plain renders are always right
     prompt = analysis.generation_prompt or ""

@@ -25,6 +25,7 @@ from typing import Any
 from jinja2 import nodes
 
 from whileai_datasets.chat_template.analysis import Analysis, ProbeResult, analyse
+from whileai_datasets.chat_template.classifier import refuse_classifier
 from whileai_datasets.chat_template.edits import (
     Composer,
     Edit,
@@ -35,11 +36,9 @@ from whileai_datasets.chat_template.edits import (
 )
 from whileai_datasets.chat_template.plan import (
     Item,
-    MixedHeader,
     Observation,
     Plan,
     Run,
-    Unpatchable,
     decide,
     group_runs,
     observe,
@@ -51,7 +50,16 @@ from whileai_datasets.chat_template.prompt_split import (
     segment,
     with_late_start,
 )
-from whileai_datasets.chat_template.repair import sink_into_previous_if
+from whileai_datasets.chat_template.refusals import (
+    EmptyContentVerification,
+    MixedHeader,
+    NotAChat,
+    NoTopLevelOutput,
+    TraceChanged,
+    Unpatchable,
+    VerificationFailed,
+)
+from whileai_datasets.chat_template.repair import sink_into_previous_if, split_assigned_output
 from whileai_datasets.chat_template.source import SourceMap, Tok, data_token
 from whileai_datasets.chat_template.spans import RenderedChat
 from whileai_datasets.chat_template.trace import TracedTemplate, Unit
@@ -85,7 +93,7 @@ def observe_probes(traced: TracedTemplate, analysis: Analysis) -> Observed:
         trace = traced.run(run.probe.messages, run.probe.tools, run.probe.add_generation_prompt,
                            dict(analysis.kwargs))
         if trace.text != run.text:
-            raise Unpatchable(f"tracing the template changed its output on probe {run.probe.name!r}",
+            raise TraceChanged(f"tracing the template changed its output on probe {run.probe.name!r}",
                               location=traced.name, hint=_HINT)
         message_loops |= trace.message_loops
         for obs in observe(traced, run, trace.executions):
@@ -274,8 +282,15 @@ def verify(patched: str, analysis: Analysis, excused: dict[str, list[tuple[int, 
                 for p in _verify_probe(result, analysis, patched, excused.get(result.run.probe.name, []))]
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise Unpatchable(f"the patched template failed verification: {problems[0]}{more}",
-                          location=analysis.name, hint=_HINT)
+        failure = EmptyContentVerification if _on_empty_content(problems, analysis) else VerificationFailed
+        raise failure(f"the patched template failed verification: {problems[0]}{more}",
+                      location=analysis.name, hint=_HINT)
+
+
+def _on_empty_content(problems: list[str], analysis: Analysis) -> bool:
+    """Whether the first failing probe has an assistant message with empty content."""
+    probe = next((r.run.probe for r in analysis.results if f"probe {r.run.probe.name!r}" in problems[0]), None)
+    return probe is not None and any(m.get("role") == "assistant" and not m.get("content") for m in probe.messages)
 
 
 # ---------------------------------------------------------------- entry point
@@ -285,17 +300,17 @@ def require_assistant_turns(analysis: Analysis) -> None:
     """Raise unless some probe renders an assistant turn with text to learn."""
     if not analysis.ok:
         first = next((r.run.error for r in analysis.results if r.run.error), "")
-        raise Unpatchable(f"the template fails on every probe conversation: {first}",
+        raise NotAChat(f"the template fails on every probe conversation: {first}",
                           location=analysis.name, hint="Check that it is a chat template for this message shape.")
     if not any(t.must[1] > t.must[0] for r in analysis.ok for t in r.run.turns):
-        raise Unpatchable("no probe conversation renders an assistant turn whose output could be located",
+        raise NotAChat("no probe conversation renders an assistant turn whose output could be located",
                           location=analysis.name, hint=_HINT)
 
 
 def _compose(observed: Observed, analysis: Analysis, exact_starts: bool) -> tuple[str, Plan]:
     plan = build_plan(observed, exact_starts)
     if not plan.decisions:
-        raise Unpatchable("no top-level output writes the assistant text (it may be built inside a macro "
+        raise NoTopLevelOutput("no top-level output writes the assistant text (it may be built inside a macro "
                           "or a {% set %} block whose result is printed together with other text)",
                           location=analysis.name, hint=_HINT)
     source = observed.traced.source
@@ -321,16 +336,19 @@ def add_generation(text: str, kwargs: Mapping[str, Any] | None = None, name: str
     """``text`` with generation blocks around assistant output, verified on the probe set.
 
     Raises:
-        Unpatchable: the structure does not allow a safe patch; the message says why and where.
+        Unpatchable: the structure does not allow a safe patch; the message says why and where
+            (``ClassifierTemplate`` for a guard/classifier template, which is not for chat training).
     """
     analysis = analysis or analyse(text, kwargs, name)
+    refuse_classifier(analysis)
     require_assistant_turns(analysis)
     current = analysis.text
     for _ in range(MAX_REPAIRS):
         try:
             return _patch_once(current, analysis)
         except MixedHeader as err:
-            repaired = sink_into_previous_if(current, err.unit_start, name)
+            repaired = (split_assigned_output(current, err.unit_start, name)
+                        or sink_into_previous_if(current, err.unit_start, name))
             if repaired is None:
                 raise
             current = repaired

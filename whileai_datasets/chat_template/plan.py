@@ -19,19 +19,14 @@ from jinja2 import nodes
 from whileai_datasets.chat_template.environment import statement_lists
 from whileai_datasets.chat_template.probes import ProbeRun
 from whileai_datasets.chat_template.trace import Execution, TracedTemplate, Unit
-from whileai_datasets.errors import TemplateError
+from whileai_datasets.chat_template.refusals import (
+    MixedHeader,
+    MixedOperands,
+    SharedOutput,
+    Unpatchable,
+)
 
 Cut = tuple[int, int]  # (operand index, characters into it); (n, 0) is the end
-
-
-class Unpatchable(TemplateError):
-    """The template's structure does not allow a safe patch (reason in the message)."""
-
-
-class MixedHeader(Unpatchable):
-    """A unit writes the role header in some turns and generated text in others."""
-
-    unit_start: int = -1
 
 
 @dataclass(frozen=True)
@@ -156,7 +151,7 @@ def observe(traced: TracedTemplate, run: ProbeRun, executions: list[Execution]) 
         lengths = shape[0] if shape else (execution.end - execution.start,)
         if overlaps:
             if shape is None:
-                raise Unpatchable(
+                raise MixedOperands(
                     "an output mixes assistant text with other text and its operands are not all strings",
                     location=unit.location,
                     hint="Write the header and the content in separate {{ }} tags.")
@@ -209,7 +204,7 @@ def _check_widening(decision: Decision, gens: list[Observation]) -> None:
     for obs in gens:
         covered = _covered_range(decision, obs)
         if covered is None:
-            raise Unpatchable("an output that must be split has operands that are not all strings",
+            raise MixedOperands("an output that must be split has operands that are not all strings",
                               location=decision.unit.location,
                               hint="Write the role header and the content in separate {{ }} tags, then patch again.")
         if not _inside(*covered, obs.allowed_spans):
@@ -237,7 +232,7 @@ def decide(unit: Unit, observations: list[Observation], loop_var: str | None) ->
     if others:
         condition = _condition(gens, others, loop_var)
         if condition is None:
-            raise Unpatchable(
+            raise SharedOutput(
                 "the same output writes assistant text in some turns and other text in others, and neither "
                 "the message role nor the last message tells them apart",
                 location=unit.location,
@@ -307,9 +302,21 @@ def _statement_item(stmt: nodes.Node, plan: Plan) -> Item:
         return Item(stmt, "blocker" if any(u.uid in plan.written for u in units) else "silent")
     conditions = {d.condition for d in decided}
     undecided = [u for u in units if u.uid in plan.written and u.uid not in plan.decisions]
-    if len(conditions) == 1 and all(d.full for d in decided) and not undecided and scope_safe(stmt):
-        return Item(stmt, "wrap", condition=decided[0].condition)
+    condition = decided[0].condition
+    if (len(conditions) == 1 and all(d.full for d in decided) and not undecided and scope_safe(stmt)
+            and not _binds_condition(stmt, condition)):
+        return Item(stmt, "wrap", condition=condition)
     return Item(stmt, "mixed")
+
+
+def _binds_condition(stmt: nodes.Node, condition: str | None) -> bool:
+    """Whether ``stmt`` is the loop that binds the variable ``condition`` tests (``message.role == ...``):
+    the condition then only means something inside it, so the loop's body is entered instead."""
+    if condition is None or not isinstance(stmt, nodes.For):
+        return False
+    bound = {n.name for n in stmt.target.find_all(nodes.Name)} | (
+        {stmt.target.name} if isinstance(stmt.target, nodes.Name) else set())
+    return condition.split(".", 1)[0] in bound
 
 
 def body_items(body: list[nodes.Node], plan: Plan) -> list[Item]:

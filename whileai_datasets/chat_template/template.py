@@ -201,8 +201,8 @@ class ChatTemplate:
         from dataclasses import replace
 
         report = self._structure()
-        if report.syntax_error or report.mask_method is not None:
-            return report
+        if report.syntax_error or report.mask_method is not None or report.classifier is not None:
+            return report  # a classifier template has no mask method: tokenize refuses it
         plan = self.mask_plan()
         self._report = replace(report, mask_method=plan.method, mask_method_reason=plan.reason,
                                tool_call_arguments=plan.arguments)

@@ -6,149 +6,32 @@ Vision agents write content as a list of parts (``{"type": "text", "text": ...}`
 ``reasoning_content`` beside ``content``. whileai writes parts as a Python repr
 string; here they are typed, so transforms compute on them column-wise:
 
-* a part is a struct ``PART_TYPE``: ``type``, ``text`` (text parts), ``media``
-  (the reference of a media part: a URL, a path or a data URI, never fetched),
-  ``media_key`` (where the reference sat: ``image``, ``url``, ``path``,
-  ``image_url.url``, ...) and ``extra`` (every other key, as a JSON object), so
-  ``part_from_storage`` gives back exactly the dict the part was;
+* each part is kept as it was, whatever its layout (``rows.parts``: its text,
+  its media reference and every other key, typed where transforms need them);
 * a message with parts stores them in its ``parts`` field and a null ``content``;
 * parts under other names whose meaning is clear are mapped on the way in:
   ``reasoning`` (text under ``value`` or ``text``) and ``thinking`` (text under
   ``thinking``) parts become ``reasoning_content``; ``tool_call`` parts (the call
   under ``value``, as JSON text or an object, or as ``name`` / ``arguments`` /
-  ``id`` keys) become ``tool_calls``. Any other part type is refused, naming it.
+  ``id`` keys) become ``tool_calls``. A mapped part with other keys is refused
+  (mapping it would lose them); every other part is kept.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
+from whileai_datasets.rows.parts import ErrorFactory, part_text, part_to_storage
+from whileai_datasets.rows.parts import type_name as _type_name
 
-from whileai_datasets.errors import SchemaError, WhileaiError
-
-PART_TYPE = pa.struct(
-    [
-        ("type", pa.string()),
-        ("text", pa.string()),
-        ("media", pa.string()),
-        ("media_key", pa.string()),
-        ("extra", pa.json_()),
-    ]
-)
-#: Part types kept as parts, and the keys (in order of preference) that may
-#: hold their media reference. ``image_url`` / ``video_url`` hold an object
-#: with ``url`` (OpenAI's shape) or the reference itself.
-MEDIA_KEYS: dict[str, tuple[str, ...]] = {
-    "image": ("image", "url", "path", "base64"),
-    "image_url": ("image_url",),
-    "video": ("video", "url", "path"),
-    "video_url": ("video_url",),
-}
-CONTENT_PART_TYPES = ("text", *MEDIA_KEYS)
 #: Part types mapped onto message fields, and the key holding their text.
 REASONING_PARTS = {"reasoning": ("value", "text"), "thinking": ("thinking",)}
 TOOL_CALL_PART = "tool_call"
-KNOWN_PART_TYPES = (*CONTENT_PART_TYPES, *REASONING_PARTS, TOOL_CALL_PART)
 #: Separator between several reasoning texts of one message.
 REASONING_JOIN = "\n"
-
-#: ``error(path, problem, hint)`` builds the exception to raise, with the row's location.
-ErrorFactory = Callable[[str, str, str], WhileaiError]
-
-
-def located(location: str) -> ErrorFactory:
-    """An error factory for values outside a source row (a dict batch,
-    ``Message.encode_example``): ``SchemaError``, which ``datasets``' encoder
-    lets through (it swallows a ``ValueError`` and casts the raw value instead)."""
-
-    def error(path: str, problem: str, hint: str) -> WhileaiError:
-        return SchemaError(problem, location=f"{location}, {path}" if path else location, hint=hint)
-
-    return error
-
-
-def _type_name(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-# ---------------------------------------------------------------- parts <-> storage
-
-
-def part_to_storage(part: Any, error: ErrorFactory, path: str) -> dict[str, Any]:
-    """One content part (text or media) in ``PART_TYPE`` storage form."""
-    if type(part) is not dict:
-        raise error(path, f"expected a content part object, got {_type_name(part)}", "Fix the row.")
-    kind = part.get("type")
-    if kind == "text":
-        text = part.get("text")
-        if not isinstance(text, str):
-            raise error(f"{path}.text", f"expected the text part's text as a string, got {_type_name(text)}", "Fix the row.")
-        rest = {k: v for k, v in part.items() if k not in ("type", "text")}
-        return {"type": kind, "text": text, "media": None, "media_key": None, "extra": _json_or_none(rest)}
-    if kind not in MEDIA_KEYS:
-        raise unknown_part(kind, error, path)
-    return _media_to_storage(part, kind, error, path)
-
-
-def _media_to_storage(part: dict[str, Any], kind: str, error: ErrorFactory, path: str) -> dict[str, Any]:
-    key = next((k for k in MEDIA_KEYS[kind] if part.get(k) is not None), None)
-    if key is None:
-        keys = " or ".join(repr(k) for k in MEDIA_KEYS[kind])
-        raise error(
-            path,
-            f"expected the {kind!r} part to hold a media reference under {keys}, got keys {sorted(part)}",
-            "Give each media part its URL, path or data URI (nothing is downloaded).",
-        )
-    rest = {k: v for k, v in part.items() if k not in ("type", key)}
-    value = part[key]
-    media_key = key
-    if kind in ("image_url", "video_url") and isinstance(value, dict):
-        value = value.get("url")
-        media_key = f"{key}.url"
-        inner = {k: v for k, v in part[key].items() if k != "url"}
-        if inner:
-            rest[key] = inner
-    if not isinstance(value, str):
-        raise error(
-            f"{path}.{media_key}",
-            f"expected a URL, path or data URI string, got {_type_name(value)}",
-            "Store media as references (a URL, a file path or a data: URI), not as decoded images.",
-        )
-    return {"type": kind, "text": None, "media": value, "media_key": media_key, "extra": _json_or_none(rest)}
-
-
-def part_from_storage(value: dict[str, Any]) -> dict[str, Any]:
-    """The part dict a storage struct stands for: exactly its own keys."""
-    out: dict[str, Any] = {"type": value["type"]}
-    if value.get("text") is not None:
-        out["text"] = value["text"]
-    extra = value.get("extra")
-    rest: dict[str, Any] = {} if extra is None else (json.loads(extra) if isinstance(extra, str) else dict(extra))
-    media_key = value.get("media_key")
-    if media_key is not None:
-        outer, _, inner = media_key.partition(".")
-        if inner:
-            out[outer] = {inner: value.get("media"), **(rest.pop(outer, None) or {})}
-        else:
-            out[outer] = value.get("media")
-    out.update(rest)
-    return out
-
-
-def _json_or_none(rest: dict[str, Any]) -> str | None:
-    return json.dumps(rest, ensure_ascii=False) if rest else None
-
-
-def unknown_part(kind: Any, error: ErrorFactory, path: str) -> WhileaiError:
-    return error(
-        f"{path}.type",
-        f"expected a part type of {', '.join(repr(k) for k in KNOWN_PART_TYPES)}, got {kind!r}",
-        "Convert or drop parts of that type before loading (audio, files and other parts are not supported).",
-    )
 
 
 # ---------------------------------------------------------------- messages in
@@ -258,19 +141,29 @@ def _tool_call(part: dict[str, Any], role: str, error: ErrorFactory, path: str) 
 
 
 def spoken_texts(message: dict[str, Any]) -> list[str]:
-    """Every text a raw message says: its content text (or the text of its text
-    parts), its ``reasoning_content`` and its ``reasoning`` / ``thinking``
-    parts. The leak gate reads these from rows as whileai wrote them."""
-    content = message.get("content")
-    texts = [content] if isinstance(content, str) else []
-    if isinstance(content, list):
-        for part in content:
-            if type(part) is not dict:
-                continue
-            keys = ("text",) if part.get("type") == "text" else REASONING_PARTS.get(str(part.get("type")), ())
-            texts.extend(part[k] for k in keys if isinstance(part.get(k), str))
+    """Every text a raw message says: its content text (or the text of its
+    parts, wherever it sits, nested part lists included), its
+    ``reasoning_content`` and its ``reasoning`` / ``thinking`` parts. The leak
+    gate reads these from rows as whileai wrote them."""
+    texts = _said(message.get("content"))
     if isinstance(message.get("reasoning_content"), str):
         texts.append(message["reasoning_content"])
+    return texts
+
+
+def _said(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    texts: list[str] = []
+    for part in content if isinstance(content, list) else ():
+        if type(part) is not dict:
+            continue
+        keys = REASONING_PARTS.get(str(part.get("type")))
+        found = part_text(part) if keys is None else next((part[k] for k in keys if isinstance(part.get(k), str)), None)
+        if found is not None:
+            texts.append(found)
+        elif isinstance(part.get("content"), list):  # a tool_result's own parts
+            texts.extend(_said(part["content"]))
     return texts
 
 

@@ -10,7 +10,7 @@ those three keys (the key is absent), so "null means absent" is lossless, and
 ``extra`` (a JSON object) and is merged back on decode.
 
 ``reasoning_content`` is a typed field too (null means absent), and content
-given as a list of parts is stored in ``parts`` (``rows.content.PART_TYPE``)
+given as a list of parts is stored in ``parts`` (``rows.parts.PART_TYPE``)
 with a null ``content``; decoding gives the list of part dicts back as
 ``content``.
 
@@ -28,7 +28,7 @@ import pyarrow as pa
 from datasets.features.features import register_feature
 from datasets.table import array_cast
 
-from whileai_datasets.rows.content import PART_TYPE, located, part_from_storage, part_to_storage
+from whileai_datasets.rows.parts import PART_TYPE, located, part_from_storage, part_to_storage
 
 FUNCTION_TYPE = pa.struct([("name", pa.string()), ("arguments", pa.string())])
 TOOL_CALL_TYPE = pa.struct([("id", pa.string()), ("type", pa.string()), ("function", FUNCTION_TYPE)])

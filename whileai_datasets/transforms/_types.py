@@ -18,7 +18,7 @@ import pyarrow as pa
 from datasets.features.features import register_feature
 from datasets.table import array_cast
 
-from whileai_datasets.rows.content import PART_TYPE
+from whileai_datasets.rows.parts import PART_TYPE
 from whileai_datasets.rows.features import MESSAGE_TYPE, OPTIONAL_KEYS, TYPED_KEYS, content_parts, decoded_content
 
 TRL_FUNCTION_TYPE = pa.struct([("name", pa.string()), ("arguments", pa.json_())])

@@ -66,7 +66,7 @@ def strip_parts(messages: pa.Array, is_assistant: np.ndarray) -> pa.Array | None
     if parts is None:
         return None
     owner = parts.owner
-    text_part = parts.kind_in(("text",)) & is_assistant[owner]
+    text_part = parts.with_text() & is_assistant[owner]
     if not text_part.any():
         return None
     picked = pa.array(text_part)

@@ -120,7 +120,7 @@ def truncate_parts(messages: pa.Array, is_tool: np.ndarray, limit: int) -> tuple
     if parts is None:
         return None
     owner = parts.owner
-    text_part = parts.kind_in(("text",)) & is_tool[owner]
+    text_part = parts.with_text() & is_tool[owner]
     length = np.where(text_part, pc.fill_null(pc.utf8_length(parts.field("text")), 0).to_numpy(zero_copy_only=False), 0)
     total = np.bincount(owner, weights=length, minlength=len(messages)).astype(np.int64)
     cut_message = is_tool & (total > limit)

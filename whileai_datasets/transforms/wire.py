@@ -70,9 +70,11 @@ def ordered(table: pa.Table, order: tuple[str, ...]) -> pa.Table:
 # ---------------------------------------------------------------- messages
 
 
-def openai_messages(lists: pa.Array) -> pa.Array:
+def openai_messages(lists: pa.Array, column: str = "messages") -> pa.Array:
     """Message lists with ``extra`` dropped (whileai writes no other keys) and
-    content parts as OpenAI content parts."""
+    content parts as OpenAI content parts (every image and video part must
+    hold a reference: ``column`` names the place of one that does not)."""
+    _parts.check_references(lists, column)
     messages = _arrow.flat(lists)
     fields: dict[str, Any] = {}
     if "extra" in messages.type.names and pc.struct_field(messages, "extra").null_count < len(messages):
@@ -251,7 +253,7 @@ def openai_preference_table(table: pa.Table) -> pa.Table:
     ``export_preference`` OpenAI shape."""
     out = table
     for side in ("chosen", "rejected"):
-        out = _arrow.set_column(out, side, openai_messages(_arrow.message_column(table, side)))
+        out = _arrow.set_column(out, side, openai_messages(_arrow.message_column(table, side), side))
     out = _arrow.set_column(out, "schema_version", pa.array([SCHEMA_VERSION] * out.num_rows, pa.string()))
     return ordered(out, PREFERENCE_ORDER)
 
@@ -259,14 +261,14 @@ def openai_preference_table(table: pa.Table) -> pa.Table:
 def trl_preference_table(table: pa.Table, images: bool | None = None) -> tuple[pa.Table, int, int]:
     """OpenAI preference rows as TRL one-turn DPO rows: ``(rows, dropped, cut)``."""
     inline = images is False
-    chosen = trl_messages(openai_messages(_arrow.message_column(table, "chosen")), inline_images=inline)
-    rejected = trl_messages(openai_messages(_arrow.message_column(table, "rejected")), inline_images=inline)
+    chosen = trl_messages(openai_messages(_arrow.message_column(table, "chosen"), "chosen"), inline_images=inline)
+    rejected = trl_messages(openai_messages(_arrow.message_column(table, "rejected"), "rejected"), inline_images=inline)
     split = pairs.first_difference(chosen, rejected, decoded_arguments=True)
     out = table.take(pa.array(split.keep))
     out = _arrow.set_column(out, "prompt", split.prefix(chosen))
     out = _arrow.set_column(out, "chosen", split.turn(chosen, "chosen"))
     out = _arrow.set_column(out, "rejected", split.turn(rejected, "rejected"))
-    out = _parts.with_images(out, split.prefix(openai_messages(_arrow.message_column(table, "chosen"))), images)
+    out = _parts.with_images(out, split.prefix(openai_messages(_arrow.message_column(table, "chosen"), "chosen")), images)
     if "schema_version" not in out.column_names:
         out = _arrow.set_column(out, "schema_version", pa.array([SCHEMA_VERSION] * out.num_rows, pa.string()))
     return ordered(out, PREFERENCE_ORDER), split.dropped, split.cut
@@ -274,8 +276,8 @@ def trl_preference_table(table: pa.Table, images: bool | None = None) -> tuple[p
 
 def fireworks_preference_table(table: pa.Table) -> tuple[pa.Table, int, int]:
     """OpenAI preference rows as Fireworks one-turn DPO rows: ``(rows, dropped, cut)``."""
-    chosen = fireworks_messages(openai_messages(_arrow.message_column(table, "chosen")), None, keep_tool_call_id=False)
-    rejected = fireworks_messages(openai_messages(_arrow.message_column(table, "rejected")), None, keep_tool_call_id=False)
+    chosen = fireworks_messages(openai_messages(_arrow.message_column(table, "chosen"), "chosen"), None, keep_tool_call_id=False)
+    rejected = fireworks_messages(openai_messages(_arrow.message_column(table, "rejected"), "rejected"), None, keep_tool_call_id=False)
     _parts.check_fireworks(chosen, "chosen")
     _parts.check_fireworks(rejected, "rejected")
     split = pairs.first_difference(chosen, rejected, decoded_arguments=False)

@@ -1,0 +1,51 @@
+"""Guard/classifier templates (the whole conversation in one user prompt) are refused for chat training."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.chat_template.conftest import trl_names
+from whileai_datasets import ChatTemplate
+from whileai_datasets.errors import TemplateError
+
+HERE = Path(__file__).parent / "templates" / "guards"
+GUARDS = ["llama_style", "shield_style"]
+REFUSAL = r"guard/classifier template, not a chat-training template: it puts the whole conversation into one user prompt"
+
+
+@pytest.mark.parametrize("stem", GUARDS)
+def test_with_generation_refuses_a_guard_template_saying_what_it_is(stem: str) -> None:
+    chat = ChatTemplate.from_file(HERE / f"{stem}.jinja")
+    with pytest.raises(TemplateError, match=rf"^{stem}\.jinja: this is a {REFUSAL}") as info:
+        chat.with_generation()
+    assert getattr(info.value, "refusal_class", None) == "classifier"
+    assert "the conversation as the prompt and the verdict as the completion" in str(info.value)
+
+
+@pytest.mark.parametrize("stem", GUARDS)
+def test_inspect_reports_a_guard_template_and_no_mask_method(stem: str) -> None:
+    report = ChatTemplate.from_file(HERE / f"{stem}.jinja").inspect()
+    assert report.classifier and "closing text" in report.classifier
+    assert report.mask_method is None
+    assert "not a chat-training template" in report.format()
+
+
+def test_tokenize_refuses_rows_on_a_guard_template(tmp_path: Path, load: Any) -> None:
+    from tests.conftest import write_jsonl
+    from tests.tiny_lm import train_tokenizer
+    from whileai_datasets.transforms.token_masks import tokenize
+
+    rows = [{"messages": [{"role": "user", "content": "is this fine?"}, {"role": "assistant", "content": "it is."}]}]
+    template = (HERE / "shield_style.jinja").read_text()
+    tokenizer = train_tokenizer([str(rows)] * 3, chat_template=template)
+    ds = load(write_jsonl(tmp_path / "rows.jsonl", rows)).with_format("arrow")
+    with pytest.raises(TemplateError, match=REFUSAL):
+        ds.map(tokenize(tokenizer), batched=True, remove_columns=ds.column_names)
+
+
+@pytest.mark.parametrize("stem", trl_names("all"))
+def test_no_chat_template_of_trl_is_taken_for_a_classifier(stem: str, read_trl: Any) -> None:
+    assert ChatTemplate(read_trl(stem), name=f"{stem}.jinja").inspect().classifier is None
