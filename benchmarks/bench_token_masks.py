@@ -15,6 +15,15 @@ Medians of ``--repeat`` rounds; ratios are against ours. The masks of ours
 and transformers are compared token for token.
 
     python benchmarks/bench_token_masks.py
+
+``--unique-rows N`` measures at scale instead, on N rows whose texts are all
+unique (``benchmarks/_unique_rows.py``), side by side in one run: transformers'
+masked ``apply_chat_template`` row by row over the dataset's batches, then
+``ds.with_format("arrow").map(tokenize(tok), batched=True)`` with
+``num_proc=1`` and ``num_proc=2`` (each into its own cache file, so no run
+reuses another's shard count), CPU seconds per process as well as wall:
+
+    python benchmarks/bench_token_masks.py --unique-rows 100000
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.prefix_diff import prefix_diff_mask  # noqa: E402
 from tests.tiny_lm import train_tokenizer, trl_template  # noqa: E402
-from whileai_datasets.rows.features import MESSAGE_TYPE, message_to_storage, storage_type  # noqa: E402
+from whileai_datasets.rows.features import MESSAGE_TYPE, message_from_storage, message_to_storage, storage_type  # noqa: E402
 from whileai_datasets.transforms.token_masks import Tokenize, template_messages  # noqa: E402
 
 
@@ -115,6 +124,65 @@ def measure(args: argparse.Namespace, tokenizer: Any, transform: Tokenize, templ
             "vs_prefix_diff": medians["prefix_diff"] / medians["ours"] if "prefix_diff" in medians else None}
 
 
+def transformers_over(tokenizer: Any, ds: Any) -> list[tuple[list[int], list[int]]]:
+    """transformers' masked apply_chat_template on every row of ``ds``, decoded batch by batch."""
+    out = []
+    for batch in ds.with_format("arrow").iter(batch_size=1000):
+        tools = [json.loads(t) if t else None for t in batch.column("tools").to_pylist()]
+        rows = [template_messages([message_from_storage(m) for m in row]) for row in batch.column("messages").to_pylist()]
+        out += transformers_masks(tokenizer, rows, tools)
+    return out
+
+
+def _ours(ds: Any, transform: Tokenize, num_proc: int | None, folder: Path) -> Any:
+    cache = folder / f"tokenized-{num_proc}.arrow"
+    return ds.with_format("arrow").map(transform, batched=True, num_proc=num_proc, cache_file_name=str(cache),
+                                       load_from_cache_file=False)
+
+
+def at_scale(args: argparse.Namespace) -> None:
+    """The three side by side on ``--unique-rows`` unique rows; prints seconds and ratios."""
+    import resource
+    import tempfile
+
+    from benchmarks._unique_rows import corpus, unique_dataset
+
+    ds = unique_dataset(args.unique_rows)
+    tokenizer = train_tokenizer(corpus(), chat_template=trl_template(args.template))
+    transform = Tokenize(tokenizer)
+    seconds: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(dir=Path(__file__).parent / ".data") as folder:
+        for label, run in [("transformers", lambda: transformers_over(tokenizer, ds)),
+                           ("ours num_proc=1", lambda: _ours(ds, transform, None, Path(folder))),
+                           ("ours num_proc=2", lambda: _ours(ds, transform, 2, Path(folder)))]:
+            before = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+            start = time.perf_counter()
+            result = run()
+            seconds[label] = time.perf_counter() - start
+            after = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[label] = sum(a.ru_utime + a.ru_stime - b.ru_utime - b.ru_stime for a, b in zip(after, before))
+            if label == "transformers":
+                theirs = result
+            elif label == "ours num_proc=1":
+                table = result.with_format("arrow")[:]
+                same = sum(a == ids and b == mask for (a, b), ids, mask in
+                           zip(theirs, table.column("input_ids").to_pylist(), table.column("assistant_masks").to_pylist()))
+            print(f"  {label}: {seconds[label]:.1f} s", file=sys.stderr)
+    report = {"rows": len(ds), "seconds": seconds, "cpu_seconds": cpu, "same_masks": same,
+              "vs_transformers": seconds["transformers"] / seconds["ours num_proc=1"],
+              "num_proc_2_vs_1": seconds["ours num_proc=1"] / seconds["ours num_proc=2"],
+              "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    print(f"{len(ds):,} rows with unique texts, {args.template} ({transform.plan.method}), one run")
+    for label in seconds:
+        print(f"  {label:>16}: {seconds[label]:8.1f} s wall {cpu[label]:8.1f} s CPU")
+    print(f"  ours vs transformers: {report['vs_transformers']:.2f}x; num_proc=2 vs 1: {report['num_proc_2_vs_1']:.2f}x; "
+          f"same masks {same:,}/{len(ds):,}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=200, help="conversations per size")
@@ -123,8 +191,12 @@ def main() -> None:
     parser.add_argument("--template", default="qwen2_5_training", help="a template trl ships")
     parser.add_argument("--skip-prefix-diff", action="store_true")
     parser.add_argument("--seeded", type=int, default=1248, help="also whileai seeded-agent rows (0: none)")
+    parser.add_argument("--unique-rows", type=int, default=0, help="measure at scale on this many unique rows")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.unique_rows:
+        at_scale(args)
+        return
     seeded = seeded_rows(args.seeded) if args.seeded else []
     corpus = [json.dumps(conversation(8, s)) for s in range(50)] + [json.dumps(r) for r in seeded[:200]]
     template = trl_template(args.template)

@@ -174,6 +174,7 @@ def pinned_strftime(moment: datetime) -> Callable[[str], str]:
 
 
 TRUSTED = "_wai_trusted"
+_DICT_ATTRIBUTES = frozenset(dir(dict))
 
 
 def trusted(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -191,6 +192,22 @@ class ChatEnvironment(ImmutableSandboxedEnvironment):
     """
 
     track_generation: bool = False
+
+    # Attribute and item lookups on the messages' plain dicts take a short path with the sandbox's own
+    # answer: a dict has no attribute of that name, so the item (or undefined) is what Jinja returns.
+    # Jinja gets there through a raised AttributeError (or KeyError) per lookup, most of a render's cost.
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if type(obj) is dict and type(attribute) is str and attribute not in _DICT_ATTRIBUTES:
+            return self._dict_item(obj, attribute)
+        return super().getattr(obj, attribute)
+
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        if type(obj) is dict and type(argument) is str and argument not in _DICT_ATTRIBUTES:
+            return self._dict_item(obj, argument)
+        return super().getitem(obj, argument)
+
+    def _dict_item(self, obj: dict[str, Any], name: str) -> Any:
+        return obj[name] if name in obj else self.undefined(obj=obj, name=name)
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
         if getattr(__obj, TRUSTED, False) is True:

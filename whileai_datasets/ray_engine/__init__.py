@@ -9,6 +9,8 @@ module adds what Ray needs around them:
   byte ranges read in parallel and normalized by the builder's own
   ``Normalizer`` in ``map_batches`` (``pyarrow.json`` fails on real rows).
 * ``stamp_groups``: the GRPO group fields with Ray's ``groupby``.
+* ``tokenize``: ``wai_transforms.tokenize`` in ``map_batches`` over a pool of
+  actors, each building the tokenizer once (from a path, a factory or an object).
 * ``export_training``: ``whileai_datasets.export_dataset`` on Ray: the same
   options, the same rows (as Parquet or JSONL part files in a directory,
   written by Ray's write tasks) and the same report.
@@ -37,5 +39,6 @@ from whileai_datasets.ray_engine.engine import (
     read_whileai,
     stamp_groups,
 )
+from whileai_datasets.ray_engine.tokenizing import tokenize
 
-__all__ = ["CONFIGS", "SOURCE_FILE", "SOURCE_OFFSET", "export_training", "read_whileai", "stamp_groups"]
+__all__ = ["CONFIGS", "SOURCE_FILE", "SOURCE_OFFSET", "export_training", "read_whileai", "stamp_groups", "tokenize"]

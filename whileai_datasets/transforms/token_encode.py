@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
+from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -151,6 +153,37 @@ def encode_texts(tokenizer: Any, texts: list[str], encoder: PieceEncoder | None 
         (list(ids), np.asarray(offsets, dtype=np.int64).reshape(-1, 2))
         for ids, offsets in zip(out["input_ids"], out["offset_mapping"])
     ]
+
+
+class EncodeQueue:
+    """Encodes chunks of texts on one background thread, in order, while the caller renders the next chunk.
+
+    The tokenizer's Rust code runs without the GIL, so on two cores a batch's
+    encoding overlaps its Jinja rendering instead of following it. One thread
+    keeps the ``PieceEncoder`` (which is not thread-safe) to one user at a time;
+    it lives only inside ``with`` (none is left running when ``datasets`` forks
+    its workers).
+    """
+
+    def __init__(self, tokenizer: Any, encoder: PieceEncoder) -> None:
+        self._tokenizer, self._encoder = tokenizer, encoder
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="wai-encode")
+        self._pending: list[Future[list[tuple[Any, np.ndarray]]]] = []
+
+    def __enter__(self) -> EncodeQueue:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=error is not None)
+
+    def submit(self, texts: list[str]) -> None:
+        if texts:
+            self._pending.append(self._pool.submit(encode_texts, self._tokenizer, texts, self._encoder))
+
+    def results(self) -> list[tuple[Any, np.ndarray]]:
+        """Every submitted text's (ids, offsets), in submission order (re-raises an encoding error)."""
+        return [item for pending in self._pending for item in pending.result()]
 
 
 def backend_of(tokenizer: Any) -> Any:

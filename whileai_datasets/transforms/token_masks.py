@@ -31,10 +31,14 @@ from whileai_datasets.errors import SchemaError, TemplateError
 from whileai_datasets.rows.features import message_from_storage
 from whileai_datasets.transforms._arrow import require_batched
 from whileai_datasets.transforms.token_columns import arrow_columns, numpy_columns, set_column
-from whileai_datasets.transforms.token_encode import PieceEncoder, encode_texts
+from whileai_datasets.transforms.token_encode import EncodeQueue, PieceEncoder
 
 __all__ = ["BadMaskRowsWarning", "Tokenize", "UnsupervisedRowsWarning", "mask_report", "spans_to_token_mask",
            "supervised_spans", "template_messages", "tokenize"]
+
+
+#: Rows rendered before their texts go to the encoding thread (``Tokenize.rows``).
+RENDER_CHUNK = 128
 
 
 class UnsupervisedRowsWarning(UserWarning):
@@ -103,7 +107,9 @@ def _batch_messages(batch: Any, column: str) -> tuple[list[list[dict[str, Any]]]
             )
         messages = [[message_from_storage(m) for m in row] for row in batch.column(column).to_pylist()]
         tools_column = batch.column("tools").to_pylist() if "tools" in batch.column_names else [None] * batch.num_rows
-        tools = [json.loads(t) if isinstance(t, str) else t for t in tools_column]
+        decoded: dict[str, Any] = {}  # rows share their tool schemas: each distinct text decoded once
+        tools = [(decoded[t] if t in decoded else decoded.setdefault(t, json.loads(t))) if isinstance(t, str) else t
+                 for t in tools_column]
         masks = batch.column("loss_mask").to_pylist()
         return messages, tools, masks
     if column not in batch or "loss_mask" not in batch:
@@ -259,17 +265,19 @@ class Tokenize:
 
     def rows(self, messages: list[list[dict[str, Any]]], tools: list[Any], masks: list[list[int]],
              indices: Sequence[int] | None = None) -> list[RowMask | None]:
-        """One ``RowMask`` per conversation (None: dropped under ``on_bad_row='skip'``)."""
+        """One ``RowMask`` per conversation (None: dropped under ``on_bad_row='skip'``).
+
+        Rows are rendered in chunks; each chunk's texts are encoded on a
+        background thread while the next chunk renders (``EncodeQueue``).
+        """
         found: list[tuple[str, list[tuple[int, int]], str] | None] = []
-        for position, (m, t, mask) in enumerate(zip(messages, tools, masks)):
-            row = indices[position] if indices is not None else position
-            try:
-                found.append(self.checked_spans(m, t, mask, row))
-            except TemplateError as err:
-                if self.on_bad_row == "raise":
-                    raise _at_row(err, row) from err
-                found.append(None)
-        encoded = iter(encode_texts(self.tokenizer, [f[0] for f in found if f is not None], self.encoder))
+        with EncodeQueue(self.tokenizer, self.encoder) as queue:
+            for start in range(0, len(messages), RENDER_CHUNK):
+                chunk = [self._found(messages[p], tools[p], masks[p], indices[p] if indices is not None else p)
+                         for p in range(start, min(start + RENDER_CHUNK, len(messages)))]
+                queue.submit([f[0] for f in chunk if f is not None])
+                found.extend(chunk)
+            encoded = iter(queue.results())
         out: list[RowMask | None] = []
         for item in found:
             if item is None:
@@ -278,6 +286,16 @@ class Tokenize:
             ids, offsets = next(encoded)
             out.append(self._truncate(ids, spans_to_token_mask(offsets, item[1]), item[2]))
         return out
+
+    def _found(self, messages: list[dict[str, Any]], tools: Any, mask: list[int],
+               row: int) -> tuple[str, list[tuple[int, int]], str] | None:
+        """``checked_spans`` of one row; None for a bad row under ``on_bad_row='skip'``."""
+        try:
+            return self.checked_spans(messages, tools, mask, row)
+        except TemplateError as err:
+            if self.on_bad_row == "raise":
+                raise _at_row(err, row) from err
+            return None
 
     def _truncate(self, ids: list[int], mask: np.ndarray, method: str) -> RowMask:
         limit = self.max_length
