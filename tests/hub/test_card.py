@@ -83,13 +83,30 @@ def test_card_keeps_the_yaml_datasets_wrote_and_adds_provenance():
     card = _render(split_key="scenario_id", split_groups={"train": 2, "holdout": 1}, sources=sources)
     reloaded = DatasetCard(str(card)).data
 
-    assert DatasetInfosDict.from_dataset_card_data(reloaded)["default"].features == FEATURES
-    assert DatasetInfosDict.from_dataset_card_data(reloaded)["canonical"].features == FEATURES
+    infos = DatasetInfosDict.from_dataset_card_data(reloaded)
+    # configs whose features hold Json keep them in their Parquet files only (datasets < 4.7 fails on Json YAML)
+    assert infos["default"].features is None and infos["canonical"].features is None
+    assert {name: info.splits["train"].num_examples for name, info in infos.items()} == {"default": 4, "canonical": 4}
     assert reloaded["configs"] == _base()["configs"]
     assert reloaded["tags"] == ["whileai"]
     assert reloaded["whileai_datasets"] == {"version": "0.1.0", "whileai": "0.131", "split_key": "scenario_id",
                                             "sources": [{"name": "run-07.jsonl", "sha256": "ab" * 32}]}
     assert "every value of it lives in exactly one split (2 in train, 1 in holdout)" in card.text
+
+
+def test_card_yaml_declares_the_features_of_configs_without_json():
+    plain = Features({"conversations": List({"from": Value("string"), "value": Value("string")}),
+                      "system": Value("string")})
+    table = pa.table({"conversations": pa.array([[{"from": "human", "value": "hi"}]], pa.list_(pa.struct(
+        [("from", pa.string()), ("value", pa.string())]))), "system": pa.array([""], pa.string())})
+
+    reloaded = DatasetCard(str(render_card(layout.card_data([*_configs(), Config("sharegpt", {"train": table})]),
+                                           repo_id="alice/rollouts", private=True, configs=_configs(),
+                                           versions=VERSIONS))).data
+
+    infos = DatasetInfosDict.from_dataset_card_data(reloaded)
+    assert infos["sharegpt"].features == plain
+    assert "Json" not in str(reloaded.to_dict()["dataset_info"])
 
 
 def test_card_shows_tool_output_cuts_and_row_count_mismatch():

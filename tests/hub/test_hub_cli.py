@@ -147,7 +147,7 @@ def test_push_and_export_push_to_make_the_same_repo(alice, tmp_path):
     one, other = (alice.run(repo_view, repo_id=repo, token=alice.token) for repo in (exported, pushed))
     assert done["code"] == 0, done["stderr"]
     assert one["files"] == other["files"]
-    assert [c["config_name"] for c in one["configs"]] == ["default", "canonical"]
+    assert [c["config_name"] for c in one["configs"]] == ["default", "canonical", "messages", "sharegpt"]
     assert one["configs"] == other["configs"]
     assert one["headings"] == other["headings"]
     assert one["rows"] == other["rows"]

@@ -120,7 +120,8 @@ def test_second_publish_replaces_the_splits_and_the_old_revision_still_loads(ali
     files = reader.run(repo_files, repo_id=repo_id, token=alice.token)
     assert [f for f in files if "holdout" in f] == []  # the old split's shards are deleted in the same commit
     assert {f for f in files if f.endswith(".parquet")} == {
-        f"{folder}/{split}-00000-of-00001.parquet" for folder in ("data", "canonical") for split in ("train", "test")}
+        f"{folder}/{split}-00000-of-00001.parquet" for folder in ("data", "canonical", "messages", "sharegpt")
+        for split in ("train", "test")}
     assert old == {"train": 4, "holdout": 2}
     assert load_from_disk(str(tmp_path / "old"))["holdout"].to_list() == published_rows(rollouts["holdout"])
 

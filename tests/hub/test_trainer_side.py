@@ -214,7 +214,8 @@ def test_sft_trainer_on_the_default_config_trains_exactly_the_marked_turns(alice
 
     ours, marked = _our_runs(canonical, tokenizer)
     marked_turns = sum(sum(m) for m in canonical["loss_mask"])
-    _assert_plain_configs(loaded, {"default", "canonical"} | ({"tokenized"} if extra else set()))
+    published = {"default", "canonical", "messages", "sharegpt"}
+    _assert_plain_configs(loaded, published | ({"tokenized"} if extra else set()))
     assert trained["blocked"] == BLOCKED_IMPORT
     assert "messages" not in trained["columns"] and {"prompt", "completion"} <= set(trained["columns"])
     assert trained["rows"] == marked_turns  # one row per loss-carrying turn
@@ -257,7 +258,7 @@ def test_dpo_trainer_on_the_preference_config_masks_the_prompt_and_trains_one_tu
     trained = trainer_machine.run(dpo_masks, repo_id=repo_id, token=alice.token,
                                   tokenizer_dir=str(tmp_path / "tokenizer"), out=str(tmp_path / "dpo"))
 
-    _assert_plain_configs(loaded, {"default", "canonical", "preference"})
+    _assert_plain_configs(loaded, {"default", "canonical", "messages", "sharegpt", "preference"})
     published = trained["rows"]
     assert all(len(r["chosen"]) == 1 and len(r["rejected"]) == 1 for r in published)
     assert all(r["chosen"][0]["role"] == "assistant" == r["rejected"][0]["role"] for r in published)

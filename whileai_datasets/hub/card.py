@@ -23,6 +23,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from whileai_datasets.errors import PublishError
 from whileai_datasets.hub.card_configs import config_views
+from whileai_datasets.hub.card_trainers import trainer_views
 from whileai_datasets.hub.configs import Config
 from whileai_datasets.transforms._portable import registered_feature_types
 
@@ -187,8 +188,9 @@ def render_card(base: DatasetCardData, *, repo_id: str, private: bool, configs: 
                 report: Mapping[str, Any] | None = None, sources: Sequence[SourceFile] = (),
                 split_key: str | None = None, split_groups: Mapping[str, int] | None = None,
                 versions: Mapping[str, str] | None = None, tokenizer: Any = None,
-                chat_template: Any = None) -> DatasetCard:
-    """The card for `repo_id`. `base` holds the YAML `configs` and `dataset_info` (kept as is)."""
+                chat_template: Any = None, trainers: Mapping[str, Mapping[str, Any]] | None = None) -> DatasetCard:
+    """The card for `repo_id`. `base` holds the YAML `configs` and `dataset_info` (kept as is);
+    `trainers` is publish's per-trainer report (``trainer_gaps.trainer_report``)."""
     for config in configs:
         registered = registered_feature_types(config.features)
         if registered:
@@ -215,6 +217,9 @@ def render_card(base: DatasetCardData, *, repo_id: str, private: bool, configs: 
         report=_report_view(report, _canonical_rows(configs)),
         versions=[(_cell(k), _cell(v)) for k, v in versions.items()],
         sources=[{"name": _cell(s.name), "size": s.size, "sha256": s.sha256} for s in sources],
+        trainers=trainer_views(configs, trainers) if trainers is not None else [],
+        first_split=next(iter(default_rows)), has_tokenized=any(c.name == "tokenized" for c in configs),
+        dataset_name=repo_id.split("/")[-1],
     )
     return card
 

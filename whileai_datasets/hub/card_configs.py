@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from whileai_datasets.hub.configs import CANONICAL, DEFAULT, PREFERENCE, TOKENIZED, Config
+from whileai_datasets.hub.trainer_formats import MESSAGES, SHAREGPT
 
 #: Why the default config trains exactly the marked turns (also in README's publishing section).
 EXACT_BECAUSE = (
@@ -51,6 +52,8 @@ def _code(repo_id: str, config: Config, private: bool) -> str:
     if config.name == CANONICAL:  # for analysis: no trainer lines (TRL would train every token)
         return "\n".join(["from datasets import load_dataset", "", *login, f"rows = {load}",
                           'marked = sum(sum(mask) for mask in rows["loss_mask"])'])
+    if config.name in (MESSAGES, SHAREGPT):  # read by other trainers: their settings are under "Which trainer"
+        return "\n".join(["from datasets import load_dataset", "", *login, f"rows = {load}"])
     if config.name == PREFERENCE:
         body = ["from datasets import load_dataset", "from trl import DPOConfig, DPOTrainer", "", *login,
                 f"pairs = {load}",
@@ -109,7 +112,8 @@ def _preference_text(config: Config) -> tuple[str, str]:
 def _tokenized_text(config: Config, tokenizer: Any, template: Any, default: Config) -> tuple[str, str]:
     marked, tokens = _total(config.facts, "marked_tokens") or 0, _total(config.facts, "tokens") or 0
     who = _name(tokenizer, "given to publish")
-    holds = (f"`input_ids`, `attention_mask` and `assistant_masks` for the tokenizer {who} and "
+    holds = (f"`input_ids`, `attention_mask`, `assistant_masks` and `labels` (-100 where `assistant_masks` is 0) "
+             f"for the tokenizer {who} and "
              f"{_name(template, 'its chat template')}, made by this package's token mask from `loss_mask`: "
              f"{_share(marked, tokens)} tokens are marked.")
     trains = "`SFTTrainer` with default settings trains exactly the `assistant_masks` tokens of these rows."
@@ -120,6 +124,30 @@ def _tokenized_text(config: Config, tokenizer: Any, template: Any, default: Conf
                    f"here: {verdict}. A pass over these rows processes {tokens} tokens; over the default config, "
                    f"whose rows repeat the earlier turns of their conversation, {default_tokens}.")
     return holds, trains + " Only valid with this tokenizer."
+
+
+def _messages_text(config: Config, canonical: Config | None) -> tuple[str, str]:
+    rows, weighted = _total(config.facts, "rows") or 0, _total(config.facts, "weighted_messages") or 0
+    messages = _total(config.facts, "messages") or 0
+    unmarked = _total(canonical.facts, "rows_without_marked_turn") if canonical else None
+    holds = ("Whole conversations in OpenAI chat shape (tool-call arguments as JSON values) with `tools`; every "
+             "message carries `weight` (1 on a loss-carrying turn, 0 elsewhere) and `loss` (the same as a bool). "
+             f"{rows} conversations, {_share(weighted, messages)} messages with weight 1"
+             + (f"; the {unmarked} rows that mark no turn are left out." if unmarked else "."))
+    trains = ("For trainers that read a per-message flag: axolotl (`message_field_training: weight`), ms-swift "
+              "(`loss`), and the OpenAI, Together and Fireworks formats (`weight`); see \"Which trainer\". A "
+              "trainer that ignores the flags (`SFTTrainer` on `messages`) trains every token.")
+    return holds, trains
+
+
+def _sharegpt_text(config: Config) -> tuple[str, str]:
+    rows = _total(config.facts, "rows") or 0
+    holds = ("LLaMA-Factory's sharegpt rows: `conversations` of `{from, value}` (human, gpt, function_call, "
+             "observation), `system` and `tools` (JSON text). One row per loss-carrying turn, ending at that turn: "
+             f"{rows} rows. Plain strings only, so it loads on datasets 4.0 (LLaMA-Factory's pin).")
+    trains = ("LLaMA-Factory with `mask_history: true` trains the last turn of each row, so each marked turn "
+              "once; without it, every assistant turn of the history too.")
+    return holds, trains
 
 
 def config_views(configs: Sequence[Config], *, repo_id: str, private: bool, tokenizer: Any = None,
@@ -134,6 +162,10 @@ def config_views(configs: Sequence[Config], *, repo_id: str, private: bool, toke
             holds, trains = _canonical_text(config)
         elif config.name == PREFERENCE:
             holds, trains = _preference_text(config)
+        elif config.name == MESSAGES:
+            holds, trains = _messages_text(config, by_name.get(CANONICAL))
+        elif config.name == SHAREGPT:
+            holds, trains = _sharegpt_text(config)
         else:
             holds, trains = _tokenized_text(config, tokenizer, template, by_name[DEFAULT])
         views.append({"name": config.name, "holds": holds, "trains": trains,

@@ -9,12 +9,14 @@ metadata (built-in types only), so ``load_dataset(repo, name)`` and a plain
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from datasets import Features
 from datasets import config as datasets_config
 from datasets.info import DatasetInfo, DatasetInfosDict
 from datasets.splits import SplitDict, SplitInfo
@@ -41,6 +43,11 @@ def write_shards(configs: Sequence[Config], folder: Path, max_shard_size: int | 
     return written
 
 
+def _has_json(features: Features) -> bool:
+    """Whether a ``Json`` feature appears anywhere in ``features`` (by its serialised type name)."""
+    return '"_type": "Json"' in json.dumps(features.to_dict())
+
+
 def _with_metadata(table: pa.Table, config: Config) -> pa.Table:
     return table.replace_schema_metadata(config.features.arrow_schema.metadata)
 
@@ -65,14 +72,20 @@ def operations(folder: Path, paths: Sequence[str], existing: Sequence[str], conf
 
 
 def card_data(configs: Sequence[Config]) -> DatasetCardData:
-    """``configs`` (data_files per split) and ``dataset_info`` (features, rows per split) for the card YAML."""
+    """``configs`` (data_files per split) and ``dataset_info`` (features, rows per split) for the card YAML.
+
+    A config whose features hold ``Json`` gets no ``features`` in the YAML: datasets before 4.7
+    (LLaMA-Factory's 4.0) fails on the YAML's ``Json`` while it lists the configs, so one such
+    config would hide all of them. Its Parquet files still carry their own features (schema
+    metadata), which ``load_dataset`` reads when the card names none."""
     data = DatasetCardData()
     infos = {}
     for config in configs:
         splits = SplitDict()
         for name, table in config.splits.items():
             splits.add(SplitInfo(name=name, num_examples=table.num_rows))
-        infos[config.name] = DatasetInfo(features=config.features, splits=splits, config_name=config.name)
+        features = None if _has_json(config.features) else config.features
+        infos[config.name] = DatasetInfo(features=features, splits=splits, config_name=config.name)
     DatasetInfosDict(infos).to_dataset_card_data(data)
     data["configs"] = [
         {"config_name": config.name, **({"default": True} if i == 0 else {}),

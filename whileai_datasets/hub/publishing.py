@@ -26,7 +26,7 @@ from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
 from whileai_datasets.errors import PublishError
 from whileai_datasets.hub import configs as repo_configs
-from whileai_datasets.hub import layout
+from whileai_datasets.hub import layout, trainer_formats, trainer_gaps
 from whileai_datasets.hub.card import hash_sources, package_versions, render_card
 from whileai_datasets.hub.splits import count_disjoint_groups
 
@@ -49,6 +49,7 @@ class PublishResult(TypedDict):
     private: bool
     splits: dict[str, int]  # rows per split of the default config
     configs: dict[str, dict[str, int]]  # rows per split of every config
+    trainers: dict[str, dict[str, Any]]  # per trainer: its config and the rows it cannot train exactly
 
 
 def publish(
@@ -110,7 +111,8 @@ def publish(
     groups = count_disjoint_groups(splits, split_key) if split_key else None
     source_files = hash_sources(sources or ())
     resolved, origin = _resolve_token(token)
-    built = _build_configs(splits, preference, tokenizer, chat_template, split_key)
+    built, gaps = _build_configs(splits, preference, tokenizer, chat_template, split_key)
+    trainers = trainer_gaps.trainer_report(gaps, {c.name: sum(t.num_rows for t in c.splits.values()) for c in built})
     api = HfApi(token=resolved, library_name="whileai-datasets")
     owner = _whoami(api, origin)
     repo_id = repo_id if "/" in repo_id else f"{owner}/{repo_id}"
@@ -118,7 +120,7 @@ def publish(
     previous = _prepare_repo(api, repo_id, url, private=private, revision=revision)
     card = render_card(layout.card_data(built), repo_id=repo_id, private=private, configs=built, report=report,
                        sources=source_files, split_key=split_key, split_groups=groups, versions=package_versions(),
-                       tokenizer=tokenizer, chat_template=chat_template)
+                       tokenizer=tokenizer, chat_template=chat_template, trainers=trainers)
 
     after_failure = _after_failure_hint(api, repo_id, revision, previous)
     with tempfile.TemporaryDirectory(prefix="whileai-publish-") as tmp:
@@ -131,12 +133,14 @@ def publish(
                                       repo_type="dataset", revision=revision, parent_commit=previous)
     rows = {config.name: {name: table.num_rows for name, table in config.splits.items()} for config in built}
     return PublishResult(repo_id=repo_id, url=url, commit=final.oid, commit_url=final.commit_url,
-                         data_commit=final.oid, private=private, splits=rows[repo_configs.DEFAULT], configs=rows)
+                         data_commit=final.oid, private=private, splits=rows[repo_configs.DEFAULT], configs=rows,
+                         trainers=trainers)
 
 
 def _build_configs(splits: DatasetDict, preference: Dataset | DatasetDict | None, tokenizer: Any,
-                   chat_template: Any, split_key: str | None) -> list[repo_configs.Config]:
-    """Every config's tables, measured, before anything is sent."""
+                   chat_template: Any, split_key: str | None) -> tuple[list[repo_configs.Config], Any]:
+    """Every config's tables, measured, before anything is sent; and the rows each trainer
+    cannot train exactly (``trainer_gaps``)."""
     canonical = {name: repo_configs.canonical_table(ds, f"split {name!r}") for name, ds in splits.items()}
     default = repo_configs.Config(repo_configs.DEFAULT, {
         name: repo_configs.trainer_table(table, f"split {name!r}") for name, table in canonical.items()})
@@ -144,7 +148,7 @@ def _build_configs(splits: DatasetDict, preference: Dataset | DatasetDict | None
         name: repo_configs.canonical_rows(table) for name, table in canonical.items()})
     rows.facts = {name: repo_configs.canonical_facts(table) for name, table in canonical.items()}
     default.facts = {name: {"rows": table.num_rows} for name, table in default.splits.items()}
-    built = [default, rows]
+    built = [default, rows, *_trainer_configs(canonical)]
     if preference is not None:
         pairs = _as_splits(preference, "publish(preference=...)")
         built.append(repo_configs.Config(repo_configs.PREFERENCE, {
@@ -152,14 +156,28 @@ def _build_configs(splits: DatasetDict, preference: Dataset | DatasetDict | None
     if tokenizer is not None:
         keep = (split_key,) if split_key else ()
         tokenized = repo_configs.Config(repo_configs.TOKENIZED, {
-            name: repo_configs.tokenized_table(table, tokenizer, chat_template, keep)
-            for name, table in canonical.items()})
-        tokenized.facts = {name: repo_configs.tokenized_facts(t) for name, t in tokenized.splits.items()}
+            name: trainer_formats.labels_chunk(repo_configs.tokenized_table(table, tokenizer, chat_template, keep),
+                                               f"split {name!r}") for name, table in canonical.items()})
+        tokenized.facts = {name: {**repo_configs.tokenized_facts(t), **trainer_formats.labels_facts(t)}
+                           for name, t in tokenized.splits.items()}
         for name, table in default.splits.items():
             default.facts[name] = repo_configs.completion_tokens(table, tokenizer, chat_template)
         built.append(tokenized)
     _refuse_empty(built)
-    return built
+    gaps = trainer_gaps.merge_gaps(trainer_gaps.chunk_gaps(table, f"split {name!r}")
+                                   for name, table in canonical.items())
+    return built, gaps
+
+
+def _trainer_configs(canonical: Mapping[str, Any]) -> list[repo_configs.Config]:
+    """The ``messages`` and ``sharegpt`` configs (``trainer_formats``), with their facts."""
+    messages = repo_configs.Config(trainer_formats.MESSAGES, {
+        name: trainer_formats.messages_chunk(table, f"split {name!r}") for name, table in canonical.items()})
+    messages.facts = {name: trainer_formats.messages_facts(t) for name, t in messages.splits.items()}
+    sharegpt = repo_configs.Config(trainer_formats.SHAREGPT, {
+        name: trainer_formats.sharegpt_chunk(table, f"split {name!r}") for name, table in canonical.items()})
+    sharegpt.facts = {name: trainer_formats.sharegpt_facts(t) for name, t in sharegpt.splits.items()}
+    return [messages, sharegpt]
 
 
 #: Why a config's split can come out empty, and what to do.
@@ -168,6 +186,10 @@ _EMPTY_HINTS = {
                           "or leave that split out",
     repo_configs.TOKENIZED: "No row has a supervised token with this tokenizer: check the template and loss_mask",
     repo_configs.PREFERENCE: "No pair has a chosen and a rejected turn that differ: pass pairs that contrast",
+    trainer_formats.MESSAGES: "Its rows mark no assistant turn with loss_mask 1: check the export's mask_mode, "
+                              "or leave that split out",
+    trainer_formats.SHAREGPT: "Its rows mark no assistant turn with loss_mask 1: check the export's mask_mode, "
+                              "or leave that split out",
 }
 
 

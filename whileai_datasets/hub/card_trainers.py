@@ -1,0 +1,71 @@
+"""What the card says per trainer: the config it loads, what it trains there (measured on the
+published rows), and the rows it cannot train exactly. The settings themselves (axolotl's YAML,
+LLaMA-Factory's dataset_info.json entry, ms-swift's arguments, TRL's lines) are text in
+templates/dataset_card.md; this module only computes the figures they cite."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from whileai_datasets.hub.configs import CANONICAL, DEFAULT, TOKENIZED, Config
+from whileai_datasets.hub.trainer_formats import MESSAGES, SHAREGPT
+from whileai_datasets.hub.trainer_gaps import AXOLOTL, LLAMA_FACTORY, MS_SWIFT
+
+#: (key the template switches on, display name, config it loads, trainer_report key or None).
+TRAINERS = (
+    ("trl", "TRL", DEFAULT, None),
+    ("unsloth", "Unsloth", DEFAULT, None),
+    ("axolotl", "axolotl", MESSAGES, AXOLOTL),
+    ("llama-factory", "LLaMA-Factory", SHAREGPT, LLAMA_FACTORY),
+    ("ms-swift", "ms-swift", MESSAGES, MS_SWIFT),
+    ("openai", "OpenAI / Together / Fireworks", MESSAGES, None),
+)
+
+
+def _total(config: Config | None, key: str) -> int:
+    if config is None:
+        return 0
+    return sum(int(facts.get(key, 0)) for facts in config.facts.values())
+
+
+def _rows(config: Config | None) -> int:
+    return 0 if config is None else sum(t.num_rows for t in config.splits.values())
+
+
+def trainer_views(configs: Sequence[Config], trainers: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per trainer: key, name, config, what it trains here, and the shapes it reads differently."""
+    by_name = {c.name: c for c in configs}
+    marked = _total(by_name.get(CANONICAL), "marked_turns")
+    weighted = _total(by_name.get(MESSAGES), "weighted_messages")
+    conversations = _rows(by_name.get(MESSAGES))
+    views = []
+    for key, name, config, report_key in TRAINERS:
+        if config not in by_name:
+            continue
+        report = trainers.get(report_key, {}) if report_key else {}
+        inexact = [{"effect": hit["effect"], "rows": hit["rows"], "first": hit["first"]}
+                   for hit in report.get("inexact", {}).values()]
+        views.append({"key": key, "name": name, "config": config,
+                      "trains": _trains(key, marked, weighted, conversations, _rows(by_name.get(SHAREGPT)),
+                                        by_name.get(TOKENIZED)),
+                      "unit": report.get("unit", "rows"), "inexact": inexact})
+    return views
+
+
+def _trains(key: str, marked: int, weighted: int, conversations: int, sharegpt: int,
+            tokenized: Config | None) -> str:
+    if key in ("trl", "unsloth"):
+        text = (f"the {marked} marked turns, each once: `SFTTrainer` trains each row's `completion` (one row per "
+                "marked turn) with default settings")
+        if key == "unsloth":
+            text += "; load with Unsloth's model, train with TRL's `SFTTrainer` as is (no `train_on_responses_only`)"
+        if tokenized is not None:
+            text += (f". On `tokenized`, the {_total(tokenized, 'trained_labels')} tokens whose `labels` are not "
+                     "-100 (this package's mask, whatever the trainer's own template handling does)")
+        return text + "."
+    if key == "llama-factory":
+        return (f"with `mask_history: true`, the last turn of each of the {sharegpt} rows: each of the {marked} "
+                "marked turns once, its history as context.")
+    return (f"the {weighted} messages with weight 1 (`loss` true) in {conversations} conversations: exactly the "
+            f"{marked} marked turns.")
