@@ -12,6 +12,8 @@ from whileai_datasets.hub.configs import CANONICAL, DEFAULT, TOKENIZED, Config
 from whileai_datasets.hub.trainer_formats import MESSAGES, SHAREGPT
 from whileai_datasets.hub.trainer_gaps import AXOLOTL, LLAMA_FACTORY, MS_SWIFT
 
+#: Shapes LLaMA-Factory's converter skips the whole row for (the rest it renders its own way).
+SKIPPED_BY_LF = ("consecutive_assistant_turns", "broken_alternation")
 #: (key the template switches on, display name, config it loads, trainer_report key or None).
 TRAINERS = (
     ("trl", "TRL", DEFAULT, None),
@@ -46,9 +48,14 @@ def trainer_views(configs: Sequence[Config], trainers: Mapping[str, Mapping[str,
         report = trainers.get(report_key, {}) if report_key else {}
         inexact = [{"effect": hit["effect"], "rows": hit["rows"], "first": hit["first"]}
                    for hit in report.get("inexact", {}).values()]
-        views.append({"key": key, "name": name, "config": config,
-                      "trains": _trains(key, marked, weighted, conversations, _rows(by_name.get(SHAREGPT)),
-                                        by_name.get(TOKENIZED)),
+        trains = _trains(key, marked, weighted, conversations, _rows(by_name.get(SHAREGPT)), by_name.get(TOKENIZED))
+        if key == "llama-factory":
+            skipped = sum(int(report.get("inexact", {}).get(shape, {}).get("rows", 0)) for shape in SKIPPED_BY_LF)
+            if skipped:
+                trains += f" It skips {skipped} of these rows (below), so it trains {marked - skipped} of them."
+        if inexact:
+            trains += " Exact except on the rows below."
+        views.append({"key": key, "name": name, "config": config, "trains": trains,
                       "unit": report.get("unit", "rows"), "inexact": inexact})
     return views
 
@@ -65,7 +72,7 @@ def _trains(key: str, marked: int, weighted: int, conversations: int, sharegpt: 
                      "-100 (this package's mask, whatever the trainer's own template handling does)")
         return text + "."
     if key == "llama-factory":
-        return (f"with `mask_history: true`, the last turn of each of the {sharegpt} rows: each of the {marked} "
-                "marked turns once, its history as context.")
-    return (f"the {weighted} messages with weight 1 (`loss` true) in {conversations} conversations: exactly the "
+        return (f"with `mask_history: true`, the last turn of each of the {sharegpt} rows (one per marked turn, "
+                f"{marked} in all), its history as context.")
+    return (f"the {weighted} messages with weight 1 (`loss` true) in {conversations} conversations: the "
             f"{marked} marked turns.")
