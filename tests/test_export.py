@@ -36,11 +36,15 @@ def test_same_names_and_signatures_as_whileai() -> None:
     import whileai.simulations as wai
 
     assert whileai_datasets.export_dataset is whileai_datasets.export_training
+    added = {"export_dataset": ["weights"], "export_preference": []}  # our own options, after all of whileai's
     for name in ("export_dataset", "export_preference"):
-        ours = inspect.signature(getattr(whileai_datasets, name)).parameters
+        ours = list(inspect.signature(getattr(whileai_datasets, name)).parameters.values())
         theirs = inspect.signature(getattr(wai, name)).parameters
-        assert [(p.name, p.kind, p.default) for p in ours.values()] == [
+        assert [(p.name, p.kind, p.default) for p in ours[: len(theirs)]] == [
             (p.name, p.kind, p.default) for p in theirs.values()
+        ]
+        assert [(p.name, p.kind, p.default) for p in ours[len(theirs) :]] == [
+            (extra, inspect.Parameter.KEYWORD_ONLY, None) for extra in added[name]
         ]
 
 

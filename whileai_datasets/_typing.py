@@ -10,6 +10,9 @@ Role = Literal["system", "user", "assistant", "tool"]
 MaskMode = Literal["assistant", "final"]
 OnBadRow = Literal["raise", "skip"]
 ExportFormat = Literal["openai", "trl", "fireworks"]
+#: Which messages of an OpenAI export carry ``weight``: assistant turns only (OpenAI, Fireworks) or every
+#: message, context at 0 (Together, where any weight makes it read the weights of every message).
+MessageWeights = Literal["assistant", "all"]
 TrlKind = Literal["training", "completion", "preference"]
 
 JsonValue = Any

@@ -47,6 +47,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--push-to", metavar="REPO_ID", help="also publish the written rows to a private Hub repo")
     parser.add_argument("--preference", action="store_true", help="IN holds chosen/rejected pairs: export_preference")
     parser.add_argument("--keep-ties", action="store_true", help="with --preference, keep pairs marked tie")
+    parser.add_argument("--weights", choices=("assistant", "all"),
+                        help="with --format openai: write each message's weight from the loss mask (assistant: "
+                        "OpenAI and Fireworks; all: Together, weight 0 on context too)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     ray_cli.add_engine_option(parser)
     parser.set_defaults(run=run)
@@ -74,6 +77,10 @@ def _export(args: argparse.Namespace) -> dict[str, Any]:
     if args.system_prompt_file is not None:
         system = _read(args.system_prompt_file, "the system prompt file")
     tools = _tools(args.tools) if args.tools is not None else None
+    if args.weights and (ray or args.preference):
+        raise ExportFormatError(f"--weights applies to training rows exported by the local engine, not with "
+                                f"{'--engine ray' if ray else '--preference'}", location="--weights",
+                                hint="Drop --weights, or export training rows with the local engine")
     if ray:
         return ray_cli.run_ray_export(args, training_options(args, system, tools))
     if args.preference:
@@ -94,6 +101,7 @@ def _export(args: argparse.Namespace) -> dict[str, Any]:
             str(args.output),
             progress=progress,
             push_to=args.push_to,
+            weights=args.weights,
             **training_options(args, system, tools),
         )
 

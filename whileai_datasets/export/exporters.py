@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from whileai_datasets._typing import MessageWeights
 from whileai_datasets.errors import ExportFormatError
 from whileai_datasets.export import overwrite, pipeline, reports, sources
 from whileai_datasets.export import writer as export_writer
@@ -61,6 +62,7 @@ def export_training(
     max_tool_output_chars: int | None = None,
     format: str = "openai",
     push_to: str | None = None,
+    weights: MessageWeights | None = None,
 ) -> dict[str, Any]:
     """Write training rows as whileai's ``export_dataset`` does, gated, and return its report.
 
@@ -77,6 +79,11 @@ def export_training(
         push_to: A Hub dataset repo to publish the exported rows to, privately
             (``whileai_datasets.hub.publish``: the trainer-exact default config,
             the canonical rows, a card); the report gains ``hub``.
+        weights: With ``format="openai"``, also write each message's ``weight`` (1 where
+            ``loss_mask`` is 1, else 0), so a file uploaded for fine-tuning trains exactly the
+            mask: ``"assistant"`` puts it on assistant turns only (OpenAI, Fireworks), ``"all"``
+            on every message (Together, which then reads every message's weight). None
+            (default): the file is byte-equal to whileai's.
     Returns:
         whileai's report: ``n``, ``format``, ``with_system``, ``with_tools``,
         ``groups``, ``tool_call_roundtrip``, ``mask_mode``, ``unrolled``,
@@ -103,14 +110,27 @@ def export_training(
         max_tool_output_chars=max_tool_output_chars,
         format=format,
         push_to=push_to,
+        weights=weights,
     )
 
 
 export_dataset = export_training
 
 
-def _check_options(format: str, mask_mode: str) -> None:
+def _check_options(format: str, mask_mode: str, weights: str | None = None) -> None:
     gates.check_format(format)
+    if weights is not None and weights not in wire.MESSAGE_WEIGHTS:
+        raise ExportFormatError(
+            f"weights must be one of {', '.join(map(repr, wire.MESSAGE_WEIGHTS))} or None, got {weights!r}",
+            location="weights",
+            hint="'assistant' for OpenAI and Fireworks files, 'all' for Together's.",
+        )
+    if weights is not None and format != "openai":
+        raise ExportFormatError(
+            f"weights apply to format='openai' files, got format={format!r}",
+            location="weights",
+            hint="Fireworks rows already carry weight on assistant turns; TRL reads no per-message weight.",
+        )
     if mask_mode not in MASK_MODES:
         raise ExportFormatError(
             f"mask_mode must be one of {', '.join(map(repr, MASK_MODES))}, got {mask_mode!r}",
@@ -123,7 +143,7 @@ def run_training(
     source: Any, output: str | None, *, progress: Progress | None = None, **options: Any
 ) -> dict[str, Any]:
     """``export_training`` with a progress callback (source rows done per chunk)."""
-    _check_options(options["format"], options["mask_mode"])
+    _check_options(options["format"], options["mask_mode"], options.get("weights"))
     overwrite.refuse_overwrite(output, overwrite.input_paths(source))
     # opened before the source is read: an export to the same path that finishes meanwhile is noticed at commit
     writer = export_writer.open_writer(output, export_writer.TRAINING_NULLS) if output else None

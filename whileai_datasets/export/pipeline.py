@@ -82,7 +82,8 @@ def training_chunk(
         for name in grouping.GROUP_COLUMNS:
             table = _arrow.set_column(table, name, groups[name].slice(offset, table.num_rows))
     fmt = options["format"]
-    if options["unroll"] and memoize and fmt != "fireworks" and not _trl_images(table, fmt):
+    weights = options.get("weights")
+    if options["unroll"] and memoize and fmt != "fireworks" and not weights and not _trl_images(table, fmt):
         return _unrolled_jsonl_chunk(table, fmt)
     if options["unroll"]:
         table = unrolling.unroll_table(table)
@@ -95,6 +96,9 @@ def training_chunk(
         return rows, rows, table.num_rows
     rows = wire.openai_table(table)
     written = wire.fireworks_table(rows) if fmt == "fireworks" else rows
+    if weights:  # per sample: an unrolled sample marks only its last turn
+        lists = wire.weighted_messages(_arrow.column(rows, "messages"), _arrow.column(rows, "loss_mask"), weights)
+        written = _arrow.set_column(rows, "messages", lists)
     return rows, written, table.num_rows
 
 

@@ -156,6 +156,25 @@ def fireworks_messages(lists: pa.Array, mask: pa.Array | None, *, keep_tool_call
     return _arrow.relist(lists, _arrow.replace_fields(messages, **fields))
 
 
+#: ``weighted_messages``' vocabulary (``_typing.MessageWeights``).
+MESSAGE_WEIGHTS = ("assistant", "all")
+
+
+def weighted_messages(lists: pa.Array, mask: pa.Array, weights: str) -> pa.Array:
+    """OpenAI message lists with a ``weight`` key from the loss mask (1 where it is set, else 0):
+    on assistant turns only (``"assistant"``), or on every message (``"all"``)."""
+    messages = _arrow.flat(lists)
+    flags = _arrow.flat(mask)
+    if len(flags) != len(messages):
+        raise SchemaError("loss_mask and messages have different lengths", location="column 'loss_mask'",
+                          hint="Recompute it with loss_mask(mode) before exporting with weights.")
+    weight = pc.if_else(pc.fill_null(pc.not_equal(flags, 0), False), _WEIGHT_1, _WEIGHT_0)
+    if weights == "assistant":
+        assistant = pc.fill_null(pc.equal(pc.struct_field(messages, "role"), "assistant"), False)
+        weight = pc.if_else(assistant, weight, pa.scalar(None, pa.string()))
+    return _arrow.relist(lists, _arrow.replace_fields(messages, extra=weight.cast(pa.json_())))
+
+
 def _nulls(array: pa.Array) -> pa.Array | None:
     return array.is_null() if array.null_count else None
 
