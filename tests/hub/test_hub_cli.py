@@ -57,6 +57,8 @@ def test_push_publishes_a_parquet_file_split_by_key_and_prints_json(alice, hub, 
     assert done["code"] == 0
     assert result["private"] is True
     assert result["configs"]["canonical"] == {"train": 2, "holdout": 2}
+    assert result["trainers"]["llama-factory"] == {"config": "sharegpt", "rows": 8, "exact": True, "inexact": {},
+                                                   "unit": "rows (one per marked turn)"}
     assert result["commit"] == hub.head(repo_id, alice.token)
     assert sorted(groups) == ["holdout", "train"]
     assert not set(groups["train"]) & set(groups["holdout"])

@@ -77,7 +77,12 @@ def run(args: argparse.Namespace) -> int:
                             for name, counts in result["configs"].items())
         print(f"Published {result['repo_id']} ({visibility}; {splits} rows) at {result['commit']}\n"
               f"  configs  {configs}\n  load     load_dataset({result['repo_id']!r}, split=...)  "
-              f"# the default config: SFTTrainer trains exactly the marked turns\n{result['url']}")
+              f"# the default config: SFTTrainer trains exactly the marked turns")
+        for trainer, found in result["trainers"].items():
+            for shape in found["inexact"].values():  # rows a trainer reads differently: the card says more
+                print(f"  {trainer}  {shape['rows']} of {found['rows']} {found['unit']} of `{found['config']}` "
+                      f"not exact: {shape['effect']} (first: {shape['first']})")
+        print(result["url"])
     return EXIT_OK
 
 
