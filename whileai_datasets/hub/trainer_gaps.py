@@ -163,9 +163,9 @@ def _alternation(chunk: _Chunk) -> tuple[np.ndarray, np.ndarray]:
     opens the offending turn)."""
     leading = chunk.system & (chunk.position == 0)
     turns = merged_turns(chunk.flat, chunk.parent, chunk.position, leading)
-    tags = np.asarray(turns.values.field("from").to_numpy(zero_copy_only=False), dtype=object)
-    response = np.isin(tags, ("gpt", "function_call"))
-    prompt = np.isin(tags, ("human", "observation"))
+    tags = turns.values.field("from")
+    response = _arrow.to_numpy_bool(pc.is_in(tags, pa.array(["gpt", "function_call"])))
+    prompt = _arrow.to_numpy_bool(pc.is_in(tags, pa.array(["human", "observation"])))
     turn_row = np.repeat(np.arange(len(turns.row_start)), np.diff(np.append(turns.row_start, len(tags))))
     slot = np.arange(len(tags)) - turns.row_start[turn_row] if len(tags) else np.zeros(0, np.int64)
     wrong = np.where(slot % 2 == 0, ~prompt, ~response)
