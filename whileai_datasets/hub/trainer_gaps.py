@@ -121,7 +121,7 @@ def _by_conversation(chunk: _Chunk, flags: np.ndarray) -> dict[str, Any]:
     """Conversations of the ``messages`` config (rows with a marked turn) with a flagged message."""
     hits = np.flatnonzero(flags & chunk.trained_row[chunk.parent])
     rows = np.unique(chunk.parent[hits])
-    return {"rows": int(len(rows)), "first": chunk.location(int(hits[0])) if len(hits) else None}
+    return {"rows": len(rows), "first": chunk.location(int(hits[0])) if len(hits) else None}
 
 
 def _sharegpt_gaps(chunk: _Chunk, flags: Mapping[str, np.ndarray]) -> dict[str, dict[str, Any]]:
@@ -153,8 +153,10 @@ def _span_hits(chunk: _Chunk, flags: np.ndarray, begin: np.ndarray, end: np.ndar
 
 
 def _span_count(flags: np.ndarray, begin: np.ndarray, end: np.ndarray) -> np.ndarray:
-    total = np.concatenate([[0], np.cumsum(flags)])
-    return total[end + 1] - total[begin]
+    """Per span ``[begin, end]``: how many of its messages are flagged."""
+    total = np.concatenate([[0], np.cumsum(flags, dtype=np.int64)])
+    counts: np.ndarray = total[end + 1] - total[begin]
+    return counts
 
 
 def _alternation(chunk: _Chunk) -> tuple[np.ndarray, np.ndarray]:
