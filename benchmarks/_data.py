@@ -88,3 +88,15 @@ def make_export_file(path: str | os.PathLike[str] | None, n_rows: int, seed: int
             handle.write(line + "\n")
     tmp.replace(target)
     return target
+
+
+def load_benchmark_rows(n_rows: int, cache_dir: str, seed: int = 0) -> Any:
+    """The canonical ``Dataset`` of the ``n_rows`` benchmark file (``make_export_file``), loaded
+    through the ``whileai/export`` builder with the benchmark's system prompt and tools."""
+    import datasets
+
+    import whileai_datasets  # noqa: F401  (registers the builder)
+
+    path = make_export_file(None, n_rows, seed)
+    return datasets.load_dataset("whileai/export", data_files=str(path), split="train", cache_dir=cache_dir,
+                                 system_prompt=SYSTEM_PROMPT, tools=TOOLS)

@@ -27,7 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 
-from benchmarks._data import SYSTEM_PROMPT, TOOLS, make_export_file  # noqa: E402
+from benchmarks._data import load_benchmark_rows  # noqa: E402
 
 
 def arrow_configs(ds: Any) -> tuple[Any, Any]:
@@ -73,13 +73,10 @@ def main() -> None:
     import datasets
     from datasets import Features
 
-    import whileai_datasets  # noqa: F401
     from whileai_datasets.transforms._portable import portable_features
 
-    path = make_export_file(None, args.rows)
     with tempfile.TemporaryDirectory() as cache:
-        ds = datasets.load_dataset("whileai/export", data_files=str(path), split="train", cache_dir=cache,
-                                   system_prompt=SYSTEM_PROMPT, tools=TOOLS)
+        ds = load_benchmark_rows(args.rows, cache)
         default, canonical = arrow_configs(ds)
         default_features = Features(portable_features(default.schema))
         canonical_features = Features(portable_features(canonical.schema))

@@ -28,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 
-from benchmarks._data import SYSTEM_PROMPT, TOOLS, make_export_file  # noqa: E402
+from benchmarks._data import load_benchmark_rows  # noqa: E402
 
 
 def arrow_side(canonical: Any, chunk: int) -> tuple[Any, Any, Any]:
@@ -117,10 +117,8 @@ def main() -> None:
     from whileai_datasets.hub import configs
     from whileai_datasets.transforms._portable import portable_features
 
-    path = make_export_file(None, args.rows)
     with tempfile.TemporaryDirectory() as cache:
-        ds = datasets.load_dataset("whileai/export", data_files=str(path), split="train", cache_dir=cache,
-                                   system_prompt=SYSTEM_PROMPT, tools=TOOLS)
+        ds = load_benchmark_rows(args.rows, cache)
         canonical = configs.canonical_table(ds, "bench")
         messages, sharegpt, gaps = arrow_side(canonical, args.chunk)
         features = Features(portable_features(messages.schema)), Features(portable_features(sharegpt.schema))

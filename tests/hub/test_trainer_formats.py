@@ -232,7 +232,8 @@ def test_two_assistant_turns_in_a_row_are_reported_for_llama_factory_and_ms_swif
     assert found["llama-factory"]["consecutive_assistant_turns"] == {
         "rows": 2, "first": "split 'train', row 11, messages[3]"}
     assert found["llama-factory"]["broken_alternation"]["rows"] == 0
-    assert found["ms-swift"]["consecutive_assistant_turns"] == {"rows": 1, "first": "split 'train', row 11, messages[3]"}
+    assert found["ms-swift"]["consecutive_assistant_turns"] == {"rows": 1,
+                                                               "first": "split 'train', row 11, messages[3]"}
     assert found["axolotl"]["empty_marked_turn"]["rows"] == 0
 
 
@@ -285,6 +286,19 @@ def test_gaps_of_chunks_add_up_to_the_gaps_of_the_whole():
     parts = trainer_gaps.merge_gaps(trainer_gaps.chunk_gaps(table.slice(i, 1), "s", offset=i) for i in range(3))
 
     assert parts == whole
+    flat = trainer_gaps.gap_facts(table, table)
+    assert flat["llama-factory/consecutive_assistant_turns"] == whole["llama-factory"]["consecutive_assistant_turns"][
+        "rows"] == 2
+    assert flat["axolotl/empty_marked_turn"] == 1 and len(flat) == sum(map(len, trainer_gaps.EFFECTS.values()))
+
+
+def test_weighted_messages_are_counted_even_when_arguments_mention_a_weight():
+    calls = _assistant("", _call("c1", {"weight": 1, "loss": True}))
+    table = _table([([_user('"weight": 1, "loss": true}'), calls, _tool("c1", "ok"), _assistant("x")], [0, 1, 0, 0])])
+
+    facts = trainer_formats.messages_facts(trainer_formats.messages_chunk(table, "t"))
+
+    assert facts == {"messages": 4, "weighted_messages": 1}
 
 
 def test_marked_messages_of_a_chunk_are_the_flattened_loss_mask():

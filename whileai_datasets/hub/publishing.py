@@ -173,10 +173,12 @@ def _trainer_configs(canonical: Mapping[str, Any]) -> list[repo_configs.Config]:
     """The ``messages`` and ``sharegpt`` configs (``trainer_formats``), with their facts."""
     messages = repo_configs.Config(trainer_formats.MESSAGES, {
         name: trainer_formats.messages_chunk(table, f"split {name!r}") for name, table in canonical.items()})
-    messages.facts = {name: trainer_formats.messages_facts(t) for name, t in messages.splits.items()}
+    messages.facts = {name: {"rows": t.num_rows, **trainer_formats.messages_facts(t)}
+                      for name, t in messages.splits.items()}
     sharegpt = repo_configs.Config(trainer_formats.SHAREGPT, {
         name: trainer_formats.sharegpt_chunk(table, f"split {name!r}") for name, table in canonical.items()})
-    sharegpt.facts = {name: trainer_formats.sharegpt_facts(t) for name, t in sharegpt.splits.items()}
+    sharegpt.facts = {name: {"rows": t.num_rows, **trainer_formats.sharegpt_facts(t)}
+                      for name, t in sharegpt.splits.items()}
     return [messages, sharegpt]
 
 

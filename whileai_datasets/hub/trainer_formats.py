@@ -24,7 +24,6 @@ chunk in errors ("split 'train'", "split 'train', rows 1000-1999").
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -45,6 +44,7 @@ OBSERVATION_JOIN = "\n</tool_response>\n<tool_response>\n"
 SHAREGPT_TURN = pa.struct([("from", pa.string()), ("value", pa.string())])
 _TRAINED = '{"weight": 1, "loss": true}'
 _CONTEXT = '{"weight": 0, "loss": false}'
+_WEIGHTED_END = r'"weight": 1, "loss": true\}$'
 
 
 # --- the mask -----------------------------------------------------------------------------------------
@@ -82,12 +82,14 @@ def messages_chunk(canonical: pa.Table, where: str) -> pa.Table:
     return _portable.portable_table(wire.ordered(out, ("messages", "tools")))
 
 
-def messages_facts(chunk: pa.Table) -> dict[str, int]:
-    """Rows, messages and messages with weight 1 of a built ``messages`` chunk (sums over chunks)."""
+def messages_facts(chunk: pa.Table, source: pa.Table | None = None) -> dict[str, int]:
+    """Messages, and messages with weight 1, of a built ``messages`` chunk (counts that add up over
+    chunks; ``source``, the canonical chunk, is not needed)."""
     objects = _arrow.flat(_arrow.column(chunk, "messages"))
     text = objects.storage if isinstance(objects, pa.ExtensionArray) else objects
-    weighted = pc.sum(pc.match_substring(text, '"weight": 1')).as_py() or 0
-    return {"rows": chunk.num_rows, "messages": len(objects), "weighted_messages": int(weighted)}
+    # the weight is the object's last member but one: text inside content or arguments cannot end the object
+    weighted = pc.sum(pc.match_substring_regex(text, _WEIGHTED_END)).as_py() or 0
+    return {"messages": len(objects), "weighted_messages": int(weighted)}
 
 
 # --- sharegpt -----------------------------------------------------------------------------------------
@@ -213,11 +215,12 @@ def labels_chunk(tokenized: pa.Table, where: str) -> pa.Table:
     return _arrow.set_column(tokenized, "labels", _arrow.relist(ids, labels))
 
 
-def labels_facts(chunk: pa.Table) -> dict[str, Any]:
+def labels_facts(chunk: pa.Table, source: pa.Table | None = None) -> dict[str, int]:
+    """Labels, and labels that are trained (not -100), of a built ``tokenized`` chunk."""
     labels = _arrow.flat(_arrow.column(chunk, "labels"))
     return {"labels": len(labels), "trained_labels": int(pc.sum(pc.not_equal(labels, IGNORE_INDEX)).as_py() or 0)}
 
 
-def sharegpt_facts(chunk: pa.Table) -> dict[str, int]:
-    turns = _arrow.flat(_arrow.column(chunk, "conversations"))
-    return {"rows": chunk.num_rows, "turns": len(turns)}
+def sharegpt_facts(chunk: pa.Table, source: pa.Table | None = None) -> dict[str, int]:
+    """Turns of a built ``sharegpt`` chunk."""
+    return {"turns": len(_arrow.flat(_arrow.column(chunk, "conversations")))}

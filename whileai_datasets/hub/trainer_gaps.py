@@ -17,7 +17,8 @@ release: LLaMA-Factory 0.9.5 ``data/converter.py`` / ``formatter.py``, ms-swift 
 * axolotl (``messages``): an empty marked assistant turn (no text, no tool calls) spans no
   tokens in its render diff, so nothing of it is trained, not even its end-of-turn token.
 
-``chunk_gaps(canonical, where, offset=0)`` counts one chunk; ``merge_gaps`` adds chunks up.
+``chunk_gaps(canonical, where, offset=0)`` counts one chunk; ``merge_gaps`` adds chunks up;
+``gap_facts`` gives the same counts as flat integers.
 """
 
 from __future__ import annotations
@@ -182,6 +183,13 @@ def _alternation(chunk: _Chunk) -> tuple[np.ndarray, np.ndarray]:
     doubled[opener[twice]] = True
     broken[opener[wrong & ~twice]] = True
     return doubled, broken
+
+
+def gap_facts(built: pa.Table, source: pa.Table) -> dict[str, int]:
+    """``chunk_gaps`` of the canonical chunk as flat counts ("trainer/shape" -> rows), for a publisher
+    that sums per-chunk integer facts (locations need ``chunk_gaps`` with the chunk's offset)."""
+    found = chunk_gaps(source, "chunk")
+    return {f"{trainer}/{shape}": hit["rows"] for trainer, shapes in found.items() for shape, hit in shapes.items()}
 
 
 def merge_gaps(parts: Iterable[Mapping[str, Mapping[str, Mapping[str, Any]]]]) -> dict[str, dict[str, dict[str, Any]]]:
