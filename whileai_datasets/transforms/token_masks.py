@@ -25,9 +25,10 @@ import numpy as np
 import pyarrow as pa
 
 from whileai_datasets._typing import ON_BAD_ROW, OnBadRow
+from whileai_datasets.chat_template.budget import budget_scope
 from whileai_datasets.chat_template.mask_check import check_row
 from whileai_datasets.chat_template.masking import MaskPlan, encode_arguments, supervised_spans
-from whileai_datasets.errors import SchemaError, TemplateError
+from whileai_datasets.errors import RenderBudgetError, SchemaError, TemplateError
 from whileai_datasets.rows.features import message_from_storage
 from whileai_datasets.transforms._arrow import require_batched
 from whileai_datasets.transforms.token_columns import arrow_columns, numpy_columns, set_column
@@ -141,7 +142,7 @@ def _resolve_template(tokenizer: Any, template: Any) -> Any:
     chat = template if isinstance(template, ChatTemplate) else ChatTemplate(str(template))
     tokens = getattr(tokenizer, "special_tokens_map", None)
     if not chat.special_tokens and tokens:
-        chat = ChatTemplate(chat.text, name=chat.name, special_tokens=dict(tokens))
+        chat = ChatTemplate(chat.text, name=chat.name, special_tokens=dict(tokens), budget=chat.budget)
     return chat
 
 
@@ -264,7 +265,10 @@ class Tokenize:
         for position, (m, t, mask) in enumerate(zip(messages, tools, masks)):
             row = indices[position] if indices is not None else position
             try:
-                found.append(self.checked_spans(m, t, mask, row))
+                with budget_scope(self.chat.budget):  # per row: one row over the budget spoils no other
+                    found.append(self.checked_spans(m, t, mask, row))
+            except RenderBudgetError as err:
+                raise _at_row(err, row) from None  # the template, not the row: skipping would not help
             except TemplateError as err:
                 if self.on_bad_row == "raise":
                     raise _at_row(err, row) from err
@@ -308,7 +312,7 @@ def _at_row(err: TemplateError, row: int) -> TemplateError:
     """``err`` with the row named (render failures name only the template line)."""
     if err.problem.startswith("row "):
         return err
-    return TemplateError(f"row {row}: {err.problem}", location=err.location, hint=err.hint)
+    return type(err)(f"row {row}: {err.problem}", location=err.location, hint=err.hint)
 
 
 def bad_rows_warning(bad: int, total: int, indices: Sequence[int] | None) -> None:
