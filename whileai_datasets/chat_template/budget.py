@@ -9,13 +9,16 @@ Every render therefore runs under a ``RenderBudget``:
   template builds on the way. Operations whose size is known beforehand
   (repetition, ``~``, ``+``, ``join``, padding, printf widths, printing a
   container, ``tojson``) are refused *before* anything is allocated;
-* ``max_seconds`` caps the wall time of one render. The clock is checked on
+* ``max_seconds`` caps the time one render computes: the CPU time of the
+  rendering thread, so a render on a loaded machine (or one waiting for a
+  core) is not refused for time it did not use. The clock is checked on
   every loop pass, call and macro call of the template, so a loop with no
   output still stops.
 
-The defaults are far above any real template: the largest render of the
-shipped templates on a long conversation is a few hundred thousand
-characters in milliseconds. Raise them per template with
+The defaults are far above any real template (``benchmarks/bench_render_budget.py``):
+a 1,601-message agent conversation renders to at most 1.9 million characters
+through the shipped, trl's and the test templates, 6% of ``max_chars``; the
+slowest, Gemma 4's (quadratic in the messages), takes 8.7 s of CPU on it. Raise them per template with
 ``ChatTemplate(..., budget=RenderBudget(...))``, or for every template in the
 process (and datasets' ``num_proc`` workers, which inherit the environment)
 with ``WHILEAI_TEMPLATE_MAX_CHARS`` / ``WHILEAI_TEMPLATE_MAX_SECONDS``.
@@ -26,7 +29,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -39,7 +42,7 @@ from whileai_datasets.errors import RenderBudgetError, TemplateError
 MAX_CHARS_ENV = "WHILEAI_TEMPLATE_MAX_CHARS"
 MAX_SECONDS_ENV = "WHILEAI_TEMPLATE_MAX_SECONDS"
 DEFAULT_MAX_CHARS = 1 << 25  # 33,554,432 characters
-DEFAULT_MAX_SECONDS = 10.0
+DEFAULT_MAX_SECONDS = 60.0
 BUILT_FACTOR = 4  # all the text one render builds, as a multiple of max_chars
 MAX_INT_BITS = 1 << 20  # a product or power with more bits is never a chat template's business
 _CHECK_EVERY = 32  # ticks between two looks at the clock
@@ -52,10 +55,11 @@ class RenderBudget:
     Args:
         max_chars: Most characters the rendered text, and any one string or
             list the template builds, may have.
-        max_seconds: Most wall-clock seconds one render may take.
+        max_seconds: Most seconds of CPU time one render may take (its
+            thread's; waiting for a busy machine does not count).
     Example:
         >>> RenderBudget(max_chars=1_000_000).max_seconds
-        10.0
+        60.0
     """
 
     max_chars: int = DEFAULT_MAX_CHARS
@@ -118,18 +122,21 @@ class Meter:
 
     def __init__(self, budget: RenderBudget) -> None:
         self.budget = budget
-        self.started = time.monotonic()
+        self.started = time.thread_time()  # CPU time of this thread: what the template itself spends
         self.deadline = self.started + budget.max_seconds
         self.ticks = 0
         self.built = 0
 
     def tick(self) -> None:
         self.ticks += 1
-        if self.ticks % _CHECK_EVERY == 0 and time.monotonic() > self.deadline:
-            raise BudgetExceeded(
-                f"the render ran for more than max_seconds={self.budget.max_seconds:g} s of the render budget "
-                f"({self.ticks:,} loop passes and calls so far) and was stopped",
-                _how_to_raise("max_seconds", MAX_SECONDS_ENV))
+        if self.ticks % _CHECK_EVERY == 0 and time.thread_time() > self.deadline:
+            self.late()
+
+    def late(self) -> None:
+        raise BudgetExceeded(
+            f"the render computed for more than max_seconds={self.budget.max_seconds:g} s (CPU) of the render "
+            f"budget ({self.ticks:,} loop passes and calls so far) and was stopped",
+            _how_to_raise("max_seconds", MAX_SECONDS_ENV))
 
     def size(self, chars: int, what: str) -> None:
         """Refuse ``what`` (about to be built, ``chars`` long) when it is over ``max_chars``.
@@ -155,12 +162,6 @@ class Meter:
             raise BudgetExceeded(f"{what} would be a number of about {bits:,} bits (the render budget allows "
                                  f"{MAX_INT_BITS:,})", "No chat template computes numbers like that; do not use it")
 
-    def loop(self, iterable: Iterable[Any]) -> Iterator[Any]:
-        for item in iterable:
-            self.tick()
-            yield item
-
-
 class MeteredIterable:
     """A loop's iterable that ticks the meter on every pass (and keeps ``len`` for ``loop.length``)."""
 
@@ -171,7 +172,12 @@ class MeteredIterable:
         self.meter = meter
 
     def __iter__(self) -> Iterator[Any]:
-        return self.meter.loop(self.items)
+        meter = self.meter
+        for item in self.items:
+            meter.ticks += 1  # Meter.tick, inlined: this runs on every loop pass of every render
+            if meter.ticks % _CHECK_EVERY == 0 and time.thread_time() > meter.deadline:
+                meter.late()
+            yield item
 
     def __len__(self) -> int:
         return len(self.items)
@@ -260,25 +266,41 @@ def metered(name: str, locate: Any) -> Iterator[Meter]:
 # ---------------------------------------------------------------- sizes
 
 
-def _parts(item: Any) -> tuple[int, list[Any]] | None:
-    """(characters of ``item``'s own brackets and separators, its children), or None for a leaf."""
-    if isinstance(item, str):
-        return None
-    if isinstance(item, dict):
-        return 2 + 4 * len(item), [*item.keys(), *item.values()]
-    if isinstance(item, (list, tuple, set, frozenset)):
-        return 2 + 2 * len(item), list(item)
-    if isinstance(item, Namespace):
-        return 13, [item._Namespace__attrs]  # type: ignore[attr-defined]
-    return None
+_SCALARS = frozenset({int, float, bool, type(None)})
 
 
-def _leaf_size(item: Any) -> int:
-    if isinstance(item, str):
+def _size(item: Any, sizes: dict[int, int], limit: int) -> int:
+    kind = type(item)
+    if kind is str:
         return len(item) + 2
-    if isinstance(item, int) and item.bit_length() > 64:
-        return item.bit_length() * 3 // 10 + 1
-    return 8
+    if kind in _SCALARS:
+        return item.bit_length() * 3 // 10 + 1 if kind is int and item.bit_length() > 64 else 8
+    key = id(item)
+    known = sizes.get(key)
+    if known is not None:
+        return known
+    sizes[key] = 5  # while in progress: a cycle prints as "[...]"
+    total = 0
+    if isinstance(item, dict):
+        total = 2 + 4 * len(item)
+        for name, value in item.items():
+            total += _size(name, sizes, limit) + _size(value, sizes, limit)
+            if total > limit:
+                break
+    elif isinstance(item, (list, tuple, set, frozenset)):
+        total = 2 + 2 * len(item)
+        for value in item:
+            total += _size(value, sizes, limit)
+            if total > limit:
+                break
+    elif isinstance(item, Namespace):
+        total = 13 + _size(item._Namespace__attrs, sizes, limit)  # type: ignore[attr-defined]
+    elif isinstance(item, str):
+        total = len(item)
+    else:
+        total = 8
+    sizes[key] = total = min(total, limit + 1)
+    return total
 
 
 def printed_size(value: Any, limit: int) -> int:
@@ -289,20 +311,6 @@ def printed_size(value: Any, limit: int) -> int:
     are memoised per object, so measuring such a structure takes time in the
     number of distinct objects, not in its printed size.
     """
-    if isinstance(value, str):
+    if type(value) is str:
         return len(value)
-    sizes: dict[int, int] = {}
-    stack: list[tuple[Any, bool]] = [(value, False)]
-    while stack:
-        item, expanded = stack.pop()
-        key = id(item)
-        parts = _parts(item)
-        if parts is None:
-            sizes[key] = _leaf_size(item)
-        elif expanded:
-            sizes[key] = min(parts[0] + sum(sizes[id(child)] for child in parts[1]), limit + 1)
-        elif key not in sizes:
-            sizes[key] = 5  # while in progress: a cycle prints as "[...]"
-            stack.append((item, True))
-            stack.extend((child, False) for child in parts[1] if id(child) not in sizes)
-    return sizes[id(value)]
+    return _size(value, {}, limit)

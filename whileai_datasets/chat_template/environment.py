@@ -195,6 +195,9 @@ def trusted(function: Callable[..., Any]) -> Callable[..., Any]:
     return function
 
 
+_NUMBERS = frozenset({int, float})
+
+
 class _MeteredCodeGenerator(CodeGenerator):
     """Compiles every ``for`` loop over a metered iterable and every ``~`` through a size check."""
 
@@ -252,6 +255,11 @@ class ChatEnvironment(ImmutableSandboxedEnvironment):
         return check_result(meter, super().call(__context, __obj, *args, **kwargs), "the call's result")
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        kind = type(left)
+        if operator == "+" and kind is type(right) and (kind is str or kind in _NUMBERS):
+            if kind is str:  # the common cases (strings, loop counters) first
+                _meter().size(len(left) + len(right), "str + str")
+            return left + right
         meter = _meter()
         check_binop(meter, operator, left, right)
         return check_result(meter, self.binop_table[operator](left, right), f"the {operator!r} result")
@@ -276,7 +284,10 @@ class ChatEnvironment(ImmutableSandboxedEnvironment):
 
     def metered_concat(self, parts: tuple[Any, ...]) -> str:
         meter = _meter()
-        meter.size(sum(printed_size(part, meter.budget.max_chars) for part in parts), "the ~ concatenation")
+        total = 0
+        for part in parts:
+            total += len(part) if type(part) is str else printed_size(part, meter.budget.max_chars)
+        meter.size(total, "the ~ concatenation")
         return "".join(map(str, parts))
 
     def concat(self, parts: Any) -> str:  # type: ignore[override]

@@ -37,8 +37,12 @@ def check_binop(meter: Meter, op: str, left: Any, right: Any) -> None:
         elif type(left) is int and type(right) is int:
             meter.int_bits(left.bit_length() + right.bit_length(), "the product")
     elif op == "+":
-        if isinstance(left, _SEQUENCES) and isinstance(right, _SEQUENCES):
-            meter.size(len(left) + len(right), f"{type(left).__name__} + {type(right).__name__}")
+        if isinstance(left, str) and isinstance(right, str):
+            meter.size(len(left) + len(right), "str + str")
+        elif isinstance(left, (list, tuple)) and isinstance(right, (list, tuple)):
+            limit = meter.budget.max_chars  # items may be shared lists: measure them printed
+            meter.size(printed_size(left, limit) + printed_size(right, limit), f"{type(left).__name__} + "
+                       f"{type(right).__name__}, printed,")
     elif op == "%":
         if isinstance(left, str):
             meter.size(printf_size(meter, left, right), "the %-formatted string")
