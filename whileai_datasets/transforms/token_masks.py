@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from whileai_datasets._options import check_count
 from whileai_datasets._typing import ON_BAD_ROW, OnBadRow
 from whileai_datasets.chat_template.budget import budget_scope
 from whileai_datasets.chat_template.mask_check import check_row
@@ -188,8 +189,8 @@ class Tokenize:
     encoder: PieceEncoder = field(default_factory=PieceEncoder, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.max_length is not None and self.max_length < 1:
-            raise SchemaError(f"max_length must be at least 1, got {self.max_length}", hint="Pass a positive number or None.")
+        check_count(self.max_length, "max_length", minimum=1, error=SchemaError, location="tokenize",
+                    hint="Pass a positive number of tokens, or None to keep whole rows.")
         if self.on_bad_row not in ON_BAD_ROW:
             raise SchemaError(f"on_bad_row must be one of {', '.join(map(repr, ON_BAD_ROW))}, got {self.on_bad_row!r}",
                               hint="Pass on_bad_row='raise' or on_bad_row='skip'.")
