@@ -198,14 +198,26 @@ def trusted(function: Callable[..., Any]) -> Callable[..., Any]:
 _NUMBERS = frozenset({int, float})
 
 
+_METERED_LOOP = "metered_loop"
+
+
 class _MeteredCodeGenerator(CodeGenerator):
     """Compiles every ``for`` loop over a metered iterable and every ``~`` through a size check."""
 
     def visit_For(self, node: nodes.For, frame: Frame) -> None:
-        metered = nodes.Call(nodes.EnvironmentAttribute("metered_loop"), [node.iter], [], None, None,
+        metered = nodes.Call(nodes.EnvironmentAttribute(_METERED_LOOP), [node.iter], [], None, None,
                              lineno=node.lineno)
         super().visit_For(nodes.For(node.target, metered, node.body, node.else_, node.test, node.recursive,
                                     lineno=node.lineno), frame)
+
+    def visit_Call(self, node: nodes.Call, frame: Frame, **kwargs: Any) -> None:
+        target = node.node
+        if isinstance(target, nodes.EnvironmentAttribute) and target.name == _METERED_LOOP:
+            self.write(f"environment.{_METERED_LOOP}(")  # our own call: no sandbox check on it
+            self.visit(node.args[0], frame)
+            self.write(")")
+            return
+        super().visit_Call(node, frame, **kwargs)
 
     def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
         if frame.eval_ctx.volatile or frame.eval_ctx.autoescape:
@@ -258,7 +270,7 @@ class ChatEnvironment(ImmutableSandboxedEnvironment):
         kind = type(left)
         if operator == "+" and kind is type(right) and (kind is str or kind in _NUMBERS):
             if kind is str:  # the common cases (strings, loop counters) first
-                _meter().size(len(left) + len(right), "str + str")
+                _meter().add(len(left) + len(right), "str + str")
             return left + right
         meter = _meter()
         check_binop(meter, operator, left, right)
@@ -277,7 +289,6 @@ class ChatEnvironment(ImmutableSandboxedEnvironment):
 
         return checked
 
-    @trusted
     def metered_loop(self, iterable: Any) -> Any:
         meter = current_meter()
         return iterable if meter is None else MeteredIterable(iterable, meter)
@@ -287,13 +298,13 @@ class ChatEnvironment(ImmutableSandboxedEnvironment):
         total = 0
         for part in parts:
             total += len(part) if type(part) is str else printed_size(part, meter.budget.max_chars)
-        meter.size(total, "the ~ concatenation")
+        meter.add(total, "the ~ concatenation")
         return "".join(map(str, parts))
 
     def concat(self, parts: Any) -> str:  # type: ignore[override]
         """Joins a macro's, a ``{% set %}`` block's or a filter block's output, measured first."""
         if type(parts) is list:
-            _meter().size(sum(map(len, parts)), "a macro's or {% set %} block's text")
+            _meter().add(sum(map(len, parts)), "a macro's or {% set %} block's text")
         return "".join(parts)
 
 

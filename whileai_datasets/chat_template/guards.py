@@ -119,7 +119,7 @@ def check_call(meter: Meter, obj: Any, args: tuple[Any, ...], kwargs: dict[str, 
 def check_result(meter: Meter, result: Any, what: str) -> Any:
     """Count a result just built (refusing it when it is over the budget after all)."""
     if isinstance(result, (str, list, tuple)) and len(result) > 64:
-        meter.size(len(result), what)
+        meter.add(len(result), what)
     return result
 
 
