@@ -25,7 +25,6 @@ from pathlib import Path
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from whileai_datasets.chat_template import ChatTemplate
-from whileai_datasets.chat_template.budget import DEFAULT_MAX_CHARS, DEFAULT_MAX_SECONDS
 from whileai_datasets.chat_template.render import render_plain
 from whileai_datasets.errors import TemplateError
 
@@ -66,6 +65,8 @@ def templates() -> dict[str, ChatTemplate]:
 
 
 def largest(messages: list[dict]) -> None:
+    from whileai_datasets.chat_template.budget import DEFAULT_MAX_CHARS, DEFAULT_MAX_SECONDS
+
     sizes: list[tuple[int, float, str]] = []
     for name, chat in templates().items():
         start = time.thread_time()  # the budget's clock: CPU time of this thread
@@ -120,12 +121,35 @@ class _NoGeneration(Extension):
         return nodes.Scope(body).set_lineno(lineno)
 
 
+def per_render(messages: list[dict], label: str) -> None:
+    """CPU time per render of three shipped templates, best of 7 x 60 (runs on a checkout without the budget
+    too, for a side-by-side run: ``PYTHONPATH=<that checkout> python benchmarks/bench_render_budget.py --per-render``)."""
+    figures = []
+    for family in ("qwen2_5", "llama3_1", "gptoss"):
+        chat = ChatTemplate.shipped(family)
+        render_plain(chat.text, messages, tools=TOOLS, kwargs=chat.special_tokens)
+        best = float("inf")
+        for _ in range(7):
+            start = time.thread_time()
+            for _ in range(60):
+                render_plain(chat.text, messages, tools=TOOLS, kwargs=chat.special_tokens)
+            best = min(best, (time.thread_time() - start) / 60)
+        figures.append(f"{family} {best * 1e3:.3f} ms")
+    print(label, ", ".join(figures))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=400)
     parser.add_argument("--tool-chars", type=int, default=4000)
     parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--per-render", action="store_true", help="only the CPU time per short render")
     args = parser.parse_args()
+    if args.per_render:
+        import whileai_datasets
+
+        per_render(conversation(4, 400), str(Path(whileai_datasets.__file__).parent.parent))
+        return
     largest(conversation(args.turns, args.tool_chars))
     overhead(conversation(4, 400), args.rounds)
 
