@@ -35,6 +35,7 @@ import pyarrow as pa
 from datasets.builder import Key
 from datasets.exceptions import DatasetGenerationError
 
+from whileai_datasets._options import check_count, check_flag
 from whileai_datasets._typing import MASK_MODES, ON_BAD_ROW
 from whileai_datasets.builders import cache_space, inputs
 from whileai_datasets.errors import ExportFormatError, WhileaiError
@@ -136,10 +137,10 @@ class WhileaiExportConfig(datasets.BuilderConfig):
                 f"on_bad_row must be one of {', '.join(map(repr, ON_BAD_ROW))}, got {self.on_bad_row!r}",
                 hint="Pick one of those.",
             )
-        if self.chunk_rows < 1:
-            raise ExportFormatError(
-                f"chunk_rows must be at least 1, got {self.chunk_rows}", hint="Pass a positive number."
-            )
+        check_count(self.chunk_rows, "chunk_rows", minimum=1, optional=False,
+                    hint="Pass a positive number of rows per Arrow chunk.")
+        check_flag(self.keep_message_keys, "keep_message_keys")
+        check_flag(self.leak_facts, "leak_facts")
         if isinstance(self.shard_bytes, bool) or not isinstance(self.shard_bytes, int) or self.shard_bytes < 0:
             raise ExportFormatError(
                 f"shard_bytes must be a whole number of bytes, 0 or more, got {self.shard_bytes!r}",

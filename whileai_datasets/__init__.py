@@ -19,10 +19,11 @@ from whileai_datasets._version import __version__ as __version__
 from whileai_datasets.builders import registry as _registry
 from whileai_datasets.builders.bad_rows import bad_rows
 from whileai_datasets.builders.whileai_export import BadRowsWarning, WhileaiExportConfig
-from whileai_datasets.chat_template import ChatTemplate, TemplateReport
+from whileai_datasets.chat_template import ChatTemplate, RenderBudget, TemplateReport
 from whileai_datasets.errors import (
     ExportFormatError,
     PublishError,
+    RenderBudgetError,
     SchemaError,
     TemplateError,
     UnsupportedVersionError,
@@ -43,6 +44,8 @@ __all__ = [
     "PREFERENCE_FEATURES",
     "PublishError",
     "RAW_FEATURES",
+    "RenderBudget",
+    "RenderBudgetError",
     "SchemaError",
     "TemplateError",
     "TemplateReport",

@@ -45,6 +45,10 @@ class TemplateError(WhileaiError, ValueError):
     """A chat template cannot be parsed, inspected, patched or rendered."""
 
 
+class RenderBudgetError(TemplateError):
+    """A chat template's render went over its ``RenderBudget`` (output size or wall time)."""
+
+
 class PublishError(WhileaiError, RuntimeError):
     """Publishing to the Hub was refused or failed."""
 

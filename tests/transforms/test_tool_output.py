@@ -21,7 +21,7 @@ def _rows() -> list[dict[str, Any]]:
     return seeded_rows(0, "sft") + edge_rows() + [{"messages": [{"role": "user", "content": "x"}, long, long]}]
 
 
-@pytest.mark.parametrize("max_chars", [200, 40, 1, 0, -5, 7.9])
+@pytest.mark.parametrize("max_chars", [200, 40, 1, 0])
 def test_cut_marker_and_counts_equal_whileai(max_chars: Any) -> None:
     rows = _rows()
     table = wai_transforms.truncate_tool_output(max_chars)(canonical(rows))
@@ -81,6 +81,11 @@ def test_batch_size_one_equals_one_big_batch() -> None:
     assert one.data.to_pylist() == big.data.to_pylist()
 
 
-def test_max_chars_must_be_a_number() -> None:
-    with pytest.raises(SchemaError, match="max_chars must be an integer, got str '200'"):
-        wai_transforms.truncate_tool_output("200")  # type: ignore[arg-type]
+@pytest.mark.parametrize(("value", "shown"), [("200", "str '200'"), (-1, "int -1"), (-5, "int -5"), (7.9, "float 7.9"),
+                                              (True, "bool True"), (None, "NoneType None")])
+def test_max_chars_must_be_a_whole_number_zero_or_more(value: Any, shown: str) -> None:
+    # whileai reads -1 as 0 (every tool output emptied) and 7.9 as 7: refused here, see README
+    with pytest.raises(SchemaError, match=rf"^truncate_tool_output: max_chars must be a whole number, 0 or more, "
+                                          rf"got {shown}\. Pass the number of characters to keep, e\.g\. "
+                                          rf"truncate_tool_output\(2000\)\.$"):
+        wai_transforms.truncate_tool_output(value)

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from whileai_datasets.chat_template.budget import RenderBudget
 from whileai_datasets.chat_template.inspect import (
     GenerationBlockInfo,
     ProbeStatus,
@@ -25,6 +26,7 @@ __all__ = [
     "GenerationBlock",
     "GenerationBlockInfo",
     "ProbeStatus",
+    "RenderBudget",
     "RenderedChat",
     "TemplateReport",
     "Unpatchable",

@@ -4,13 +4,16 @@ Template text from the Hub is untrusted code. Everything here runs in jinja2's
 ``ImmutableSandboxedEnvironment`` with the names transformers gives templates:
 ``raise_exception``, ``strftime_now``, a ``tojson`` filter that does not escape
 HTML, ``dict``, a ``namespace`` that refuses underscore-prefixed attributes, the
-``loopcontrols`` extension and the ``{% generation %}`` tag. Two differences, both
+``loopcontrols`` extension and the ``{% generation %}`` tag. Three differences, all
 deliberate:
 
 * an unsafe attribute access (``__class__``, ``__globals__``, a mutating list
   method, ...) raises ``SecurityError`` at once. Jinja's default would hand back
   an undefined value that prints as an empty string, so a probing template
   would silently keep running;
+* every render runs under a ``RenderBudget`` (see ``budget``): the loops,
+  calls, operators, concatenations, filters and prints of the compiled
+  template check size and time through the hooks below;
 * a ``{% generation %}`` block can emit position markers (private-use
   characters, see ``MARK_OPEN``) when the environment is built with
   ``track=True``. Markers travel with the text through macros and
@@ -28,6 +31,7 @@ from typing import Any
 
 import jinja2
 from jinja2 import nodes
+from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
 from jinja2.exceptions import TemplateError as JinjaTemplateError
 from jinja2.ext import Extension
@@ -36,6 +40,15 @@ from jinja2.runtime import Macro, Undefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Namespace
 from packaging.version import Version
+
+from whileai_datasets.chat_template.budget import Meter, MeteredIterable, RenderBudget, current_meter, printed_size
+from whileai_datasets.chat_template.guards import (
+    check_binop,
+    check_call,
+    check_result,
+    format_size,
+    guarded_filter,
+)
 
 MIN_JINJA = Version("3.1.6")
 
@@ -183,15 +196,66 @@ def trusted(function: Callable[..., Any]) -> Callable[..., Any]:
     return function
 
 
+_NUMBERS = frozenset({int, float})
+
+
+_METERED_LOOP = "metered_loop"
+
+
+class _MeteredCodeGenerator(CodeGenerator):
+    """Compiles every ``for`` loop over a metered iterable and every ``~`` through a size check."""
+
+    def visit_For(self, node: nodes.For, frame: Frame) -> None:
+        metered = nodes.Call(nodes.EnvironmentAttribute(_METERED_LOOP), [node.iter], [], None, None,
+                             lineno=node.lineno)
+        super().visit_For(nodes.For(node.target, metered, node.body, node.else_, node.test, node.recursive,
+                                    lineno=node.lineno), frame)
+
+    def visit_Call(self, node: nodes.Call, frame: Frame, **kwargs: Any) -> None:
+        target = node.node
+        if isinstance(target, nodes.EnvironmentAttribute) and target.name == _METERED_LOOP:
+            self.write(f"environment.{_METERED_LOOP}(")  # our own call: no sandbox check on it
+            self.visit(node.args[0], frame)
+            self.write(")")
+            return
+        super().visit_Call(node, frame, **kwargs)
+
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
+        if frame.eval_ctx.volatile or frame.eval_ctx.autoescape:
+            super().visit_Concat(node, frame)
+            return
+        self.write("environment.metered_concat((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
+
+def _meter() -> Meter:
+    """The running render's meter; outside a render (jinja folding constants at compile time), a fresh one."""
+    return current_meter() or Meter(RenderBudget.from_env())
+
+
+def _finalize(value: Any) -> Any:
+    """Every printed value passes here: a container is measured before ``str()`` expands it."""
+    if type(value) is not str:
+        meter = _meter()
+        meter.size(printed_size(value, meter.budget.max_chars), f"printing a {type(value).__name__}")
+    return value
+
+
 class ChatEnvironment(ImmutableSandboxedEnvironment):
     """The sandbox plus the globals and filters transformers gives chat templates.
 
     Calls to this package's own span-tracking callbacks (marked with
     ``trusted``; a template cannot set attributes) skip the sandbox's
-    callability check, which is most of their cost; every other call is checked.
+    callability check, which is most of their cost; every other call is checked
+    and ticks the render's budget, like every loop pass.
     """
 
     track_generation: bool = False
+    code_generator_class = _MeteredCodeGenerator
+    intercepted_binops = frozenset({"*", "+", "%", "**"})
 
     # Attribute and item lookups on the messages' plain dicts take a short path with the sandbox's own
     # answer: a dict has no attribute of that name, so the item (or undefined) is what Jinja returns.
@@ -214,7 +278,51 @@ class ChatEnvironment(ImmutableSandboxedEnvironment):
             kwargs.pop("_loop_vars", None)
             kwargs.pop("_block_vars", None)
             return __obj(*args, **kwargs)
-        return super().call(__context, __obj, *args, **kwargs)
+        meter = _meter()
+        meter.tick()
+        args = check_call(meter, __obj, args, kwargs)
+        return check_result(meter, super().call(__context, __obj, *args, **kwargs), "the call's result")
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        kind = type(left)
+        if operator == "+" and kind is type(right) and (kind is str or kind in _NUMBERS):
+            if kind is str:  # the common cases (strings, loop counters) first
+                _meter().add(len(left) + len(right), "str + str")
+            return left + right
+        meter = _meter()
+        check_binop(meter, operator, left, right)
+        return check_result(meter, self.binop_table[operator](left, right), f"the {operator!r} result")
+
+    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
+        formatted = super().wrap_str_format(value)
+        if formatted is None:
+            return None
+        template = value.__self__
+
+        def checked(*args: Any, **kwargs: Any) -> str:
+            meter = _meter()
+            meter.size(format_size(meter, template, args, kwargs), "the str.format() result")
+            return formatted(*args, **kwargs)
+
+        return checked
+
+    def metered_loop(self, iterable: Any) -> Any:
+        meter = current_meter()
+        return iterable if meter is None else MeteredIterable(iterable, meter)
+
+    def metered_concat(self, parts: tuple[Any, ...]) -> str:
+        meter = _meter()
+        total = 0
+        for part in parts:
+            total += len(part) if type(part) is str else printed_size(part, meter.budget.max_chars)
+        meter.add(total, "the ~ concatenation")
+        return "".join(map(str, parts))
+
+    def concat(self, parts: Any) -> str:  # type: ignore[override]
+        """Joins a macro's, a ``{% set %}`` block's or a filter block's output, measured first."""
+        if type(parts) is list:
+            _meter().add(sum(map(len, parts)), "a macro's or {% set %} block's text")
+        return "".join(parts)
 
 
 def _check_jinja_version() -> None:
@@ -243,6 +351,9 @@ def chat_environment(track: bool = False) -> ChatEnvironment:
     env.globals["strftime_now"] = _strftime_now
     env.globals["dict"] = _TemplateDict()
     env.globals["namespace"] = _TemplateNamespace
+    env.finalize = _finalize
+    for name, function in list(env.filters.items()):
+        env.filters[name] = guarded_filter(name, function)
     return env
 
 

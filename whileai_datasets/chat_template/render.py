@@ -31,12 +31,13 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
-from itertools import count
+from itertools import count, islice
 from typing import Any
 
 import jinja2
 from jinja2 import nodes
 
+from whileai_datasets.chat_template.budget import Meter, metered
 from whileai_datasets.chat_template.environment import (
     MARK_CLOSE,
     MARK_OPEN,
@@ -221,9 +222,10 @@ def template_context(
 
 
 def run_template(template: jinja2.Template, context: Mapping[str, Any], name: str) -> str:
-    """Render, turning any failure into a TemplateError that names the template line."""
+    """Render under the render budget, turning any failure into a TemplateError that names the template line."""
     try:
-        return "".join(template.generate(**context))
+        with metered(name, _error_location) as meter:
+            return _collect(template.generate(**context), meter)
     except TemplateError:
         raise
     except jinja2.exceptions.SecurityError as err:
@@ -240,6 +242,17 @@ def run_template(template: jinja2.Template, context: Mapping[str, Any], name: st
             location=_error_location(err, name),
             hint="Check that the messages have the shape this template expects.",
         ) from err
+
+
+def _collect(pieces: Iterator[str], meter: Meter) -> str:
+    """The rendered text, measured against ``max_chars`` a batch of pieces at a time, before each join."""
+    chunks, total = [], 0
+    while batch := list(islice(pieces, 512)):
+        total += sum(map(len, batch))
+        if total > meter.budget.max_chars:
+            meter.size(total, "the rendered text")
+        chunks.append("".join(batch))
+    return "".join(chunks)
 
 
 def _error_location(err: BaseException, name: str) -> str:

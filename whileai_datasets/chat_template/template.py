@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from jinja2.exceptions import TemplateSyntaxError
 
 from whileai_datasets.chat_template.analysis import Analysis, analyse
+from whileai_datasets.chat_template.budget import RenderBudget, budget_scope
 from whileai_datasets.chat_template.environment import (
     chat_environment,
     normalize_newlines,
@@ -123,6 +124,9 @@ class ChatTemplate:
         name: Used in error locations and reports.
         variant: Which named variant to use (default: ``"default"``, or the only one).
         special_tokens: ``bos_token``, ``eos_token``, ... passed to every render.
+        budget: The ``RenderBudget`` every render of this template runs under
+            (render, inspect, patch, tokenize); default: ``RenderBudget.from_env()``.
+            A render over it raises ``RenderBudgetError`` (a ``TemplateError``).
     Example:
         >>> template = ChatTemplate("{% for m in messages %}{{ m['content'] }}{% endfor %}")
         >>> template.render([{"role": "user", "content": "hi"}]).text
@@ -130,13 +134,17 @@ class ChatTemplate:
     """
 
     def __init__(self, source: str | Mapping[str, str], *, name: str = "<template>", variant: str | None = None,
-                 special_tokens: Mapping[str, str] | None = None) -> None:
+                 special_tokens: Mapping[str, str] | None = None, budget: RenderBudget | None = None) -> None:
+        if budget is not None and not isinstance(budget, RenderBudget):
+            raise TemplateError(f"budget must be a RenderBudget, got {type(budget).__name__}", location=name,
+                                hint="Pass budget=RenderBudget(max_chars=..., max_seconds=...).")
         variants = {"default": source} if isinstance(source, str) else _variants_from(source, name)
         self.variants: tuple[str, ...] = tuple(variants)
         self.variant = self._pick(variants, variant, name)
         self.text: str = variants[self.variant]
         self.name = name if isinstance(source, str) or self.variant == "default" else f"{name}[{self.variant}]"
         self.special_tokens: dict[str, str] = dict(special_tokens or {})
+        self.budget = budget
         self._all = variants
         self._report: TemplateReport | None = None
         self._analysis: Analysis | None = None
@@ -157,26 +165,30 @@ class ChatTemplate:
     # ------------------------------------------------------------ constructors
 
     @classmethod
-    def from_file(cls, path: str | Path, *, variant: str | None = None) -> ChatTemplate:
+    def from_file(cls, path: str | Path, *, variant: str | None = None,
+                  budget: RenderBudget | None = None) -> ChatTemplate:
         """Load from a ``.jinja`` file, a ``tokenizer_config.json``/``chat_template.json`` or a model directory."""
         path = Path(path)
         variants, tokens = _load_file(path)
-        return cls(variants, name=path.name or str(path), variant=variant, special_tokens=tokens)
+        return cls(variants, name=path.name or str(path), variant=variant, special_tokens=tokens, budget=budget)
 
     @classmethod
-    def from_pretrained(cls, directory: str | Path, *, variant: str | None = None) -> ChatTemplate:
+    def from_pretrained(cls, directory: str | Path, *, variant: str | None = None,
+                        budget: RenderBudget | None = None) -> ChatTemplate:
         """Load from a local model directory (no download)."""
-        return cls.from_file(directory, variant=variant)
+        return cls.from_file(directory, variant=variant, budget=budget)
 
     @classmethod
-    def from_tokenizer(cls, tokenizer: Any, *, variant: str | None = None) -> ChatTemplate:
+    def from_tokenizer(cls, tokenizer: Any, *, variant: str | None = None,
+                       budget: RenderBudget | None = None) -> ChatTemplate:
         """Use a transformers tokenizer's ``chat_template`` and its special tokens."""
         template = getattr(tokenizer, "chat_template", None)
         if template is None:
             raise TemplateError("the tokenizer has no chat_template", location=type(tokenizer).__name__,
                                 hint="Set tokenizer.chat_template or load a template file instead.")
         tokens = getattr(tokenizer, "special_tokens_map", {}) or {}
-        return cls(template, name=type(tokenizer).__name__, variant=variant, special_tokens=dict(tokens))
+        return cls(template, name=type(tokenizer).__name__, variant=variant, special_tokens=dict(tokens),
+                   budget=budget)
 
     @classmethod
     def shipped(cls, family: str) -> ChatTemplate:
@@ -192,7 +204,7 @@ class ChatTemplate:
     def select(self, variant: str) -> ChatTemplate:
         """The same source with another named variant chosen."""
         return ChatTemplate(self._all, name=self.name.split("[")[0], variant=variant,
-                            special_tokens=self.special_tokens)
+                            special_tokens=self.special_tokens, budget=self.budget)
 
     # ------------------------------------------------------------ operations
 
@@ -200,6 +212,10 @@ class ChatTemplate:
         """What the template does (see ``TemplateReport``), including the mask method; computed once."""
         from dataclasses import replace
 
+        with budget_scope(self.budget):
+            return self._inspect(replace)
+
+    def _inspect(self, replace: Any) -> TemplateReport:
         report = self._structure()
         if report.syntax_error or report.mask_method is not None or report.classifier is not None:
             return report  # a classifier template has no mask method: tokenize refuses it
@@ -225,7 +241,8 @@ class ChatTemplate:
         from whileai_datasets.chat_template.masking import plan_masks
 
         if self._plan is None:
-            self._plan = plan_masks(self)
+            with budget_scope(self.budget):
+                self._plan = plan_masks(self)
         return self._plan
 
     def _syntax_broken(self) -> bool:
@@ -263,6 +280,10 @@ class ChatTemplate:
         Raises:
             TemplateError: the template cannot be patched safely (the message says why and where).
         """
+        with budget_scope(self.budget):
+            return self._with_generation()
+
+    def _with_generation(self) -> ChatTemplate:
         report = self._structure()
         if report.syntax_error:
             raise TemplateError(f"syntax error: {report.syntax_error}",
@@ -277,7 +298,7 @@ class ChatTemplate:
                 location=f"{self.name}:{report.generation_blocks[0].line}",
                 hint="Remove the existing {% generation %} tags and run with_generation() again.")
         patched = add_generation(self.text, self.special_tokens, self.name, analysis=self._probe())
-        return ChatTemplate(patched, name=self.name, special_tokens=self.special_tokens)
+        return ChatTemplate(patched, name=self.name, special_tokens=self.special_tokens, budget=self.budget)
 
     def render(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None,
                add_generation_prompt: bool = False, *, now: datetime | None = None,
@@ -287,8 +308,9 @@ class ChatTemplate:
         ``kwargs`` reach the template (they override the special tokens);
         ``now`` pins ``strftime_now``.
         """
-        return render_chat(self.text, messages, tools=tools, add_generation_prompt=add_generation_prompt,
-                           kwargs={**self.special_tokens, **kwargs}, now=now, name=self.name)
+        with budget_scope(self.budget):
+            return render_chat(self.text, messages, tools=tools, add_generation_prompt=add_generation_prompt,
+                               kwargs={**self.special_tokens, **kwargs}, now=now, name=self.name)
 
     def save(self, path: str | Path) -> Path:
         """Write the template text to ``path`` (a ``.jinja`` file), whole or

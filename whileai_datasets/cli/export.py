@@ -42,7 +42,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--mask-mode", choices=MASK_MODES, default="assistant", help="which assistant turns carry loss")
     parser.add_argument("--unroll", action="store_true", help="one sample per assistant turn")
     parser.add_argument("--keep-think", action="store_true", help="keep <think> blocks (strip_think=False)")
-    parser.add_argument("--max-tool-output-chars", metavar="N", type=int, help="cut tool messages to N characters")
+    parser.add_argument("--max-tool-output-chars", metavar="N", type=_count,
+                        help="cut tool messages to N characters (a whole number, 0 or more)")
     parser.add_argument("--no-validate", action="store_true", help="write even if a gate refuses the rows")
     parser.add_argument("--push-to", metavar="REPO_ID", help="also publish the written rows to a private Hub repo")
     parser.add_argument("--preference", action="store_true", help="IN holds chosen/rejected pairs: export_preference")
@@ -54,6 +55,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     ray_cli.add_engine_option(parser)
     parser.set_defaults(run=run)
     return parser
+
+
+def _count(text: str) -> int:
+    """argparse type: a whole number, 0 or more (whileai would read -1 as 0)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number, 0 or more, got {text!r}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from whileai_datasets._options import check_count, check_flag
 from whileai_datasets._typing import MessageWeights
 from whileai_datasets.errors import ExportFormatError
 from whileai_datasets.export import overwrite, pipeline, reports, sources
@@ -117,7 +118,14 @@ def export_training(
 export_dataset = export_training
 
 
-def _check_options(format: str, mask_mode: str, weights: str | None = None) -> None:
+def _check_options(format: str, mask_mode: str, weights: str | None = None, **flags: Any) -> None:
+    """``format``, ``mask_mode`` and ``weights`` from their vocabularies; ``flags`` (strip_think, validate,
+    unroll, ...) must be bools and ``max_tool_output_chars`` a count (whileai clamps -1 to 0: refused here)."""
+    cap = flags.pop("max_tool_output_chars", None)
+    for name, value in flags.items():
+        check_flag(value, name)
+    check_count(cap, "max_tool_output_chars",
+                hint="Pass the number of characters a tool message keeps (0 keeps none), or None for no cut.")
     gates.check_format(format)
     if weights is not None and weights not in wire.MESSAGE_WEIGHTS:
         raise ExportFormatError(
@@ -143,7 +151,9 @@ def run_training(
     source: Any, output: str | None, *, progress: Progress | None = None, **options: Any
 ) -> dict[str, Any]:
     """``export_training`` with a progress callback (source rows done per chunk)."""
-    _check_options(options["format"], options["mask_mode"], options.get("weights"))
+    _check_options(options["format"], options["mask_mode"], options.get("weights"), strip_think=options["strip_think"],
+                   validate=options["validate"], unroll=options["unroll"],
+                   max_tool_output_chars=options["max_tool_output_chars"])
     overwrite.refuse_overwrite(output, overwrite.input_paths(source))
     # opened before the source is read: an export to the same path that finishes meanwhile is noticed at commit
     writer = export_writer.open_writer(output, export_writer.TRAINING_NULLS) if output else None
@@ -307,7 +317,7 @@ def export_preference(
         ValueError: not pairs, a side with no messages, a gate refused the
             pairs, or (``validate=True``) no pair is left to write.
     """
-    gates.check_format(format)
+    _check_options(format, MASK_MODES[0], strip_think=strip_think, validate=validate, drop_ties=drop_ties)
     overwrite.refuse_overwrite(output, overwrite.input_paths(pairs))
     table, ties = _pair_table(pairs, str(system_prompt or ""), drop_ties)
     tools_json = json.dumps(list(tools), ensure_ascii=False) if tools else None

@@ -180,7 +180,8 @@ def export_training(
     """
     from whileai_datasets.export import exporters
 
-    exporters._check_options(format, mask_mode)
+    exporters._check_options(format, mask_mode, strip_think=strip_think, validate=validate, unroll=unroll,
+                             max_tool_output_chars=max_tool_output_chars)
     paths = ray_source.expand_paths(source)
     overwrite.refuse_overwrite(output, paths, directory=True)
     dest = ray_output.destination(os.fspath(output))

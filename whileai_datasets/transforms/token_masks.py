@@ -24,10 +24,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from whileai_datasets._options import check_count
 from whileai_datasets._typing import ON_BAD_ROW, OnBadRow
+from whileai_datasets.chat_template.budget import budget_scope
 from whileai_datasets.chat_template.mask_check import check_row
 from whileai_datasets.chat_template.masking import MaskPlan, encode_arguments, supervised_spans
-from whileai_datasets.errors import SchemaError, TemplateError
+from whileai_datasets.errors import RenderBudgetError, SchemaError, TemplateError
 from whileai_datasets.rows.features import message_from_storage
 from whileai_datasets.transforms._arrow import require_batched
 from whileai_datasets.transforms.token_columns import arrow_columns, numpy_columns, set_column
@@ -147,7 +149,7 @@ def _resolve_template(tokenizer: Any, template: Any) -> Any:
     chat = template if isinstance(template, ChatTemplate) else ChatTemplate(str(template))
     tokens = getattr(tokenizer, "special_tokens_map", None)
     if not chat.special_tokens and tokens:
-        chat = ChatTemplate(chat.text, name=chat.name, special_tokens=dict(tokens))
+        chat = ChatTemplate(chat.text, name=chat.name, special_tokens=dict(tokens), budget=chat.budget)
     return chat
 
 
@@ -193,8 +195,8 @@ class Tokenize:
     encoder: PieceEncoder = field(default_factory=PieceEncoder, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.max_length is not None and self.max_length < 1:
-            raise SchemaError(f"max_length must be at least 1, got {self.max_length}", hint="Pass a positive number or None.")
+        check_count(self.max_length, "max_length", minimum=1, error=SchemaError, location="tokenize",
+                    hint="Pass a positive number of tokens, or None to keep whole rows.")
         if self.on_bad_row not in ON_BAD_ROW:
             raise SchemaError(f"on_bad_row must be one of {', '.join(map(repr, ON_BAD_ROW))}, got {self.on_bad_row!r}",
                               hint="Pass on_bad_row='raise' or on_bad_row='skip'.")
@@ -291,7 +293,10 @@ class Tokenize:
                row: int) -> tuple[str, list[tuple[int, int]], str] | None:
         """``checked_spans`` of one row; None for a bad row under ``on_bad_row='skip'``."""
         try:
-            return self.checked_spans(messages, tools, mask, row)
+            with budget_scope(self.chat.budget):  # per row: one row over the budget spoils no other
+                return self.checked_spans(messages, tools, mask, row)
+        except RenderBudgetError as err:
+            raise _at_row(err, row) from None  # the template, not the row: skipping would not help
         except TemplateError as err:
             if self.on_bad_row == "raise":
                 raise _at_row(err, row) from err
@@ -326,7 +331,7 @@ def _at_row(err: TemplateError, row: int) -> TemplateError:
     """``err`` with the row named (render failures name only the template line)."""
     if err.problem.startswith("row "):
         return err
-    return TemplateError(f"row {row}: {err.problem}", location=err.location, hint=err.hint)
+    return type(err)(f"row {row}: {err.problem}", location=err.location, hint=err.hint)
 
 
 def bad_rows_warning(bad: int, total: int, indices: Sequence[int] | None) -> None:

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from whileai_datasets._options import check_count
 from whileai_datasets._typing import Batch
 from whileai_datasets.errors import SchemaError
 from whileai_datasets.transforms import _arrow, _parts
@@ -31,7 +32,8 @@ class TruncateToolOutput:
 
     Args:
         max_chars: Code points kept per tool message (whileai's
-            ``max_tool_output_chars``; ``int()`` of it is used, as whileai does).
+            ``max_tool_output_chars``): a whole number, 0 or more. whileai
+            also takes ``-1`` (as 0) and ``7.9`` (as 7); here they raise.
         column: Column holding ``List(Message)``.
     Returns:
         The batch with ``column`` rebuilt and the per-row counts
@@ -48,12 +50,8 @@ class TruncateToolOutput:
     column: str = "messages"
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_chars, bool) or not isinstance(self.max_chars, (int, float)):
-            raise SchemaError(
-                f"max_chars must be an integer, got {type(self.max_chars).__name__} {self.max_chars!r}",
-                location="truncate_tool_output",
-                hint="Pass the number of characters to keep, e.g. truncate_tool_output(2000).",
-            )
+        check_count(self.max_chars, "max_chars", optional=False, error=SchemaError, location="truncate_tool_output",
+                    hint="Pass the number of characters to keep, e.g. truncate_tool_output(2000).")
 
     def __call__(self, batch: Batch, indices: list[int] | None = None) -> Batch:
         return _arrow.like(batch, truncate_table(_arrow.as_table(batch), self.max_chars, self.column))
