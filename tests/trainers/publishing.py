@@ -55,18 +55,10 @@ def our_masks(canonical: Any, tokenizer: Any) -> list[dict[str, list[int]]]:
 
 
 def runs(row: dict[str, list[int]], tokenizer: Any) -> list[str]:
-    """The decoded text of each run of consecutive trained tokens of a row."""
-    texts: list[str] = []
-    current: list[int] = []
-    for token, trained in zip(row["input_ids"], row["trained"]):
-        if trained:
-            current.append(token)
-        elif current:
-            texts.append(tokenizer.decode(current))
-            current = []
-    if current:
-        texts.append(tokenizer.decode(current))
-    return texts
+    """The decoded text of each run of consecutive trained tokens of a row (as the TRL check reads them)."""
+    from tests.hub.test_trainer_side import _runs
+
+    return _runs(row["input_ids"], [bool(flag) for flag in row["trained"]], tokenizer)
 
 
 def differences(theirs: Sequence[dict[str, list[int]]], ours: Sequence[dict[str, list[int]]],
