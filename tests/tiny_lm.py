@@ -3,21 +3,49 @@ config: the real transformers/TRL code paths, with no download."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from importlib.resources import files
 from typing import Any
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"]
-
+#: The special tokens of other template families, and which of them are bos / eos / pad.
+LLAMA3_TOKENS = {
+    "special_tokens": ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
+                       "<|eot_id|>", "<|eom_id|>", "<|python_tag|>", "<|finetune_right_pad_id|>"],
+    "bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>", "pad_token": "<|finetune_right_pad_id|>",
+    "additional": ["<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|python_tag|>"],
+}
+LLAMA4_TOKENS = {
+    "special_tokens": ["<|begin_of_text|>", "<|end_of_text|>", "<|header_start|>", "<|header_end|>", "<|eot|>",
+                       "<|eom|>", "<|python_start|>", "<|python_end|>", "<|image|>", "<|finetune_right_pad|>"],
+    "bos_token": "<|begin_of_text|>", "eos_token": "<|eot|>", "pad_token": "<|finetune_right_pad|>",
+    "additional": ["<|header_start|>", "<|header_end|>", "<|eom|>", "<|python_start|>", "<|python_end|>"],
+}
+_DEEPSEEK = ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜▁pad▁｜>", "<｜User｜>", "<｜Assistant｜>",
+             "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
+             "<｜tool▁outputs▁begin｜>", "<｜tool▁outputs▁end｜>", "<｜tool▁output▁begin｜>", "<｜tool▁output▁end｜>",
+             "<｜tool▁sep｜>"]
+DEEPSEEK_V3_TOKENS = {"special_tokens": _DEEPSEEK, "bos_token": _DEEPSEEK[0], "eos_token": _DEEPSEEK[1],
+                      "pad_token": _DEEPSEEK[2], "additional": _DEEPSEEK[3:]}
+MISTRAL_TOKENS = {
+    "special_tokens": ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]",
+                       "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]"],
+    "bos_token": "<s>", "eos_token": "</s>", "pad_token": "<unk>",
+    "additional": ["[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]",
+                   "[/TOOL_RESULTS]"],
+}
 
 def trl_template(name: str) -> str:
     """A chat template that the installed trl package ships (``qwen2_5`` ...)."""
     return (files("trl") / "chat_templates" / f"{name}.jinja").read_text(encoding="utf-8")
 
 
-def train_tokenizer(texts: Iterable[str], *, chat_template: str, vocab_size: int = 600) -> Any:
-    """A byte-level BPE fast tokenizer trained on ``texts``, with ChatML
-    special tokens and ``chat_template`` set."""
+def train_tokenizer(texts: Iterable[str], *, chat_template: str, vocab_size: int = 600,
+                    special_tokens: Sequence[str] = SPECIAL_TOKENS, bos_token: str | None = None,
+                    eos_token: str = "<|im_end|>", pad_token: str = "<|endoftext|>",
+                    additional: Sequence[str] | None = None) -> Any:
+    """A byte-level BPE fast tokenizer trained on ``texts``, with ``special_tokens``
+    (ChatML's unless given, e.g. ``**LLAMA3_TOKENS``) and ``chat_template`` set."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -26,16 +54,17 @@ def train_tokenizer(texts: Iterable[str], *, chat_template: str, vocab_size: int
     core.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=list(special_tokens),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     core.train_from_iterator(list(texts), trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        additional_special_tokens=SPECIAL_TOKENS[3:],
+        bos_token=bos_token,
+        eos_token=eos_token,
+        pad_token=pad_token,
+        additional_special_tokens=list(SPECIAL_TOKENS[3:] if additional is None else additional),
     )
     tokenizer.chat_template = chat_template
     return tokenizer
