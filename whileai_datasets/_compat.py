@@ -1,0 +1,62 @@
+"""What differs between the supported releases of datasets, huggingface_hub and pyarrow.
+
+The package runs on datasets 4.7 (the first with the ``Json`` feature, the 4.x
+line the trainers pin) through 5.x, huggingface_hub 1.5 (what transformers 5
+needs) through 2.x, and pyarrow 21 (what datasets 4.7 needs) and later. Every
+difference between those releases that the code meets is named here, once, so
+the stages above read one API; a feature that needs a newer release asks
+`require` and fails with the release to install, never with a silent fallback.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+
+from packaging.version import Version
+
+from whileai_datasets.errors import UnsupportedVersionError
+
+#: ``(lowest, first unsupported)`` per package; pyproject.toml's dependencies say the same.
+SUPPORTED: dict[str, tuple[Version, Version]] = {
+    "datasets": (Version("4.7"), Version("6")),
+    "huggingface_hub": (Version("1.5"), Version("3")),
+    "pyarrow": (Version("21"), Version("100")),
+}
+
+
+def installed(package: str) -> Version:
+    """The installed release of ``package`` (a distribution name)."""
+    return Version(version(package))
+
+
+def supported_range(package: str) -> str:
+    """``package``'s supported range as a pip requirement, e.g. ``datasets>=4.7,<6``."""
+    low, high = SUPPORTED[package]
+    return f"{package}>={low}" + (f",<{high}" if package != "pyarrow" else "")
+
+
+def require(package: str, release: str, feature: str) -> None:
+    """Refuse ``feature`` unless ``package`` is at least ``release``.
+
+    Raises:
+        UnsupportedVersionError: naming the feature, the installed and the needed release.
+    """
+    have = installed(package)
+    if have < Version(release):
+        raise UnsupportedVersionError(
+            f"{feature} needs {package}>={release}; {package} {have} is installed",
+            hint=f"pip install '{package}>={release}' (the rest of whileai-datasets works on {have})",
+        )
+
+
+def _hub_client_error() -> type[BaseException]:
+    # huggingface_hub 2.x is built on httpx2, 1.x on httpx; both may be installed, so ask by release
+    if installed("huggingface_hub") >= Version("2"):
+        from httpx2 import HTTPError
+    else:
+        from httpx import HTTPError  # type: ignore[no-redef]
+    return HTTPError  # type: ignore[no-any-return]
+
+
+#: The base error of the HTTP client huggingface_hub sends its requests with (a lost connection, a timeout).
+HUB_CLIENT_ERROR: type[BaseException] = _hub_client_error()
