@@ -212,11 +212,7 @@ def read_failures(name: str, path: str, reopen: Callable[[], IO[bytes]]) -> Iter
         raise  # named per row by the reader
     except _codec_errors() as err:
         raise truncated_error(name, path, reopen, err) from err
-    except ValueError as err:
-        if not str(err).startswith("Compression type"):
-            raise
-        raise missing_codec_error(name, path) from err
-    except (OSError, pa.ArrowException) as err:
+    except (OSError, pa.ArrowException) as err:  # before ValueError: pyarrow's ArrowInvalid is one too
         if codec_of(path) is not None and _is_codec_failure(err):
             raise truncated_error(name, path, reopen, err) from err
         raise ExportFormatError(
@@ -224,6 +220,10 @@ def read_failures(name: str, path: str, reopen: Callable[[], IO[bytes]]) -> Iter
             location=name,
             hint="Check that it is a whileai JSONL or Parquet export and that it was copied whole.",
         ) from err
+    except ValueError as err:
+        if not str(err).startswith("Compression type"):
+            raise
+        raise missing_codec_error(name, path) from err
 
 
 def _is_codec_failure(err: BaseException) -> bool:
