@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 
 import pytest
+from packaging.version import Version
 from huggingface_hub import HfApi
 
 from whileai_datasets import UnsupportedVersionError, _compat
@@ -36,3 +37,17 @@ def test_a_lost_connection_is_a_hub_client_error() -> None:
         port = probe.getsockname()[1]
     with pytest.raises(_compat.HUB_CLIENT_ERROR):
         HfApi(endpoint=f"http://127.0.0.1:{port}", token="hf_unused").whoami()
+
+
+@pytest.mark.parametrize(("package", "release"), [("datasets", "4.6.1"), ("datasets", "6.0.0"),
+                                                  ("huggingface_hub", "0.36.0"), ("pyarrow", "20.0.0")])
+def test_a_release_outside_the_range_is_refused_with_the_range(
+    monkeypatch: pytest.MonkeyPatch, package: str, release: str
+) -> None:
+    real = _compat.installed
+    monkeypatch.setattr(_compat, "installed", lambda name: Version(release) if name == package else real(name))
+    with pytest.raises(UnsupportedVersionError) as caught:
+        _compat.check_supported()
+    wanted = _compat.supported_range(package)
+    assert f"whileai-datasets needs {wanted}; {package} {release} is installed" in str(caught.value)
+    assert f"pip install '{wanted}'" in str(caught.value)

@@ -35,6 +35,22 @@ def supported_range(package: str) -> str:
     return f"{package}>={low}" + (f",<{high}" if package != "pyarrow" else "")
 
 
+def check_supported() -> None:
+    """Refuse an installed datasets, huggingface_hub or pyarrow outside `SUPPORTED` (read from the
+    installed metadata, so nothing is imported: a too-old datasets fails here, not on a missing name).
+
+    Raises:
+        UnsupportedVersionError: naming the package, its installed release and the range to install.
+    """
+    for package, (low, high) in SUPPORTED.items():
+        have = installed(package)
+        if not low <= have < high:
+            raise UnsupportedVersionError(
+                f"whileai-datasets needs {supported_range(package)}; {package} {have} is installed",
+                hint=f"pip install '{supported_range(package)}'",
+            )
+
+
 def require(package: str, release: str, feature: str) -> None:
     """Refuse ``feature`` unless ``package`` is at least ``release``.
 
