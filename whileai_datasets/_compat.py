@@ -4,8 +4,8 @@ The package runs on datasets 4.7 (the first with the ``Json`` feature, the 4.x
 line the trainers pin) through 5.x, huggingface_hub 1.5 (what transformers 5
 needs) through 2.x, and pyarrow 21 (what datasets 4.7 needs) and later. Every
 difference between those releases that the code meets is named here, once, so
-the stages above read one API; a feature that needs a newer release asks
-`require` and fails with the release to install, never with a silent fallback.
+the stages above read one API. No feature needs more than the lower bounds today;
+`check_supported` refuses a release outside the ranges with the range to install.
 """
 
 from __future__ import annotations
@@ -49,20 +49,6 @@ def check_supported() -> None:
                 f"whileai-datasets needs {supported_range(package)}; {package} {have} is installed",
                 hint=f"pip install '{supported_range(package)}'",
             )
-
-
-def require(package: str, release: str, feature: str) -> None:
-    """Refuse ``feature`` unless ``package`` is at least ``release``.
-
-    Raises:
-        UnsupportedVersionError: naming the feature, the installed and the needed release.
-    """
-    have = installed(package)
-    if have < Version(release):
-        raise UnsupportedVersionError(
-            f"{feature} needs {package}>={release}; {package} {have} is installed",
-            hint=f"pip install '{package}>={release}' (the rest of whileai-datasets works on {have})",
-        )
 
 
 def _hub_client_error() -> type[BaseException]:
