@@ -212,7 +212,7 @@ def _whoami(api: HfApi, origin: str) -> str:
                                hint="Check the token, or run `hf auth login` again") from err
         raise PublishError(f"checking the token failed: {_describe(err)}", location=api.endpoint,
                            hint="Check that the Hub is reachable and retry") from err
-    except _ClientHTTPError as err:
+    except _compat.HUB_CLIENT_ERROR as err:
         raise PublishError(f"could not reach the Hub: {_describe(err)}", location=api.endpoint,
                            hint="Check HF_ENDPOINT and the network, then retry") from err
 
