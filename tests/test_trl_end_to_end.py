@@ -86,7 +86,8 @@ def _labelled_sequences(trainer: Any) -> list[tuple[int, ...]]:
 
 
 FALLBACK_TEMPLATES = {
-    "llama3_macro": lambda: (Path(__file__).parent / "chat_template" / "templates" / "llama3_macro.jinja").read_text(),
+    "llama3_macro_scoped": lambda: (Path(__file__).parent / "chat_template" / "templates"
+                                    / "llama3_macro_scoped.jinja").read_text(),
 }
 
 

@@ -20,7 +20,7 @@ from whileai_datasets.transforms.token_masks import BadMaskRowsWarning, Tokenize
 
 LOCAL = Path(__file__).parent / "templates"
 #: The failure classes of issue 10, one small template each, and the trl templates no structural patch fits.
-FALLBACK = {"llama3_macro", "muse_glimmer"}
+FALLBACK = {"llama3_macro_scoped"}
 
 
 def _paths() -> dict[str, Path]:
@@ -198,7 +198,7 @@ def test_tool_call_probes_are_judged_only_where_the_template_renders_tool_calls(
 def test_an_answer_quoting_the_question_is_supervised_whole_under_per_turn_rendering(
     transform_for: Callable[[str], Tokenize]
 ) -> None:
-    transform = transform_for("llama3_macro")
+    transform = transform_for("llama3_macro_scoped")
     assert transform.plan.method == "turns"
     messages = [{"role": "user", "content": "Userask echo please?"},
                 {"role": "assistant", "content": "You said: Userask echo please? Reply parrot."},

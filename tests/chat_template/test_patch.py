@@ -17,9 +17,7 @@ from whileai_datasets.chat_template.probes import PINNED_NOW, Probe, probe_set
 from whileai_datasets.errors import TemplateError
 
 # trl originals the patcher refuses, and why (the refusal message must say so).
-EXPECTED_REFUSALS = {
-    "muse_glimmer": "role header",  # `<|start|>assistant to=` is the header of the first channel only
-}
+EXPECTED_REFUSALS: dict[str, str] = {}
 
 # Where our spans and trl's hand-written *_training twin differ (probes where both render the same
 # text). "twin" = only the twin covers it, "ours" = only we cover it. Which one is right:
@@ -39,6 +37,9 @@ KNOWN_TWIN_DIFFERENCES = {
     "qwen3_5_think": {("twin", "<think>\n")},
     "qwen3_6": {("twin", "<think>\n")},
     "qwen3_8": {("twin", "<think>\n")},
+    # The prompt ends with `<|start|>assistant`, the header of a turn's first channel only (a tool call
+    # after the reasoning channel, or the answer after it, writes its own); ours is right.
+    "muse_glimmer": {("twin", "<|start|>assistant")},
     # GLM ends a turn by writing the next role tag (`<|user|>` is an EOS token of the model). The twin
     # covers it and is right; the template prints it in the user's turn, so we leave it out.
     "glm4moe": {("twin", "<|user|>")},
@@ -164,6 +165,16 @@ def _masks_agree(tokenizer: Any) -> list[list[int]]:
 
 # ---------------------------------------------------------------- hand-made shapes
 
+
+def _patched_spans(text: str, messages: list[dict[str, Any]], *args: Any, **kwargs: Any) -> tuple[str, list[str]]:
+    """The patched text, and the text of each generation span rendering ``messages`` (checked equal to the
+    original's rendering)."""
+    patched = ChatTemplate(text).with_generation()
+    rendered = patched.render(messages, *args, **kwargs)
+    assert rendered.text == ChatTemplate(text).render(messages, *args, **kwargs).text
+    return patched.text, [rendered.text[s:e] for s, e in rendered.generation_spans]
+
+
 SHARED_LINE = (
     "{% for message in messages %}"
     "{{ '<|' + message['role'] + '|>\\n' + message['content'] + '<|end|>\\n' }}"
@@ -202,14 +213,41 @@ def test_a_variable_read_between_its_assignment_and_its_output_is_not_split() ->
         ChatTemplate(text, name="t.jinja").with_generation()
 
 
-def test_header_written_inside_macro_is_refused() -> None:
-    text = (
-        "{% macro turn(m) %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endmacro %}"
-        "{% for m in messages %}{{ turn(m) }}{% endfor %}"
-        "{% if add_generation_prompt %}<|assistant|>{% endif %}"
-    )
-    with pytest.raises(TemplateError, match="role header"):
-        ChatTemplate(text).with_generation()
+MACRO_TURN = (
+    "{% macro turn(m, end='<|end|>') %}<|{{ m['role'] }}|>{{ m['content'] }}{{ end }}{% endmacro %}"
+    "{% for m in messages %}{{ turn(m) }}{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+def test_a_turn_written_by_a_macro_is_inlined_at_its_call() -> None:
+    chat = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]
+    patched, spans = _patched_spans(MACRO_TURN, chat)
+    assert "{%+ with m = m, end = '<|end|>' %}<|{{ m['role'] }}|>" in patched
+    assert spans == ["Yo<|end|>"]
+
+
+@pytest.mark.parametrize("changes", [
+    [("{{ turn(m) }}", "{{ turn(m) | trim }}")],  # the call is not alone in its tag
+    [("{{ end }}{% endmacro %}", "{{ end }}{{ note }}{% endmacro %}"),  # `note` is the loop's own inline
+     ("{% for m in messages %}", "{% for m in messages %}{% set note = m.get('note', '') %}")],
+    [("{{ end }}{% endmacro %}", "{{ end }}{% if loop is defined %}!{% endif %}{% endmacro %}")],  # `loop` is the caller's inline
+])
+def test_a_macro_whose_inlined_body_could_read_other_values_stays_refused(changes: list[tuple[str, str]]) -> None:
+    near = MACRO_TURN
+    for old, new in changes:
+        assert old in near
+        near = near.replace(old, new)
+    with pytest.raises(TemplateError, match=r"role header.*\[refusal class: mixed-header\]$"):
+        ChatTemplate(near).with_generation()
+
+
+def test_an_inlined_macro_gives_transformers_our_assistant_mask(char_tokenizer: Callable[[str], Any]) -> None:
+    text = (Path(__file__).parent / "templates" / "llama3_macro.jinja").read_text(encoding="utf-8")
+    patched = ChatTemplate(text, name="llama3_macro.jinja").with_generation()
+    assert "{%- macro turn(message) -%}" in patched.text and "{%- with message = message -%}" in patched.text
+    assert all(b.transformers_offsets_exact for b in patched.generation_blocks())
+    assert sum(any(mask) for mask in _masks_agree(char_tokenizer(patched.text))) >= 3
 
 
 def test_existing_blocks_that_cover_assistant_output_are_kept() -> None:
@@ -279,7 +317,9 @@ CLASS_OUTCOMES = {
     "empty_content_ternary": "patched",
     "mixed_header_codellama": "patched",  # one `{{ chunk }}` for every role, inside the message loop
     "mixed_header_set": "patched",  # header and content built in one `{% set %}`: split before the content
-    "shared_output_tekken": "shared-output",  # the system note moves to the last user turn
+    # the system note moves to the last user turn: that history turn's span is where its own pass writes
+    # what the model generates after the prompt, so the role test inside the loop is proven on every probe
+    "shared_output_tekken": "patched",
 }
 
 
@@ -320,7 +360,8 @@ def test_a_shared_output_in_the_message_loop_is_split_by_the_role_inside_the_loo
     assert [rendered.text[s:e] for s, e in rendered.generation_spans] == [" Yo</s>"]
 
 
-@pytest.mark.parametrize("stem", ["mixed_header_set", "mixed_header_codellama", "empty_content_ternary"])
+@pytest.mark.parametrize("stem", ["mixed_header_set", "mixed_header_codellama", "empty_content_ternary",
+                                  "shared_output_tekken"])
 def test_a_patched_tokenizer_config_gives_transformers_our_assistant_mask(
     stem: str, tmp_path: Path, char_tokenizer: Callable[[str], Any]
 ) -> None:
@@ -337,3 +378,51 @@ def test_a_patched_tokenizer_config_gives_transformers_our_assistant_mask(
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "hub")
     assert tokenizer.chat_template == patched.text
     assert sum(any(mask) for mask in _masks_agree(tokenizer)) >= 2
+
+
+def test_a_history_turn_is_judged_where_its_own_pass_writes_the_generated_text() -> None:
+    text = (CLASSES / "shared_output_tekken.jinja").read_text(encoding="utf-8")
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Yo"}, {"role": "user", "content": "Again"}]
+    expected = analyse(text).results  # the sys note moves off the first user turn once a later one exists
+    multi = next(r.run for r in expected if r.run.probe.name == "generation_prompt_multi")
+    assert [multi.text[a:e] for a, e in (t.must for t in multi.turns)] == ["Paris.</s>"]
+    assert _patched_spans(text, chat, None, True, bos_token="<s>", eos_token="</s>")[1] == ["Yo</s>"]
+
+
+#: The answer's header is the prompt's in a plain turn and the model's after a reasoning channel (muse-style).
+CHANNELS = (
+    "{%- for m in messages -%}{%- if m.role == 'assistant' -%}"
+    "{%- if m.get('reasoning_content') -%}{{- '<|a|>think:' + m.reasoning_content + '<|eom|>' -}}{%- endif -%}"
+    "{{- '<|a|>' -}}{{- m.content + '<|eot|>' -}}"
+    "{%- else -%}{{- '<|' + m.role + '|>' + m.content + '<|eot|>' -}}{%- endif -%}"
+    "{%- endfor -%}{%- if add_generation_prompt -%}<|a|>{%- endif -%}"
+)
+REASONED = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"},
+            {"role": "user", "content": "Why"}, {"role": "assistant", "content": "So", "reasoning_content": "hmm"}]
+
+
+def test_a_header_the_prompt_supplies_only_in_some_turns_is_written_under_a_prompt_test() -> None:
+    patched, spans = _patched_spans(CHANNELS, REASONED)
+    assert "{%- if not (((m.get('reasoning_content')))) %}{{- '<|a|>' }}{% endif %}{% generation %}" in patched
+    assert spans == ["Yo<|eot|>", "think:hmm<|eom|>", "<|a|>So<|eot|>"]  # the second `<|a|>` is the model's
+
+
+def test_a_header_whose_turns_no_test_tells_apart_stays_refused() -> None:
+    looped = CHANNELS.replace(  # the reasoning channel written by a loop: how often it ran is not a test
+        "{%- if m.get('reasoning_content') -%}{{- '<|a|>think:' + m.reasoning_content + '<|eom|>' -}}{%- endif -%}",
+        "{%- for r in ([m.reasoning_content] if m.get('reasoning_content') else []) -%}"
+        "{{- '<|a|>think:' + r + '<|eom|>' -}}{%- endfor -%}")
+    assert looped != CHANNELS
+    with pytest.raises(TemplateError, match=r"no test at this line tells those turns apart.*\[refusal class: mixed-header\]$"):
+        ChatTemplate(looped).with_generation()
+
+
+def test_a_history_turn_that_renders_other_text_than_the_model_writes_stays_refused() -> None:
+    text = (CLASSES / "shared_output_tekken.jinja").read_text(encoding="utf-8")
+    plain = "{%- set out = message['content'] + eos_token -%}"
+    assert plain in text
+    near = text.replace(plain, "{%- set out = (message['content'] if loop.last else message['content'] | upper)"
+                                " + eos_token -%}")
+    with pytest.raises(TemplateError, match=r"\[refusal class: shared-output\]$"):
+        ChatTemplate(near, name="near.jinja").with_generation()

@@ -19,7 +19,7 @@ from whileai_datasets.chat_template.analysis import analyse
 from whileai_datasets.chat_template.probes import PINNED_NOW, Probe, probe_set
 from whileai_datasets.errors import TemplateError
 
-REFUSED = {"muse_glimmer"}  # see test_patch.EXPECTED_REFUSALS
+REFUSED: set[str] = set()  # see test_patch.EXPECTED_REFUSALS
 
 # Where the rule does not hold, and why: (the span starts "early"/"late", the text between).
 KNOWN_START_EXCEPTIONS = {

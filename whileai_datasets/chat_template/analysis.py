@@ -142,7 +142,7 @@ def expectations(analysis: Analysis, run: ProbeRun) -> list[TurnExpectation]:
     turns = []
     for k, message in enumerate(probe.messages):
         if message.get("role") == "assistant":
-            turn = expect_turn(run, k, render, analysis.generation_prompt or "", foreign)
+            turn = expect_turn(run, k, render, analysis.generation_prompt or "", foreign, in_own_pass=True)
             if turn is not None:
                 turns.append(turn)
     return turns

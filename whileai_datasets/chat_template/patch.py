@@ -46,6 +46,7 @@ from whileai_datasets.chat_template.plan import (
 from whileai_datasets.chat_template.plan import _message_loop_var as message_loop_var
 from whileai_datasets.chat_template.probes import ProbeRun, common_prefix
 from whileai_datasets.chat_template.prompt_split import (
+    raise_late_required,
     resolve,
     segment,
     with_late_start,
@@ -59,7 +60,11 @@ from whileai_datasets.chat_template.refusals import (
     Unpatchable,
     VerificationFailed,
 )
-from whileai_datasets.chat_template.repair import sink_into_previous_if, split_assigned_output
+from whileai_datasets.chat_template.repair import (
+    inline_macro_call,
+    sink_into_previous_if,
+    split_assigned_output,
+)
 from whileai_datasets.chat_template.source import SourceMap, Tok, data_token
 from whileai_datasets.chat_template.spans import RenderedChat
 from whileai_datasets.chat_template.trace import TracedTemplate, Unit
@@ -103,14 +108,16 @@ def observe_probes(traced: TracedTemplate, analysis: Analysis) -> Observed:
     return Observed(traced, dict(observations), message_loops, dict(dropped))
 
 
-def build_plan(observed: Observed, exact_starts: bool = True) -> Plan:
+def build_plan(observed: Observed, exact_starts: bool = True, allow_late: bool = True) -> Plan:
     """Decide what each unit needs; with ``exact_starts``, starts that differ by turn get a prompt test."""
     traced, observations = observed.traced, observed.observations
     decisions = {}
     for unit in traced.units:
         loop_var = message_loop_var(unit, traced, observed.message_loops)
-        decision = decide(unit, observations.get(unit.uid, []), loop_var)
+        decision = decide(unit, observations.get(unit.uid, []), loop_var, allow_late)
         if decision is not None:
+            if not exact_starts and decision.late_required:
+                raise_late_required(decision)
             late = with_late_start(decision, observations.get(unit.uid, [])) if exact_starts else decision
             decisions[unit.uid] = late
     decisions = resolve(decisions, traced, observed.message_loops)
@@ -307,8 +314,8 @@ def require_assistant_turns(analysis: Analysis) -> None:
                           location=analysis.name, hint=_HINT)
 
 
-def _compose(observed: Observed, analysis: Analysis, exact_starts: bool) -> tuple[str, Plan]:
-    plan = build_plan(observed, exact_starts)
+def _compose(observed: Observed, analysis: Analysis, exact_starts: bool, allow_late: bool) -> tuple[str, Plan]:
+    plan = build_plan(observed, exact_starts, allow_late)
     if not plan.decisions:
         raise NoTopLevelOutput("no top-level output writes the assistant text (it may be built inside a macro "
                           "or a {% set %} block whose result is printed together with other text)",
@@ -318,15 +325,15 @@ def _compose(observed: Observed, analysis: Analysis, exact_starts: bool) -> tupl
     return Composer(source).apply([run_edit(run, source) for run in runs]), plan
 
 
-def _patch_once(text: str, analysis: Analysis) -> str:
+def _patch_once(text: str, analysis: Analysis, allow_late: bool = True) -> str:
     observed = observe_probes(TracedTemplate(text, analysis.name), analysis)
-    patched, plan = _compose(observed, analysis, exact_starts=True)
+    patched, plan = _compose(observed, analysis, True, allow_late)
     try:
         verify(patched, analysis, plan.dropped)
     except Unpatchable:
         if not any(d.late is not None for d in plan.decisions.values()):
             raise
-        patched, plan = _compose(observed, analysis, exact_starts=False)  # the earliest cut everywhere
+        patched, plan = _compose(observed, analysis, False, allow_late)  # the earliest cut everywhere
         verify(patched, analysis, plan.dropped)
     return patched
 
@@ -344,12 +351,13 @@ def add_generation(text: str, kwargs: Mapping[str, Any] | None = None, name: str
     require_assistant_turns(analysis)
     current = analysis.text
     for _ in range(MAX_REPAIRS):
-        try:
-            return _patch_once(current, analysis)
+        try:  # a rewrite first; a header written under a prompt test where none applies
+            return _patch_once(current, analysis, allow_late=False)
         except MixedHeader as err:
             repaired = (split_assigned_output(current, err.unit_start, name)
+                        or inline_macro_call(current, err.unit_start, name)
                         or sink_into_previous_if(current, err.unit_start, name))
             if repaired is None:
-                raise
+                return _patch_once(current, analysis)
             current = repaired
     return _patch_once(current, analysis)

@@ -12,7 +12,7 @@ wrapped, are then grouped into runs of siblings that share one block.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from jinja2 import nodes
 
@@ -43,6 +43,7 @@ class Observation:
     allowed_spans: tuple[tuple[int, int], ...]
     text: str
     dropped: tuple[int, int] | None = None
+    heads_turn: bool = False  # ends where its message's generated span starts: it wrote the turn's header
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class Decision:
     late: Cut | None = None  # the start in turns whose prompt supplies start..late (prompt_split.py)
     late_text: str | None = None  # what start..late writes in those turns
     prompt_test: str | None = None  # the Jinja test that tells those turns apart
+    late_required: bool = False  # the earliest start everywhere would cover a role header
 
     @property
     def opens(self) -> bool:
@@ -160,8 +162,9 @@ def observe(traced: TracedTemplate, run: ProbeRun, executions: list[Execution]) 
             cut, dropped = _cuts(execution, lengths, shape[1], (g0, g1), (allowed, musts))
         owner = None if execution.owner is None else roles[execution.owner]
         fits = cut is None and dropped is not None or _inside(execution.start, execution.end, allowed)
+        heads = any(t.must[0] == execution.end and t.message == execution.owner for t in run.turns)
         out.append(Observation(execution, lengths, cut, owner, last_role, fits, run.probe.name,
-                               allowed, run.text, dropped))
+                               allowed, run.text, dropped, heads))
     return out
 
 
@@ -219,8 +222,20 @@ def _check_widening(decision: Decision, gens: list[Observation]) -> None:
             raise err
 
 
-def decide(unit: Unit, observations: list[Observation], loop_var: str | None) -> Decision | None:
-    """One decision for a unit from all its executions (None: leave it alone)."""
+def _prompted_whole(unit: Unit, cuts: tuple[Cut, Cut], others: list[Observation]) -> bool:
+    """Whether the unit is generated whole, except where it writes, always alike, the header the prompt
+    supplies (muse's ``<|start|>assistant`` again after a reasoning channel): a prompt test splits it."""
+    texts = {o.text[o.execution.start : o.execution.end] for o in others}
+    return (cuts == ((0, 0), (unit.n_pieces, 0)) and not unit.is_data and bool(unit.pieces)
+            and all(o.heads_turn for o in others) and len(texts) == 1)
+
+
+def decide(unit: Unit, observations: list[Observation], loop_var: str | None,
+           allow_late: bool = True) -> Decision | None:
+    """One decision for a unit from all its executions (None: leave it alone).
+
+    With ``allow_late``, a unit whose earliest start would cover a role header in some turns is kept for a
+    prompt test (``prompt_split.py``) instead of refused."""
     gens = [o for o in observations if o.cut is not None]
     if not gens:
         return None
@@ -231,6 +246,9 @@ def decide(unit: Unit, observations: list[Observation], loop_var: str | None) ->
     condition = None
     if others:
         condition = _condition(gens, others, loop_var)
+        if condition is None and _prompted_whole(unit, (start, end), others):
+            return Decision(unit, start, end, None, late=end, late_text=others[0].text[
+                others[0].execution.start : others[0].execution.end], late_required=True)
         if condition is None:
             raise SharedOutput(
                 "the same output writes assistant text in some turns and other text in others, and neither "
@@ -238,7 +256,14 @@ def decide(unit: Unit, observations: list[Observation], loop_var: str | None) ->
                 location=unit.location,
                 hint="Give the assistant branch its own output statement, then patch again.")
     decision = Decision(unit, start, end, condition)
-    _check_widening(decision, gens)
+    try:
+        _check_widening(decision, gens)
+    except MixedHeader:
+        if not allow_late or len({o.cut[0] for o in gens if o.cut}) != 2:
+            raise
+        for obs in gens:  # each turn from its own start: the prompt test must then tell them apart
+            _check_widening(replace(decision, start=obs.cut[0] if obs.cut else start), [obs])
+        decision = replace(decision, late_required=True)
     return decision
 
 

@@ -202,7 +202,7 @@ def role_line(prompt_suffix: str) -> str:
     return prompt_suffix if newline < 0 else prompt_suffix[: newline + 1]
 
 
-def _turn_start(run: ProbeRun, k: int, render: Renderer, prompt_suffix: str) -> int | None:
+def _turn_start(run: ProbeRun, k: int, render: Renderer, prompt_suffix: str, in_own_pass: bool) -> int | None:
     messages, text = run.probe.messages, run.text
     start_k, end_k = run.message_spans[k]
     prompt = _try(render, messages[:k], True)
@@ -216,12 +216,29 @@ def _turn_start(run: ProbeRun, k: int, render: Renderer, prompt_suffix: str) -> 
         # the history renders differently once the turn exists (gpt-oss drops an
         # analysis message when a final one follows): fall back to the prompt's suffix
         if not prompt_suffix:
-            return None
+            return _generated_in_turn(run, k, render, prompt) if in_own_pass else None
         header = start_k + common_prefix(prompt_suffix, text[start_k:end_k])
     line = role_line(prompt_suffix)
     if line and end_k > start_k and text.startswith(line, start_k):
         header = max(header, start_k + len(line))
     return header
+
+
+def _generated_in_turn(run: ProbeRun, k: int, render: Renderer, prompt: str) -> int | None:
+    """Where the turn's own loop pass writes what the model generates after ``prompt`` (None: not once).
+
+    For a template whose history moves text between turns (Mistral's system note goes to the last user
+    turn) and whose generation prompt adds nothing: the model writes ``render(messages[:k+1])`` past the
+    prompt, and that text, found exactly once at the end of the turn's pass, is where the span starts.
+    """
+    start_k, end_k = run.message_spans[k]
+    alone = _try(render, run.probe.messages[: k + 1], False)
+    if alone is None or not alone.startswith(prompt) or len(alone) == len(prompt) or end_k <= start_k:
+        return None
+    generated, own = alone[len(prompt) :], run.text[start_k:end_k]
+    if own.count(generated) != 1 or not own.endswith(generated):
+        return None
+    return end_k - len(generated)
 
 
 def _turn_end(run: ProbeRun, k: int, render: Renderer, header: int, foreign: list[tuple[int, int]]) -> int:
@@ -242,16 +259,19 @@ def _turn_end(run: ProbeRun, k: int, render: Renderer, header: int, foreign: lis
 
 
 def expect_turn(run: ProbeRun, k: int, render: Renderer, prompt_suffix: str = "",
-                foreign: list[tuple[int, int]] | None = None) -> TurnExpectation | None:
+                foreign: list[tuple[int, int]] | None = None, in_own_pass: bool = False) -> TurnExpectation | None:
     """The expectation for assistant message ``k`` of ``run`` (None when undecidable).
 
     ``prompt_suffix`` is what the generation prompt appends after a user
     message. A turn that starts with its role line never has that line inside
     the span, even where the template's own prompt leaves the line out (a turn
     right after a tool result, say). ``foreign`` text (other messages'
-    content) ends the expected span and is never allowed.
+    content) ends the expected span and is never allowed. With ``in_own_pass`` (patch verification), a
+    turn whose history renders differently and that has no generation prompt to fall back on is found
+    where its own loop pass writes what the model generates (``_generated_in_turn``); per-turn masking
+    leaves it undecided, as the text there is not conditioned on what the model saw.
     """
-    header = _turn_start(run, k, render, prompt_suffix)
+    header = _turn_start(run, k, render, prompt_suffix, in_own_pass)
     if header is None:
         return None
     foreign = foreign or []

@@ -29,6 +29,7 @@ from jinja2 import nodes
 from whileai_datasets.chat_template.edits import literal
 from whileai_datasets.chat_template.environment import statement_lists
 from whileai_datasets.chat_template.plan import Cut, Decision, Observation, offset_of
+from whileai_datasets.chat_template.refusals import MixedHeader
 from whileai_datasets.chat_template.source import SourceMap, Tok
 from whileai_datasets.chat_template.trace import TracedTemplate, Unit
 
@@ -61,9 +62,22 @@ def resolve(decisions: dict[int, Decision], traced: TracedTemplate, message_loop
                 test = _prompt_test(decision, decisions.values(), traced.source, loop_ids)
                 decision = replace(decision, prompt_test=test)
             except _Inexpressible:
+                if decision.late_required:
+                    raise_late_required(decision)
                 decision = replace(decision, late=None, late_text=None)
         out[uid] = decision
     return out
+
+
+def raise_late_required(decision: Decision) -> None:
+    """Refuse a unit whose span starts later in some turns when no test tells those turns apart."""
+    err = MixedHeader(
+        "the output at this line writes the role header in some assistant turns (where the generation prompt "
+        "supplies it) and generated text in others, and no test at this line tells those turns apart",
+        location=decision.unit.location,
+        hint="Write the role header in its own {{ }} tag, then patch again.")
+    err.unit_start = decision.unit.start
+    raise err
 
 
 def segment(unit: Unit, source: SourceMap, begin: Cut, end: Cut) -> str | None:

@@ -171,3 +171,87 @@ def split_assigned_output(text: str, unit_start: int, name: str = "<template>") 
         return None
     set_start = target.start  # the assignment's target, right after `set`
     return edited[:set_start] + f"{variable}, {tail_name} = {value}" + edited[whole[1] :]
+
+
+# ---------------------------------------------------------------- inline a macro that writes a whole turn
+#
+# A generation block inside a macro is measured wrongly by transformers (its tracker counts only the
+# output already emitted, and a macro's output is emitted when the macro returns). So a turn written by
+#
+#     {%- macro turn(message) -%}BODY{%- endmacro -%} ... {{- turn(m) -}}
+#
+# is inlined at the call, in a scope of its own that binds the parameters the way the call does:
+#
+#     {%- with message = m -%}BODY{%- endwith -%}
+#
+# The tags keep the signs of the ones they replace (``+`` where there was none, so trim_blocks and
+# lstrip_blocks cut nothing the call did not), so BODY renders the same text at the call site.
+
+_MACRO_ONLY = {"varargs", "kwargs", "caller", "loop"}
+
+
+def _bound_anywhere(body: list[nodes.Node], skip: nodes.Macro) -> set[str]:
+    names: set[str] = set()
+    for stmt in body:
+        if stmt is skip:
+            continue
+        names |= {str(n.name) for n in stmt.find_all(nodes.Name) if n.ctx in ("store", "param")}
+        if isinstance(stmt, nodes.Macro):
+            names.add(str(stmt.name))
+    return names
+
+
+def _free_names(macro: nodes.Macro) -> set[str]:
+    loads = {str(n.name) for n in macro.find_all(nodes.Name) if n.ctx == "load"}
+    stores = {str(n.name) for n in macro.find_all(nodes.Name) if n.ctx in ("store", "param")}
+    return loads - stores
+
+
+def _bindings(macro: nodes.Macro, call: nodes.Call, source: SourceMap) -> list[str] | None:
+    """``param = argument`` for every parameter, in the macro's order (None: not bindable statically)."""
+    if call.dyn_args is not None or call.dyn_kwargs is not None or len(call.args) > len(macro.args):
+        return None
+    given: dict[str, nodes.Node] = {str(p.name): a for p, a in zip(macro.args, call.args)}
+    for keyword in call.kwargs:
+        if keyword.key in given or keyword.key not in {p.name for p in macro.args}:
+            return None
+        given[keyword.key] = keyword.value
+    defaults = dict(zip([str(p.name) for p in macro.args[len(macro.args) - len(macro.defaults):]], macro.defaults))
+    out = []
+    for param in macro.args:
+        value = given.get(str(param.name), defaults.get(str(param.name)))
+        text = None if value is None else source.expr_text(value)
+        if text is None or (param.name not in given and not isinstance(value, nodes.Const)):
+            return None
+        out.append(f"{param.name} = {text}")
+    return out
+
+
+def inline_macro_call(text: str, unit_start: int, name: str = "<template>") -> str | None:
+    """``text`` with the macro call printed at ``unit_start`` replaced by the macro's body.
+
+    Returns None unless the unit is ``{{ m(...) }}`` alone in its tag, ``m`` a top-level macro defined
+    once, with no nested macro, and nothing its body reads unbound (besides its parameters) is bound
+    anywhere else in the template (the call site could see another value), nor is ``loop``/``caller``.
+    """
+    source = parse_located(text, name)
+    unit = _find_unit(source, unit_start)
+    if unit is None or not isinstance(unit.node, nodes.Call) or not isinstance(unit.node.node, nodes.Name):
+        return None
+    macros = [m for m in source.ast.body if isinstance(m, nodes.Macro) and m.name == unit.node.node.name]
+    if len(macros) != 1 or len(unit.statement.nodes) != 1 or list(macros[0].find_all(nodes.Macro)):
+        return None
+    macro, call = macros[0], unit.node
+    free = _free_names(macro) - {str(p.name) for p in macro.args} - {str(macro.name)}
+    bindings = _bindings(macro, call, source)
+    if bindings is None or free & (_MACRO_ONLY | _bound_anywhere(source.ast.body, macro)):
+        return None
+    opening, closing, site = source.tag_range(macro), source.branch_ends.get(id(macro.body)), source.tag_range(call)
+    if opening is None or closing is None or site is None:
+        return None
+    open_end = next(t for t in source.tokens[opening[0].index :] if t.type == "block_end")
+    body = text[open_end.core_end : closing.start]
+    first, last = site
+    inlined = (f"{{%{first.mod or '+'} with {', '.join(bindings)} {open_end.mod}%}}{body}"
+               f"{{%{closing.mod} endwith {last.mod or '+'}%}}")
+    return text[: first.start] + inlined + text[last.core_end :]
