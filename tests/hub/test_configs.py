@@ -78,10 +78,18 @@ def test_a_mask_on_a_user_message_is_refused_with_its_location():
 
 
 def test_a_marked_turn_that_opens_the_conversation_is_refused():
-    table = _canonical([1, 0], [{"role": "assistant", "content": "Hi."}, {"role": "user", "content": "Yo"}])
-
     with pytest.raises(PublishError, match=r"row 0, messages\[0\]: a loss-carrying assistant turn opens its conv"):
-        configs.trainer_table(table, "split 'train'")
+        _canonical([1, 0], [{"role": "assistant", "content": "Hi."}, {"role": "user", "content": "Yo"}])
+
+
+def test_errors_in_a_later_chunk_name_the_row_in_the_split():
+    from whileai_datasets.hub.reading import read_all
+
+    ds = Dataset.from_dict({"messages": [CONVERSATION], "loss_mask": [[0, 1, 0, 0, 1]], "tools": [None],
+                            "prompt": ["Find 7."], "scenario_id": ["s1"]}, features=FEATURES)
+
+    with pytest.raises(SchemaError, match=r"split 'train', row 4096, messages\[1\]: loss_mask marks a 'user'"):
+        configs.canonical_chunk(read_all(ds), "split 'train'", first_row=4096)
 
 
 def test_a_mask_of_the_wrong_length_is_refused():
@@ -102,14 +110,14 @@ def test_trl_rows_and_json_rows_come_back_to_the_same_canonical_messages():
 
 
 def test_publish_refuses_a_split_with_no_loss_carrying_turn_before_any_request():
-    from whileai_datasets.hub.publishing import _build_configs
+    from whileai_datasets.hub import streaming
 
     ds = Dataset.from_dict({"messages": [CONVERSATION], "loss_mask": [[0, 0, 0, 0, 0]], "tools": [None],
                             "prompt": ["Find 7."], "scenario_id": ["s1"]}, features=FEATURES)
 
     with pytest.raises(PublishError, match=r"split 'holdout': the 'default' config would have no rows in split "
                                            r"'holdout'.*check the export's mask_mode"):
-        _build_configs({"holdout": ds}, None, None, None, None)  # type: ignore[arg-type]
+        streaming.survey({"holdout": ds}, configs.Extras())
 
 
 def _image_turn(url: str) -> dict[str, Any]:
