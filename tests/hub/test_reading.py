@@ -24,8 +24,14 @@ def _rows(n: int) -> Dataset:
     return Dataset(datasets_table.InMemoryTable(pa.Table.from_batches(ds.data.table.to_batches(max_chunksize=100))))
 
 
-def test_chunks_of_a_selection_are_the_rows_datasets_selects():
+@pytest.mark.parametrize("stored", ["in memory", "cache file"])
+def test_chunks_of_a_selection_are_the_rows_datasets_selects(stored, tmp_path):
     ds = _rows(1000)
+    if stored == "cache file":  # read from the file batch by batch, not from the memory map
+        from datasets import load_from_disk
+
+        ds.save_to_disk(str(tmp_path / "saved"), max_shard_size="40KB")
+        ds = load_from_disk(str(tmp_path / "saved"))
     parts = split_by(ds, "scenario_id", test_size=0.2)
     shuffled = ds.shuffle(seed=3)
     expected = {**{name: part.to_list() for name, part in parts.items()}, "shuffled": shuffled.to_list()}

@@ -55,8 +55,14 @@ class ShardWriter:
         self._bytes = self._shard_rows = 0
 
     def write(self, table: pa.Table) -> None:
-        if not table.num_rows:
-            return
+        """Append `table`, cut where a shard reaches `limit` (a shard holds at least one row)."""
+        while table.num_rows:
+            per_row = max(1.0, table.nbytes / table.num_rows)
+            fits = max(1, min(table.num_rows, int((self.limit - self._bytes) / per_row + 0.5)))
+            self._append(table.slice(0, fits))
+            table = table.slice(fits)
+
+    def _append(self, table: pa.Table) -> None:
         if self._writer is None:
             path = f"{self.directory}/{self.split}-{len(self.shards):05d}.parquet"
             local = self.folder / path
