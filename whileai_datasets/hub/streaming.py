@@ -99,6 +99,7 @@ class ShardWriter:
         self._writer, self._open, self._bytes, self._shard_rows = None, None, 0, 0
         self.shards.append(shard)
         self.done(shard)
+        pa.default_memory_pool().release_unused()  # a shard's worth of freed buffers back to the system
 
 
 @dataclass
