@@ -17,6 +17,7 @@ import inspect
 import datasets
 from packaging.version import Version
 
+from whileai_datasets import _compat
 from whileai_datasets.errors import UnsupportedVersionError
 
 NAME = "whileai/export"
@@ -35,7 +36,7 @@ _HASHED_MODULES = (
     "whileai_datasets.rows.features",
     "whileai_datasets.rows.content",
 )
-SUPPORTED = (Version("5.2"), Version("6"))
+SUPPORTED = _compat.SUPPORTED["datasets"]
 
 
 def _source_hash() -> str:
@@ -47,19 +48,19 @@ def _source_hash() -> str:
 
 def _table() -> dict[str, tuple[str, str]]:
     installed = Version(datasets.__version__)
-    low, high = SUPPORTED
+    wanted = _compat.supported_range("datasets")
     try:
         from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES as table
     except ImportError as err:
         raise UnsupportedVersionError(
             f"datasets {installed} has no packaged-module table to register 'whileai/export' in",
-            hint=f"Install datasets>={low},<{high}.",
+            hint=f"Install {wanted}.",
         ) from err
     sample = next(iter(table.values()), None)
     if not isinstance(table, dict) or not (isinstance(sample, tuple) and len(sample) == 2):
         raise UnsupportedVersionError(
             f"datasets {installed} keeps its packaged-module table in a shape this package does not know",
-            hint=f"Install datasets>={low},<{high}.",
+            hint=f"Install {wanted}.",
         )
     return table
 

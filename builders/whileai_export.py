@@ -303,11 +303,16 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                 with read_errors.read_failures(name, file, reopen), open(file, "rb") as opened:
                     handle = _line_reader(opened)
                     tables, position = self._shard_tables(handle, file, str(original), name, byte_range, normalizer)
-                    for index, table in enumerate(tables):
+                    yielded = 0
+                    for yielded, table in enumerate(tables, 1):
                         rows_read += table.num_rows
-                        yield Key(shard, index), table
+                        yield Key(shard, yielded - 1), table
                     if byte_range is None and not rows_read and self.bad_rows.count == skipped_before:
                         raise read_errors.no_rows_error(name, reopen)
+                    if not yielded:
+                        # a shard without rows (a byte range no line starts in, every row skipped) still
+                        # has a length, 0: datasets 4.x numbers shards by the tables they yield
+                        yield Key(shard, 0), normalizer.empty_table()
                 if byte_range is not None and position is not None:
                     # where the next shard starts: a worker reading shards in order never rescans
                     self._line_marks_of(file)[position.offset] = (position.line, position.row)

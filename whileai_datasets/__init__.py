@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import warnings as _warnings
 
+from whileai_datasets import _compat
+
+_compat.check_supported()  # before anything imports datasets: a too-old one fails with the range, not an ImportError
+
 with _warnings.catch_warnings():
     # register_feature is flagged experimental by datasets; using it is the point.
     _warnings.filterwarnings("ignore", message=".*register_feature.*", category=UserWarning)

@@ -225,6 +225,15 @@ def test_a_real_parquet_file_is_read_as_parquet_whatever_its_name(tmp_path: Path
     assert ds.num_rows == 2 and ds[0]["messages"] == load(DATA / "otel.jsonl")[0]["messages"]
 
 
+def test_a_parquet_file_without_its_footer_names_the_file(tmp_path: Path, load: Any) -> None:
+    # pyarrow's ArrowInvalid is also a ValueError: it must not escape as one (hypothesis found this on pyarrow 21)
+    path = tmp_path / "run.parquet"
+    path.write_bytes(b"PAR1" + json.dumps({"prompt": "x", "messages": []}).encode() * 4 + b"\n")
+    message = r"^run\.parquet: cannot read the file \(ArrowInvalid: Parquet magic bytes not found[^\n]*\)\."
+    with pytest.raises(ExportFormatError, match=message):
+        load(path)
+
+
 def test_a_lone_surrogate_names_its_line(tmp_path: Path, load: Any) -> None:
     # "\ud83e" alone is a valid JSON escape but half of an emoji: Arrow cannot store it as UTF-8
     lone = json.dumps({"prompt": "x", "messages": [{"role": "user", "content": "cut \ud83e"}]})

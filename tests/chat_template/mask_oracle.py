@@ -16,6 +16,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from tests.hf_chat import apply_chat_template
+
 TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
@@ -103,8 +105,8 @@ def _template_messages(messages: Sequence[dict[str, Any]], string_arguments: boo
 def render(tokenizer: Any, template: str, messages: list[dict[str, Any]], tools: Any, agp: bool) -> str | None:
     for string_arguments in (False, True):
         try:
-            return str(tokenizer.apply_chat_template(
-                _template_messages(messages, string_arguments), tools=tools, chat_template=template,
+            return str(apply_chat_template(
+                tokenizer, _template_messages(messages, string_arguments), tools=tools, chat_template=template,
                 tokenize=False, add_generation_prompt=agp))
         except Exception:  # noqa: BLE001 - the template refuses this shape
             continue

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.chat_template.conftest import trl_names
+from tests.hf_chat import apply_chat_template
 from whileai_datasets.chat_template import ChatTemplate, RenderedChat
 from whileai_datasets.chat_template.analysis import analyse
 from whileai_datasets.chat_template.probes import PINNED_NOW, Probe, probe_set
@@ -149,8 +150,8 @@ def _masks_agree(tokenizer: Any) -> list[list[int]]:
     masks = []
     for probe in probe_set():
         try:
-            out = tokenizer.apply_chat_template(probe.messages, tools=probe.tools, tokenize=True, return_dict=True,
-                                                return_assistant_tokens_mask=True)
+            out = apply_chat_template(tokenizer, probe.messages, tools=probe.tools, tokenize=True, return_dict=True,
+                                      return_assistant_tokens_mask=True)
             rendered = ours_template.render(probe.messages, probe.tools)
         except Exception:  # noqa: BLE001, S112 - conversation not supported by this template
             continue

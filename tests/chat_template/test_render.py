@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.chat_template.conftest import trl_names
+from tests.hf_chat import apply_chat_template
 from whileai_datasets.chat_template import ChatTemplate
 from whileai_datasets.chat_template.probes import (
     probe_set,
@@ -31,7 +32,7 @@ CHAT = [
 
 def _transformers_text(tokenizer: Any, messages: list[dict[str, Any]], tools: Any, agp: bool) -> str | None:
     try:
-        return str(tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=agp))
+        return str(apply_chat_template(tokenizer, messages, tools=tools, tokenize=False, add_generation_prompt=agp))
     except Exception:  # noqa: BLE001 - the template rejects this conversation in transformers too
         return None
 
@@ -66,8 +67,8 @@ def test_generation_spans_equal_transformers_assistant_masks(
     checked = 0
     for probe in probe_set():
         try:
-            out = tokenizer.apply_chat_template(probe.messages, tools=probe.tools, tokenize=True, return_dict=True,
-                                                return_assistant_tokens_mask=True)
+            out = apply_chat_template(tokenizer, probe.messages, tools=probe.tools, tokenize=True, return_dict=True,
+                                      return_assistant_tokens_mask=True)
         except Exception:  # noqa: BLE001, S112 - conversation not supported by this template
             continue
         rendered = template.render(probe.messages, probe.tools)

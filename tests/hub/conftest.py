@@ -44,9 +44,11 @@ HTTP_TIMEOUT = 10.0
 BLOCKED_IMPORT = "whileai_datasets is not installed on this machine"
 
 #: Third-party warnings the children tolerate while every other warning is an error:
-#: huggingface_hub 2.4 passes raw bytes to httpx2 as `data=` (LFS PUT, commit), which httpx2 deprecates.
-CLIENT_IGNORED_WARNINGS: tuple[tuple[str, type[Warning], str], ...] = (
-    (re.escape("Use 'content=<...>' to upload raw bytes/text content."), DeprecationWarning, "httpx2"),
+#: huggingface_hub passes raw bytes as `data=` (LFS PUT, commit), which its HTTP client deprecates:
+#: httpx2 under huggingface_hub 2.x, httpx 0.28 under 1.x.
+CLIENT_IGNORED_WARNINGS: tuple[tuple[str, type[Warning], str], ...] = tuple(
+    (re.escape("Use 'content=<...>' to upload raw bytes/text content."), DeprecationWarning, client)
+    for client in ("httpx2", "httpx")
 )
 
 
@@ -303,7 +305,7 @@ def published_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def published_rows(ds: Any) -> list[dict[str, Any]]:
     """`ds`'s rows as the repo's `canonical` config loads them."""
-    return [{**row, "messages": published_messages(row["messages"])} for row in ds.to_list()]
+    return [{**row, "messages": published_messages(row["messages"])} for row in ds]
 
 
 @pytest.fixture

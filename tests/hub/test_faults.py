@@ -29,7 +29,7 @@ def load_rows(repo_id: str, token: str) -> dict[str, list[dict[str, Any]]]:
     """The rows of the repo's `canonical` config, per split."""
     from datasets import load_dataset
 
-    return {name: split.to_list() for name, split in load_dataset(repo_id, "canonical", token=token).items()}
+    return {name: list(split) for name, split in load_dataset(repo_id, "canonical", token=token).items()}
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -159,7 +159,7 @@ def _rows_at(repo_id: str, token: str, revision: str | None) -> dict[str, list[d
     from datasets import load_dataset
 
     loaded = load_dataset(repo_id, "canonical", token=token, revision=revision, download_mode="force_redownload")
-    return {name: split.to_list() for name, split in loaded.items()}
+    return {name: list(split) for name, split in loaded.items()}
 
 
 def push_interrupted(first: str, second: str, repo_id: str, token: str, route: str | None, skip: int) -> dict[str, Any]:

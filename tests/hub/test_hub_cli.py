@@ -134,7 +134,7 @@ def repo_view(repo_id: str, token: str) -> dict[str, Any]:
     return {"files": sorted(HfApi(token=token).list_repo_files(repo_id, repo_type="dataset")),
             "configs": card.data.to_dict()["configs"],
             "headings": [line for line in card.text.splitlines() if line.startswith(("## ", "### `"))],
-            "rows": rows.select_columns(["prompt", "completion"]).to_list()}
+            "rows": list(rows.select_columns(["prompt", "completion"]))}
 
 
 def test_push_and_export_push_to_make_the_same_repo(alice, tmp_path):

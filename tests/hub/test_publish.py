@@ -60,7 +60,7 @@ def test_publish_round_trips_rows_and_features_of_every_split(alice, repo_id, ro
     assert sorted(back) == ["holdout", "train"]
     for name in ("train", "holdout"):
         assert back[name].features == Features({**rollouts[name].features, "messages": List(Json())})
-        assert back[name].to_list() == published_rows(rollouts[name])
+        assert list(back[name]) == published_rows(rollouts[name])
 
 
 def test_publish_of_message_feature_rows_stores_only_built_in_types(alice, repo_id, tmp_path):
@@ -123,7 +123,7 @@ def test_second_publish_replaces_the_splits_and_the_old_revision_still_loads(ali
         f"{folder}/{split}-00000-of-00001.parquet" for folder in ("data", "canonical", "messages", "sharegpt")
         for split in ("train", "test")}
     assert old == {"train": 4, "holdout": 2}
-    assert load_from_disk(str(tmp_path / "old"))["holdout"].to_list() == published_rows(rollouts["holdout"])
+    assert list(load_from_disk(str(tmp_path / "old"))["holdout"]) == published_rows(rollouts["holdout"])
 
 
 def test_republishing_the_same_data_makes_no_commit(alice, hub, repo_id, saved_rollouts):

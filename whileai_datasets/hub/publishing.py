@@ -29,19 +29,15 @@ from datasets.utils.py_utils import convert_file_size_to_int
 from huggingface_hub import CommitOperationAdd, HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
+from whileai_datasets import _compat
 from whileai_datasets.errors import PublishError
 from whileai_datasets.hub import configs as repo_configs
 from whileai_datasets.hub import layout, streaming, trainer_gaps
 from whileai_datasets.hub.card import SourceFile, hash_sources, package_versions, render_card
 from whileai_datasets.hub.splits import count_disjoint_groups
 
-try:  # the HTTP client huggingface_hub is built on (httpx2 from huggingface_hub 2.x, httpx before)
-    from httpx2 import HTTPError as _ClientHTTPError
-except ImportError:  # pragma: no cover - depends on the installed huggingface_hub
-    from httpx import HTTPError as _ClientHTTPError  # type: ignore[no-redef]
-
 #: Failures of a request to the Hub: an error answer or a lost connection.
-_HUB_ERRORS: tuple[type[BaseException], ...] = (HfHubHTTPError, _ClientHTTPError)
+_HUB_ERRORS: tuple[type[BaseException], ...] = (HfHubHTTPError, _compat.HUB_CLIENT_ERROR)
 COMMIT_MESSAGE = "Publish with whileai-datasets"
 
 
@@ -248,7 +244,7 @@ def _whoami(api: HfApi, origin: str) -> str:
                                hint="Check the token, or run `hf auth login` again") from err
         raise PublishError(f"checking the token failed: {_describe(err)}", location=api.endpoint,
                            hint="Check that the Hub is reachable and retry") from err
-    except _ClientHTTPError as err:
+    except _compat.HUB_CLIENT_ERROR as err:
         raise PublishError(f"could not reach the Hub: {_describe(err)}", location=api.endpoint,
                            hint="Check HF_ENDPOINT and the network, then retry") from err
 

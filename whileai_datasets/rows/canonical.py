@@ -68,6 +68,11 @@ class Normalizer:
         self.fast_types = {key: _FAST_TYPES[kind] for key, kind in self.kinds.items() if kind in _FAST_TYPES}
         self._chunk_class = {"default": TrainingChunk, "preference": PreferenceChunk, "raw": RawChunk}[config_name]
 
+    def empty_table(self) -> pa.Table:
+        """No rows, in the config's schema (pyarrow 21's ``Schema.empty_table`` refuses extension types)."""
+        arrays = [pa.array([], plain).cast(fld.type) for fld, plain in zip(self.arrow_schema, self.storage_types)]
+        return pa.Table.from_arrays(arrays, schema=self.arrow_schema)
+
     def chunk(self, leaks: LeakScan | None = None) -> Chunk:
         """An empty chunk. With ``leaks`` (training rows only), every row added
         is also counted and checked for privileged leaks there."""

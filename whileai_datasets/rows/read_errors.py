@@ -230,17 +230,17 @@ def _read_failure(name: str, path: str, reopen: Callable[[], IO[bytes]], err: Ex
         return None
     if isinstance(err, _codec_errors()):
         return truncated_error(name, path, reopen, err)
-    if isinstance(err, ValueError):
-        return missing_codec_error(name, path) if str(err).startswith("Compression type") else None
-    if not isinstance(err, (OSError, pa.ArrowException)):
-        return None
-    if codec_of(path) is not None and _is_codec_failure(err):
-        return truncated_error(name, path, reopen, err)
-    return ExportFormatError(
-        f"cannot read the file ({type(err).__name__}: {str(err).strip()})",
-        location=name,
-        hint="Check that it is a whileai JSONL or Parquet export and that it was copied whole.",
-    )
+    if isinstance(err, (OSError, pa.ArrowException)):  # before ValueError: pyarrow's ArrowInvalid is one too
+        if codec_of(path) is not None and _is_codec_failure(err):
+            return truncated_error(name, path, reopen, err)
+        return ExportFormatError(
+            f"cannot read the file ({type(err).__name__}: {str(err).strip()})",
+            location=name,
+            hint="Check that it is a whileai JSONL or Parquet export and that it was copied whole.",
+        )
+    if isinstance(err, ValueError) and str(err).startswith("Compression type"):
+        return missing_codec_error(name, path)
+    return None
 
 
 def _is_codec_failure(err: BaseException) -> bool:
