@@ -100,3 +100,24 @@ def load_benchmark_rows(n_rows: int, cache_dir: str, seed: int = 0) -> Any:
     path = make_export_file(None, n_rows, seed)
     return datasets.load_dataset("whileai/export", data_files=str(path), split="train", cache_dir=cache_dir,
                                  system_prompt=SYSTEM_PROMPT, tools=TOOLS)
+
+
+def make_unique_file(path: str | os.PathLike[str] | None, n_rows: int, seed: int = 0) -> Path:
+    """``n_rows`` rows as ``make_export_file`` writes them, but every row's ask and final answer unique
+    (no text repeats between rows, as in real rollouts): cached under benchmarks/.data."""
+    target = Path(path) if path else DATA_DIR / f"unique-{n_rows}-{seed}.jsonl"
+    if target.exists():
+        return target
+    source = make_export_file(None, min(n_rows, 2000), seed)
+    lines = source.read_text(encoding="utf-8").splitlines()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        for i in range(n_rows):
+            line = lines[i % len(lines)]
+            if i >= len(lines):  # fresh situation ids per copy, as make_export_file does
+                line = line.replace('"scenario_id": "', f'"scenario_id": "c{i // len(lines)}-', 1)
+            line = line.replace('"prompt": "', f'"prompt": "Case {i}: ', 1)
+            handle.write(line.replace('"final_text": "', f'"final_text": "Case {i}: ', 1) + "\n")
+    tmp.replace(target)
+    return target

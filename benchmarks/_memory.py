@@ -18,6 +18,7 @@ class TotalPeak:
         import psutil
 
         self.peak = 0
+        self.anon_peak = 0  # the same, anonymous memory only (no file pages such as a memory-mapped cache)
         self._process = psutil.Process()
         self._error = psutil.Error
         self._every = every
@@ -28,11 +29,29 @@ class TotalPeak:
             try:
                 children = self._process.children(recursive=True)
                 total = self._process.memory_info().rss + sum(c.memory_info().rss for c in children)
-            except self._error:  # a worker exited between listing and reading it
+                anon = sum(_anon(p.pid) for p in (self._process, *children))
+            except (self._error, OSError):  # a worker exited between listing and reading it
                 continue
             self.peak = max(self.peak, total)
+            self.anon_peak = max(self.anon_peak, anon)
             time.sleep(self._every)
 
     @property
     def mb(self) -> float:
         return self.peak / 2**20
+
+    @property
+    def anon_mb(self) -> float:
+        return self.anon_peak / 2**20
+
+
+def _anon(pid: int) -> int:
+    """Resident anonymous memory of a process (Linux ``RssAnon``; 0 where /proc does not say)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except FileNotFoundError:
+        return 0
+    return 0

@@ -1,4 +1,5 @@
-"""Building the configs `publish` uploads, Arrow against a per-row Python loop doing the same work.
+"""Building the configs `publish` uploads, Arrow against a per-row Python loop doing the same work;
+and (``--publish N ...``) whole publishes of N rows with unique texts to a local Hub server.
 
 The input is the canonical dataset of an N-row benchmark file (prepared once, before the clock).
 The Arrow side is what `publish` runs before any request: `canonical_table` (messages as
@@ -10,6 +11,18 @@ outputs are checked equal once; then the two alternate round by round and the re
 median of each and their ratio.
 
     python benchmarks/bench_publish.py --rows 20000 --repeat 3
+
+``--publish 100000 1000000``: rows of ``_data.make_unique_file`` (every ask and answer unique),
+loaded through the ``whileai/export`` builder with the system prompt and tools (the cache is
+prepared first, outside the clock), ``split_by`` scenario, then ``publish`` to the local Hub of
+tests/hub_server, each in a fresh process whose peak RSS (with its children,
+``_memory.TotalPeak``) and publish time are reported, with the per-row slope between the two
+largest sizes and the 10M-row estimate from it. ``--old`` also runs main's code (``git archive
+main``) at the sizes up to 100k, side by side; ``--ray`` publishes the same file with
+``ray_engine.publish_rollouts`` on a local Ray runtime.
+
+    python benchmarks/bench_publish.py --publish 100000 --old
+    python benchmarks/bench_publish.py --publish 100000 1000000 --ray
 """
 
 from __future__ import annotations
@@ -25,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if os.environ.get("BENCH_PUBLISH_PACKAGE"):  # --old: main's whileai_datasets ahead of this checkout's
+    sys.path.insert(0, os.environ["BENCH_PUBLISH_PACKAGE"])
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 
 from benchmarks._data import load_benchmark_rows  # noqa: E402
@@ -68,7 +83,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=20000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--publish", type=int, nargs="+", metavar="N", help="publish N rows (several sizes)")
+    parser.add_argument("--old", action="store_true", help="with --publish: main's code too, up to 100k rows")
+    parser.add_argument("--ray", action="store_true", help="with --publish: ray_engine.publish_rollouts too")
+    parser.add_argument("--ray-only", action="store_true", help="with --publish: only ray_engine.publish_rollouts")
+    parser.add_argument("--child", nargs=3, metavar=("N", "ENGINE", "REPO"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        from benchmarks._publish import child
+
+        child(int(args.child[0]), args.child[1], args.child[2])
+        return
+    if args.publish:
+        from benchmarks._publish import run_publishes
+
+        run_publishes(args.publish, old=args.old, ray=args.ray or args.ray_only, local=not args.ray_only)
+        return
 
     import datasets
     from datasets import Features

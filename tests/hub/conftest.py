@@ -157,6 +157,7 @@ class Identity:
     hub: LocalHub
     env_token: bool = False  # export the token as HF_TOKEN
     without_package: bool = False  # `import whileai_datasets` fails in the child (a machine without it)
+    timeout: float = CLIENT_TIMEOUT  # seconds a child may take (a Ray runtime takes a while to start)
 
     def on_another_machine(self) -> Identity:
         """The same user and token with empty caches."""
@@ -200,10 +201,10 @@ class Identity:
                    str(args_file), str(result_file)]
         try:
             done = subprocess.run(command, env=self._env(), cwd=workdir, capture_output=True, text=True,
-                                  timeout=CLIENT_TIMEOUT)
+                                  timeout=self.timeout)
         except subprocess.TimeoutExpired as err:
             stderr = err.stderr.decode() if isinstance(err.stderr, bytes) else err.stderr
-            pytest.fail(f"{self.name}: {fn.__name__} did not finish within {CLIENT_TIMEOUT}s:\n{stderr}")
+            pytest.fail(f"{self.name}: {fn.__name__} did not finish within {self.timeout}s:\n{stderr}")
         if done.returncode != 0 or not result_file.exists():
             pytest.fail(f"{self.name}: the client process failed ({done.returncode}):\n{done.stderr[-5000:]}")
         return dict(json.loads(result_file.read_text()))

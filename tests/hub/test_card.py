@@ -16,6 +16,7 @@ from whileai_datasets.hub import card as card_module
 from whileai_datasets.hub import layout
 from whileai_datasets.hub.card import SourceFile, describe_mask, hash_sources, package_versions, render_card
 from whileai_datasets.hub.configs import Config
+from whileai_datasets.transforms._portable import portable_features
 
 FEATURES = Features({"messages": List(Json()), "loss_mask": List(Value("int8")), "tools": Json(),
                      "scenario_id": Value("string")})
@@ -33,9 +34,10 @@ def _table(rows: int) -> pa.Table:
 
 
 def _configs() -> list[Config]:
-    default = Config("default", {"train": _table(4), "holdout": _table(2)})
+    features = portable_features(_table(1).schema)
+    default = Config("default", {"train": 4, "holdout": 2}, features)
     default.facts = {"train": {"rows": 4}, "holdout": {"rows": 2}}
-    canonical = Config("canonical", {"train": _table(4), "holdout": _table(2)})
+    canonical = Config("canonical", {"train": 4, "holdout": 2}, features)
     canonical.facts = {name: {"rows": n, "messages": n, "assistant_turns": n, "marked_turns": n,
                               "rows_without_marked_turn": 0} for name, n in (("train", 4), ("holdout", 2))}
     return [default, canonical]
@@ -100,7 +102,8 @@ def test_card_yaml_declares_the_features_of_configs_without_json():
     table = pa.table({"conversations": pa.array([[{"from": "human", "value": "hi"}]], pa.list_(pa.struct(
         [("from", pa.string()), ("value", pa.string())]))), "system": pa.array([""], pa.string())})
 
-    reloaded = DatasetCard(str(render_card(layout.card_data([*_configs(), Config("sharegpt", {"train": table})]),
+    sharegpt = Config("sharegpt", {"train": table.num_rows}, portable_features(table.schema))
+    reloaded = DatasetCard(str(render_card(layout.card_data([*_configs(), sharegpt]),
                                            repo_id="alice/rollouts", private=True, configs=_configs(),
                                            versions=VERSIONS))).data
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from datasets import Dataset, Features, Json, List, Value
 
@@ -78,10 +80,18 @@ def test_a_mask_on_a_user_message_is_refused_with_its_location():
 
 
 def test_a_marked_turn_that_opens_the_conversation_is_refused():
-    table = _canonical([1, 0], [{"role": "assistant", "content": "Hi."}, {"role": "user", "content": "Yo"}])
-
     with pytest.raises(PublishError, match=r"row 0, messages\[0\]: a loss-carrying assistant turn opens its conv"):
-        configs.trainer_table(table, "split 'train'")
+        _canonical([1, 0], [{"role": "assistant", "content": "Hi."}, {"role": "user", "content": "Yo"}])
+
+
+def test_errors_in_a_later_chunk_name_the_row_in_the_split():
+    from whileai_datasets.hub.reading import read_all
+
+    ds = Dataset.from_dict({"messages": [CONVERSATION], "loss_mask": [[0, 1, 0, 0, 1]], "tools": [None],
+                            "prompt": ["Find 7."], "scenario_id": ["s1"]}, features=FEATURES)
+
+    with pytest.raises(SchemaError, match=r"split 'train', row 4096, messages\[1\]: loss_mask marks a 'user'"):
+        configs.canonical_chunk(read_all(ds), "split 'train'", first_row=4096)
 
 
 def test_a_mask_of_the_wrong_length_is_refused():
@@ -102,14 +112,14 @@ def test_trl_rows_and_json_rows_come_back_to_the_same_canonical_messages():
 
 
 def test_publish_refuses_a_split_with_no_loss_carrying_turn_before_any_request():
-    from whileai_datasets.hub.publishing import _build_configs
+    from whileai_datasets.hub import streaming
 
     ds = Dataset.from_dict({"messages": [CONVERSATION], "loss_mask": [[0, 0, 0, 0, 0]], "tools": [None],
                             "prompt": ["Find 7."], "scenario_id": ["s1"]}, features=FEATURES)
 
     with pytest.raises(PublishError, match=r"split 'holdout': the 'default' config would have no rows in split "
                                            r"'holdout'.*check the export's mask_mode"):
-        _build_configs({"holdout": ds}, None, None, None, None)  # type: ignore[arg-type]
+        streaming.survey({"holdout": ds}, configs.Extras())
 
 
 def _image_turn(url: str) -> dict[str, Any]:
@@ -132,3 +142,37 @@ def test_content_parts_and_reasoning_content_publish_in_every_config():
     # TRL's vision format: each row's `images` fill its prompt's placeholders, in order, and no more
     first, second = "https://x.test/a.png", "https://x.test/b.png"
     assert [r["images"] for r in default] == [[first], [first, second]]
+
+
+def test_the_streaming_build_makes_every_registry_config_chunk_by_chunk(tmp_path, monkeypatch):
+    """messages, sharegpt and the trainer gaps built per chunk equal the whole split's, with the first
+    gap located in the split (not in its chunk), and every registry config is made."""
+    from whileai_datasets.hub import streaming, trainer_formats, trainer_gaps
+
+    plain, doubled = CONVERSATION, [*CONVERSATION, {"role": "assistant", "content": "Done."}]
+    rows = [(plain, [0, 0, 1, 0, 1])] * 3 + [(doubled, [0, 0, 1, 0, 1, 1]), (plain, [0, 0, 0, 0, 1])]
+    ds = Dataset.from_dict({"messages": [m for m, _ in rows], "loss_mask": [k for _, k in rows],
+                            "tools": [None] * 5, "prompt": ["Find 7."] * 5, "scenario_id": ["s1"] * 5},
+                           features=FEATURES)
+    whole = configs.canonical_table(ds, "split 'train'")
+    monkeypatch.setattr(streaming, "CHUNK_ROWS", 2)
+    shards: list[streaming.Shard] = []
+
+    built = streaming.build(configs.planned(configs.Extras()), {"rows": {"train": ds}}, tmp_path, 1 << 30,
+                            shards.append)
+
+    by_name = {c.name: c for c in built.configs}
+    assert list(by_name) == [spec.name for spec in configs.REGISTRY if spec.name in by_name]
+    assert {"default", "canonical", "messages", "sharegpt"} == set(by_name)
+    written = {s.path.split("/")[0]: pa.concat_tables(pq.read_table(t.local) for t in built.shards
+                                                       if t.path.startswith(s.path.split("/")[0] + "/"))
+               for s in built.shards}
+    assert len(shards) == len(built.shards) == 4  # one shard per config (the limit is never reached)
+    assert written["sharegpt"].to_pylist() == trainer_formats.sharegpt_chunk(whole, "x").to_pylist()
+    assert written["messages"].to_pylist() == trainer_formats.messages_chunk(whole, "x").to_pylist()
+    assert by_name["sharegpt"].rows == {"train": 10}
+    assert by_name["messages"].facts["train"] == {"rows": 5, **trainer_formats.messages_facts(
+        trainer_formats.messages_chunk(whole, "x"))}
+    assert built.gaps == trainer_gaps.merge_gaps([trainer_gaps.chunk_gaps(whole, "split 'train'")])
+    assert built.gaps["ms-swift"]["consecutive_assistant_turns"] == {
+        "rows": 1, "first": "split 'train', row 3, messages[5]"}

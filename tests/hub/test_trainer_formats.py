@@ -292,6 +292,18 @@ def test_gaps_of_chunks_add_up_to_the_gaps_of_the_whole():
     assert flat["axolotl/empty_marked_turn"] == 1 and len(flat) == sum(map(len, trainer_gaps.EFFECTS.values()))
 
 
+def test_gaps_of_a_chunk_moved_to_its_place_are_the_gaps_found_there():
+    doubled = [_user("a"), _assistant("x"), _assistant("y")]
+    empty = [_user("a"), _assistant("")]
+    table = _table([([_user("ok"), _assistant("fine")], [0, 1]), (doubled, [0, 1, 1]), (empty, [0, 1])])
+
+    moved = trainer_gaps.shift_rows(trainer_gaps.chunk_gaps(table, "split 'row 3, a'"), 4096)
+
+    assert moved == trainer_gaps.chunk_gaps(table, "split 'row 3, a'", offset=4096)
+    assert moved["axolotl"]["empty_marked_turn"]["first"] == "split 'row 3, a', row 4098, messages[1]"
+    assert moved["ms-swift"]["text_beside_tool_call"] == {"rows": 0, "first": None}
+
+
 def test_weighted_messages_are_counted_even_when_arguments_mention_a_weight():
     calls = _assistant("", _call("c1", {"weight": 1, "loss": True}))
     table = _table([([_user('"weight": 1, "loss": true}'), calls, _tool("c1", "ok"), _assistant("x")], [0, 1, 0, 0])])

@@ -34,16 +34,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("source", metavar="IN", type=Path, help="whileai rows (.jsonl, .jsonl.gz or .parquet)")
     parser.add_argument("output", metavar="OUT", type=Path, help="the file to write (.parquet or .jsonl)")
-    system = parser.add_mutually_exclusive_group()
-    system.add_argument("--system-prompt", metavar="TEXT", help="system message prepended to every conversation")
-    system.add_argument("--system-prompt-file", metavar="FILE", type=Path, help="read the system prompt from FILE")
-    parser.add_argument("--tools", metavar="FILE", type=Path, help="a JSON file holding the list of tool schemas")
+    add_row_options(parser)
     parser.add_argument("--format", choices=FORMATS, default="openai", help="wire shape (default: %(default)s)")
-    parser.add_argument("--mask-mode", choices=MASK_MODES, default="assistant", help="which assistant turns carry loss")
     parser.add_argument("--unroll", action="store_true", help="one sample per assistant turn")
-    parser.add_argument("--keep-think", action="store_true", help="keep <think> blocks (strip_think=False)")
-    parser.add_argument("--max-tool-output-chars", metavar="N", type=_count,
-                        help="cut tool messages to N characters (a whole number, 0 or more)")
     parser.add_argument("--no-validate", action="store_true", help="write even if a gate refuses the rows")
     parser.add_argument("--push-to", metavar="REPO_ID", help="also publish the written rows to a private Hub repo")
     parser.add_argument("--preference", action="store_true", help="IN holds chosen/rejected pairs: export_preference")
@@ -57,6 +50,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def add_row_options(parser: argparse.ArgumentParser) -> None:
+    """The options that make raw rollouts into training rows: the system prompt, the tools, the mask,
+    think blocks and tool-output truncation (``export`` and ``push`` take the same ones)."""
+    system = parser.add_mutually_exclusive_group()
+    system.add_argument("--system-prompt", metavar="TEXT", help="system message prepended to every conversation")
+    system.add_argument("--system-prompt-file", metavar="FILE", type=Path, help="read the system prompt from FILE")
+    parser.add_argument("--tools", metavar="FILE", type=Path, help="a JSON file holding the list of tool schemas")
+    parser.add_argument("--mask-mode", choices=MASK_MODES, default="assistant", help="which assistant turns carry loss")
+    parser.add_argument("--keep-think", action="store_true", help="keep <think> blocks (strip_think=False)")
+    parser.add_argument("--max-tool-output-chars", metavar="N", type=_count,
+                        help="cut tool messages to N characters (a whole number, 0 or more)")
+
+
 def _count(text: str) -> int:
     """argparse type: a whole number, 0 or more (whileai would read -1 as 0)."""
     try:
@@ -66,6 +72,15 @@ def _count(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a whole number, 0 or more, got {text!r}")
     return value
+
+
+def row_inputs(args: argparse.Namespace) -> tuple[str | None, list[Any] | None]:
+    """The system prompt and the tool schemas ``add_row_options`` asked for (files read and checked)."""
+    system = args.system_prompt
+    if args.system_prompt_file is not None:
+        system = _read(args.system_prompt_file, "the system prompt file")
+    tools = _tools(args.tools) if args.tools is not None else None
+    return system, tools
 
 
 def run(args: argparse.Namespace) -> int:
@@ -85,10 +100,7 @@ def _export(args: argparse.Namespace) -> dict[str, Any]:
     # before anything is read: OUT must not be IN, the system prompt file or the tools file
     ray = getattr(args, "engine", "local") == "ray"
     overwrite.refuse_overwrite(args.output, [args.source, args.system_prompt_file, args.tools], directory=ray)
-    system = args.system_prompt
-    if args.system_prompt_file is not None:
-        system = _read(args.system_prompt_file, "the system prompt file")
-    tools = _tools(args.tools) if args.tools is not None else None
+    system, tools = row_inputs(args)
     if args.weights and (ray or args.preference):
         raise ExportFormatError(f"--weights applies to training rows exported by the local engine, not with "
                                 f"{'--engine ray' if ray else '--preference'}", location="--weights",

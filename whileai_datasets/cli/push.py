@@ -16,8 +16,15 @@ from typing import Any
 
 from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
 
+from whileai_datasets.cli import export as export_cli
+from whileai_datasets.cli import ray_options as ray_cli
 from whileai_datasets.errors import PublishError, WhileaiError
+from whileai_datasets.export.reports import first_role_count
 from whileai_datasets.hub import publish, split_by
+from whileai_datasets.hub.reading import chunks
+from whileai_datasets.transforms import _arrow
+from whileai_datasets.transforms.think import strip_think
+from whileai_datasets.transforms.tool_output import truncate_tool_output
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -39,8 +46,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--test-size", type=float, default=0.1,
                         help="share of KEY groups held out with --split-by (default 0.1)")
     parser.add_argument("--seed", type=int, default=0, help="which groups --split-by holds out (default 0)")
-    parser.add_argument("--mask-mode", choices=("assistant", "final"), default="assistant",
-                        help="which assistant turns carry loss, for a whileai .jsonl SOURCE (default assistant)")
+    export_cli.add_row_options(parser)  # for raw rollouts (.jsonl SOURCE), as `export` takes them
     parser.add_argument("--preference", type=Path, metavar="PAIRS",
                         help="preference pairs (.jsonl/.parquet) to publish as the `preference` config")
     parser.add_argument("--tokenizer", metavar="DIR",
@@ -49,44 +55,121 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--revision", help="branch to push to (default main)")
     parser.add_argument("--message", help="commit message")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    ray_cli.add_engine_option(parser, "With ray, SOURCE is whileai rollouts (files, a directory or a glob, "
+                              "on storage every node mounts); the workers build the shards, this process commits")
     parser.set_defaults(run=run)
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        data = load_source(args.source, mask_mode=args.mask_mode)
-        pairs = load_source(args.preference, config="preference") if args.preference else None
-        if args.split_by:
-            if isinstance(data, DatasetDict):
-                raise PublishError(f"--split-by needs one table, but SOURCE already has splits {sorted(data)}",
-                                   location=str(args.source), hint="Drop --split-by to keep those splits")
-            data = split_by(data, args.split_by, test_size=args.test_size, seed=args.seed)
-        result = publish(data, args.repo_id, private=not args.public, revision=args.revision,
-                         commit_message=args.message, report=_read_report(args.report), sources=[args.source],
-                         split_key=args.split_by, preference=pairs, tokenizer=_tokenizer(args.tokenizer))
+        if args.engine == "ray":
+            result = _push_on_ray(args)
+        else:
+            result = _push(args)
     except (WhileaiError, ValueError) as err:
         print(f"whileai-datasets push: {err}", file=sys.stderr)
         return EXIT_FAILED
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        splits = ", ".join(f"{name} {rows}" for name, rows in result["splits"].items())
-        visibility = "private" if result["private"] else "public"
-        configs = "; ".join(f"{name}: " + ", ".join(f"{split} {rows}" for split, rows in counts.items())
-                            for name, counts in result["configs"].items())
-        print(f"Published {result['repo_id']} ({visibility}; {splits} rows) at {result['commit']}\n"
-              f"  configs  {configs}\n  load     load_dataset({result['repo_id']!r}, split=...)  "
-              f"# the default config: SFTTrainer trains exactly the marked turns")
-        for trainer, found in result["trainers"].items():
-            for shape in found["inexact"].values():  # rows a trainer reads differently: the card says more
-                print(f"  {trainer}  {shape['rows']} of {found['rows']} {found['unit']} of `{found['config']}` "
-                      f"not exact: {shape['effect']} (first: {shape['first']})")
-        print(result["url"])
+    _print(result, args.json)
     return EXIT_OK
 
 
-def load_source(path: Path, *, mask_mode: str = "assistant", config: str = "default") -> Dataset | DatasetDict:
+def _push(args: argparse.Namespace) -> Any:
+    data = _rows(args)
+    pairs = load_source(args.preference, config="preference") if args.preference else None
+    if args.split_by:
+        if isinstance(data, DatasetDict):
+            raise PublishError(f"--split-by needs one table, but SOURCE already has splits {sorted(data)}",
+                               location=str(args.source), hint="Drop --split-by to keep those splits")
+        data = split_by(data, args.split_by, test_size=args.test_size, seed=args.seed)
+    return publish(data, args.repo_id, private=not args.public, revision=args.revision,
+                   commit_message=args.message, report=_read_report(args.report), sources=[args.source],
+                   split_key=args.split_by, preference=pairs, tokenizer=_tokenizer(args.tokenizer))
+
+
+def _push_on_ray(args: argparse.Namespace) -> Any:
+    """`push --engine ray`: raw rollouts only (the workers read them), the options `export` takes."""
+    for flag, value in (("--preference", args.preference), ("--tokenizer", args.tokenizer),
+                        ("--report", args.report)):
+        if value:
+            raise PublishError(f"{flag} is not available with --engine ray", location=flag,
+                               hint="Publish with --engine local for that")
+    if args.source.suffix.lower() == ".parquet" or args.source.is_dir() and (args.source / "state.json").exists():
+        raise PublishError("--engine ray reads whileai rollouts (.jsonl), and SOURCE holds exported rows",
+                           location=str(args.source), hint="Publish exported rows with --engine local")
+    system, tools = export_cli.row_inputs(args)
+    with ray_cli.runtime(args.ray_address):
+        from whileai_datasets.ray_engine.publish import publish_rollouts
+
+        return publish_rollouts(
+            str(args.source), args.repo_id, system_prompt=system, tools=tools, mask_mode=args.mask_mode,
+            strip_think=not args.keep_think, max_tool_output_chars=args.max_tool_output_chars,
+            split_key=args.split_by, test_size=args.test_size, seed=args.seed, private=not args.public,
+            revision=args.revision, commit_message=args.message)
+
+
+def _print(result: Any, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    splits = ", ".join(f"{name} {rows}" for name, rows in result["splits"].items())
+    visibility = "private" if result["private"] else "public"
+    configs = "; ".join(f"{name}: " + ", ".join(f"{split} {rows}" for split, rows in counts.items())
+                        for name, counts in result["configs"].items())
+    print(f"Published {result['repo_id']} ({visibility}; {splits} rows) at {result['commit']}\n"
+          f"  configs  {configs}\n  load     load_dataset({result['repo_id']!r}, split=...)  "
+          f"# the default config: SFTTrainer trains exactly the marked turns")
+    for trainer, found in result["trainers"].items():
+        for shape in found["inexact"].values():  # rows a trainer reads differently: the card says more
+            print(f"  {trainer}  {shape['rows']} of {found['rows']} {found['unit']} of `{found['config']}` "
+                  f"not exact: {shape['effect']} (first: {shape['first']})")
+    print(result["url"])
+
+
+#: The `add_row_options` flags that only mean something for raw rollouts (what `export` reads).
+_RAW_ONLY = (("system_prompt", "--system-prompt"), ("system_prompt_file", "--system-prompt-file"),
+             ("tools", "--tools"), ("max_tool_output_chars", "--max-tool-output-chars"))
+
+
+def _rows(args: argparse.Namespace) -> Dataset | DatasetDict:
+    """SOURCE as training rows: raw rollouts (.jsonl) shaped as `export` shapes them, others as they are."""
+    if not _is_jsonl(args.source):
+        given = [flag for name, flag in _RAW_ONLY if getattr(args, name) is not None]
+        if given:
+            raise PublishError(f"{', '.join(given)} shape raw rollouts, but SOURCE holds rows already exported",
+                               location=str(args.source), hint="Pass the whileai .jsonl rollouts as SOURCE, or drop "
+                               "the flag (apply it when exporting)")
+        return load_source(args.source, mask_mode=args.mask_mode)
+    system, tools = export_cli.row_inputs(args)
+    ds = load_source(args.source, mask_mode=args.mask_mode, system_prompt=system, tools=tools)
+    assert isinstance(ds, Dataset)
+    if system is None:
+        _warn_without_system(ds)
+    ds = ds.with_format("arrow")
+    if not args.keep_think:
+        ds = ds.map(strip_think, batched=True, desc="strip_think")
+    if args.max_tool_output_chars is not None:
+        ds = ds.map(truncate_tool_output(args.max_tool_output_chars), batched=True, desc="truncate_tool_output")
+    return ds.with_format(None)
+
+
+def _warn_without_system(ds: Dataset) -> None:
+    """Raw rollouts hold no system message: published without one, the model trains without its rules."""
+    missing = 0
+    for chunk in chunks(ds, columns=("messages",)):
+        missing += chunk.num_rows - first_role_count(_arrow.column(chunk, "messages"), "system")
+    if missing:
+        print(f"whileai-datasets push: warning: {missing} of {ds.num_rows} rows have no system message and no "
+              "--system-prompt-file (or --system-prompt) was given, so the model trains without the rules it "
+              "ran under. Pass --system-prompt-file FILE with the agent's system prompt.", file=sys.stderr)
+
+
+def _is_jsonl(path: Path) -> bool:
+    return "".join(path.suffixes[-2:]).lower().endswith((".jsonl", ".jsonl.gz")) and path.is_file()
+
+
+def load_source(path: Path, *, mask_mode: str = "assistant", config: str = "default", system_prompt: str | None = None,
+                tools: list[Any] | None = None) -> Dataset | DatasetDict:
     """SOURCE as a Dataset (one file) or what save_to_disk wrote (a Dataset or a DatasetDict).
 
     A .jsonl file goes through the `whileai/export` builder (`config` "default" or "preference",
@@ -100,16 +183,17 @@ def load_source(path: Path, *, mask_mode: str = "assistant", config: str = "defa
     if path.suffix.lower() == ".parquet":
         return load_dataset("parquet", data_files=str(path), split="train")
     if suffixes.endswith((".jsonl", ".jsonl.gz")):
-        return _load_whileai_export(path, mask_mode, config)
+        return _load_whileai_export(path, config, {"mask_mode": mask_mode, "system_prompt": system_prompt,
+                                                   "tools": tools})
     raise PublishError(f"expected a .parquet or .jsonl file, got {path.suffix or 'no suffix'}",
                        location=str(path), hint="Convert the rows to Parquet, or save them with save_to_disk")
 
 
-def _load_whileai_export(path: Path, mask_mode: str, config: str) -> Dataset:
+def _load_whileai_export(path: Path, config: str, given: dict[str, Any]) -> Dataset:
     """whileai JSONL through the package's own builder (every row shape, canonical schema)."""
     import whileai_datasets  # noqa: F401  (registers "whileai/export")
 
-    options = {"mask_mode": mask_mode} if config == "default" else {}
+    options = {k: v for k, v in given.items() if v is not None} if config == "default" else {}
     ds = load_dataset("whileai/export", config, data_files=str(path), split="train", **options)
     assert isinstance(ds, Dataset)
     return ds

@@ -10,6 +10,8 @@ in place of the local export when ``args.engine == "ray"``.
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from whileai_datasets.errors import ExportFormatError, UnsupportedVersionError
@@ -17,14 +19,18 @@ from whileai_datasets.errors import ExportFormatError, UnsupportedVersionError
 ENGINES = ("local", "ray")
 
 
-def add_engine_option(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add ``--engine {local,ray}`` and ``--ray-address`` to the ``export`` parser."""
+#: What ``--engine ray`` changes for the ``export`` command.
+EXPORT_NOTE = "With ray, OUT is a directory of part files (Parquet; JSONL when OUT ends in .jsonl)"
+
+
+def add_engine_option(parser: argparse.ArgumentParser, note: str = EXPORT_NOTE) -> argparse.ArgumentParser:
+    """Add ``--engine {local,ray}`` and ``--ray-address`` to a command's parser (`note`: what ray changes)."""
     parser.add_argument(
         "--engine",
         choices=ENGINES,
         default="local",
         help="local: datasets in this process (default); ray: Ray Data, on the cluster --ray-address names "
-        "or a local runtime. With ray, OUT is a directory of part files (Parquet; JSONL when OUT ends in .jsonl)",
+        f"or a local runtime. {note}",
     )
     parser.add_argument(
         "--ray-address",
@@ -55,14 +61,21 @@ def run_ray_export(args: argparse.Namespace, options: dict[str, Any]) -> dict[st
                 hint="Run it with --engine local (preference pairs are small), or publish the Ray output directory "
                 "with whileai_datasets.publish.",
             )
-    ray = _import_ray()
-    started = not ray.is_initialized()
-    if started:
-        ray.init(address=args.ray_address)
-    try:
+    with runtime(args.ray_address):
         from whileai_datasets.ray_engine import export_training
 
         return export_training(str(args.source), str(args.output), **options)
+
+
+@contextlib.contextmanager
+def runtime(address: str | None) -> Iterator[None]:
+    """Ray, started (or connected to) when this process has no runtime yet, and shut down if started here."""
+    ray = _import_ray()
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address)
+    try:
+        yield
     finally:
         if started:
             ray.shutdown()

@@ -205,7 +205,7 @@ def render_card(base: DatasetCardData, *, repo_id: str, private: bool, configs: 
         data["pretty_name"] = repo_id.split("/")[-1]
     data["whileai_datasets"] = _yaml_block(report, sources, split_key, versions)
     views = config_views(configs, repo_id=repo_id, private=private, tokenizer=tokenizer, template=chat_template)
-    default_rows = {name: table.num_rows for name, table in configs[0].splits.items()}
+    default_rows = dict(configs[0].rows)
     template = _card_template()
     card: DatasetCard = DatasetCard.from_template(
         data, template_str=template,
@@ -228,5 +228,5 @@ def _canonical_rows(configs: Sequence[Config]) -> int:
     """Rows as exported: the canonical config's (the default config has one row per marked turn)."""
     for config in configs:
         if config.name == "canonical":
-            return sum(t.num_rows for t in config.splits.values())
-    return sum(t.num_rows for t in configs[0].splits.values())
+            return sum(config.rows.values())
+    return sum(configs[0].rows.values())

@@ -46,7 +46,7 @@ def _load_call(repo_id: str, config: str, split: str) -> str:
 
 
 def _code(repo_id: str, config: Config, private: bool) -> str:
-    split = next(iter(config.splits))
+    split = next(iter(config.rows))
     login = ["# a private repo: run `hf auth login` (or set HF_TOKEN) with read access first"] if private else []
     load = _load_call(repo_id, config.name, split)
     if config.name == CANONICAL:  # for analysis: no trainer lines (TRL would train every token)
@@ -101,7 +101,7 @@ def _canonical_text(config: Config) -> tuple[str, str]:
 
 
 def _preference_text(config: Config) -> tuple[str, str]:
-    pairs = sum(t.num_rows for t in config.splits.values())
+    pairs = sum(config.rows.values())
     holds = (f"TRL's preference rows: `prompt` (the messages both sides share), `chosen` and `rejected` (one "
              f"assistant turn each). {pairs} pairs.")
     trains = ("TRL's `DPOTrainer` with default settings compares the chosen and the rejected turn on their own "
@@ -169,7 +169,7 @@ def config_views(configs: Sequence[Config], *, repo_id: str, private: bool, toke
         else:
             holds, trains = _tokenized_text(config, tokenizer, template, by_name[DEFAULT])
         views.append({"name": config.name, "holds": holds, "trains": trains,
-                      "splits": ", ".join(f"{name} {t.num_rows}" for name, t in config.splits.items()),
+                      "splits": ", ".join(f"{name} {rows}" for name, rows in config.rows.items()),
                       "code": _code(repo_id, config, private),
                       "features": "\n".join(f"{k}: {v!r}" for k, v in config.features.items())})
     return views

@@ -32,7 +32,7 @@ def _total(config: Config | None, key: str) -> int:
 
 
 def _rows(config: Config | None) -> int:
-    return 0 if config is None else sum(t.num_rows for t in config.splits.values())
+    return 0 if config is None else sum(config.rows.values())
 
 
 def trainer_views(configs: Sequence[Config], trainers: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:

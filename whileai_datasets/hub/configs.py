@@ -14,18 +14,25 @@
 * ``preference``: TRL's DPO rows: the shared prefix as ``prompt``, one assistant turn each in
   ``chosen`` and ``rejected``.
 * ``tokenized``: ``input_ids``, ``attention_mask`` and ``assistant_masks`` from
-  ``wai_transforms.tokenize`` for one tokenizer and template; SFTTrainer trains exactly
-  ``assistant_masks``.
+  ``wai_transforms.tokenize`` for one tokenizer and template, and ``labels`` (-100 where
+  ``assistant_masks`` is 0); SFTTrainer trains exactly ``assistant_masks``.
+* ``messages`` and ``sharegpt``: the rows other trainers read (axolotl, ms-swift, LLaMA-Factory,
+  the OpenAI-style fine-tuning formats), built by ``hub.trainer_formats``.
 
 Every table here is *portable* (``transforms._portable``): built-in feature types only.
+
+The configs are one ordered registry (``REGISTRY``, at the end): per config its name, a builder of
+one chunk of it from one chunk of canonical rows (``(chunk, where) -> pa.Table``), the card's
+facts about that chunk (counts that add up over chunks) and what to do when a split comes out
+empty. ``hub.streaming`` runs every entry over every chunk, so adding a config is one entry.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -33,9 +40,11 @@ import pyarrow.compute as pc
 from datasets import Dataset, Features
 
 from whileai_datasets.errors import PublishError, SchemaError
+from whileai_datasets.hub import facts as config_facts
+from whileai_datasets.hub import trainer_formats
+from whileai_datasets.hub.reading import read_all
 from whileai_datasets.rows.features import MESSAGE_TYPE, Message
 from whileai_datasets.transforms import _arrow, _batches, _parts, _portable, token_masks, wire
-from whileai_datasets.transforms.token_encode import encode_texts
 
 DEFAULT = "default"
 CANONICAL = "canonical"
@@ -48,35 +57,42 @@ _TOKENIZE_ROWS = 256  # rows rendered and tokenized per call
 
 @dataclass
 class Config:
-    """One config of the repo: its portable tables per split and where its files go."""
+    """One config as published: rows and facts per split, its features, where its files go."""
 
     name: str
-    splits: dict[str, pa.Table]
-    facts: dict[str, dict[str, Any]] = field(default_factory=dict)  # measured per split
+    rows: dict[str, int]  # per split, in split order
+    features: Features
+    directory: str = ""
+    facts: dict[str, dict[str, int]] = field(default_factory=dict)  # measured per split (`rows` included)
 
-    @property
-    def directory(self) -> str:
-        return "data" if self.name == DEFAULT else self.name
-
-    @property
-    def features(self) -> Features:
-        return _portable.portable_features(next(iter(self.splits.values())).schema)
+    def __post_init__(self) -> None:
+        self.directory = self.directory or directory_of(self.name)
 
 
 # --- canonical rows in ------------------------------------------------------------------------------
-def canonical_table(ds: Dataset, where: str) -> pa.Table:
-    """The rows of `ds` with `messages` as ``Message`` storage structs and a checked `loss_mask`."""
-    names = ds.column_names
+def check_columns(names: list[str], where: str) -> None:
+    """Refuse rows that are not canonical training rows (before anything is read)."""
     if "messages" not in names or "loss_mask" not in names:
         raise PublishError(
             f"expected canonical training rows with 'messages' and 'loss_mask' columns, got columns {names}",
             location=where,
             hint='Load the export with load_dataset("whileai/export", data_files=...) (or pass the rows '
             "export_dataset wrote with format='openai'): the repo's default config is built from the mask")
-    table = ds.with_format("arrow")[:]
+
+
+def canonical_chunk(table: pa.Table, where: str, first_row: int = 0) -> pa.Table:
+    """A chunk of canonical rows with `messages` as ``Message`` storage structs and a checked `loss_mask`
+    (errors name rows counted from `first_row`, the chunk's first row in its split)."""
+    check_columns(table.column_names, where)
     table = _arrow.set_column(table, "messages", message_structs(_arrow.column(table, "messages"), where))
-    _check_mask(table, where)
+    _check_mask(table, where, first_row)
     return table
+
+
+def canonical_table(ds: Dataset, where: str) -> pa.Table:
+    """All rows of `ds` as one checked canonical table (small data; publish reads chunk by chunk)."""
+    check_columns(ds.column_names, where)
+    return canonical_chunk(read_all(ds), where)
 
 
 def message_structs(lists: pa.Array, where: str) -> pa.Array:
@@ -127,15 +143,15 @@ def _text_arguments(flat: pa.StructArray) -> pa.StructArray:
     return _arrow.replace_fields(flat, tool_calls=new_calls)
 
 
-def _check_mask(table: pa.Table, where: str) -> None:
+def _check_mask(table: pa.Table, where: str, first_row: int = 0) -> None:
     lists, mask = _arrow.column(table, "messages"), _arrow.column(table, "loss_mask")
     lens, mask_lens = _arrow.lengths(lists), _arrow.lengths(mask)
     bad = np.flatnonzero(lens != mask_lens)
     if len(bad):
         row = int(bad[0])
         raise SchemaError(f"loss_mask has {mask_lens[row]} entries for {lens[row]} messages", location=f"{where}, "
-                          f"row {row}", hint="Recompute it with wai_transforms.loss_mask(mode) before publishing")
-    marked = _marked(table)
+                          f"row {first_row + row}", hint="Recompute it with wai_transforms.loss_mask(mode) before publishing")
+    marked = config_facts.marked(table)
     roles = pc.struct_field(_arrow.flat(lists), "role")
     wrong = np.flatnonzero(marked & ~_arrow.to_numpy_bool(pc.equal(roles, "assistant")))
     if len(wrong):
@@ -143,23 +159,27 @@ def _check_mask(table: pa.Table, where: str) -> None:
         row = int(_arrow.parents(lists)[at])
         index = at - int(_arrow.offsets_of(lens)[row])
         raise SchemaError(f"loss_mask marks a {roles[at].as_py()!r} message; only assistant turns can carry loss",
-                          location=f"{where}, row {row}, messages[{index}]",
+                          location=f"{where}, row {first_row + row}, messages[{index}]",
                           hint="Set its loss_mask entry to 0 (a trainer cannot train on text the model never writes)")
-
-
-def _marked(table: pa.Table) -> np.ndarray:
-    flat = _arrow.flat(_arrow.column(table, "loss_mask"))
-    return _arrow.to_numpy_bool(pc.not_equal(pc.fill_null(flat, 0), 0))
+    opening = np.flatnonzero(marked[_arrow.offsets_of(lens)[:-1][lens > 0]])
+    if len(opening):
+        row = int(np.flatnonzero(lens > 0)[opening[0]])
+        raise PublishError("a loss-carrying assistant turn opens its conversation, so it has no prompt",
+                           location=f"{where}, row {first_row + row}, messages[0]",
+                           hint="Pass system_prompt= to the export, or set that turn's loss_mask entry to 0")
 
 
 # --- the configs ----------------------------------------------------------------------------------
-def trainer_table(canonical: pa.Table, where: str) -> pa.Table:
-    """The default config: one prompt/completion row per loss-carrying assistant turn (see the module doc)."""
+def trainer_table(canonical: pa.Table, where: str, images: bool | None = None) -> pa.Table:
+    """The default config: one prompt/completion row per loss-carrying assistant turn (see the module doc).
+
+    `images`: TRL's ``images`` column always (True: empty lists for rows without), never (False), or
+    when a prompt has an image placeholder (None)."""
     trl = wire.trl_training_table(canonical)  # TRL messages, `prompt` -> `prompt_text`, no loss_mask
     lists = _arrow.column(trl, "messages")
     messages = _arrow.flat(lists)
     starts = _arrow.offsets_of(_arrow.lengths(lists))[:-1]
-    turn = np.flatnonzero(_marked(canonical))
+    turn = np.flatnonzero(config_facts.marked(canonical))
     row = _arrow.parents(lists)[turn]
     head = turn - starts[row]
     if len(head) and not head.min():
@@ -173,20 +193,30 @@ def trainer_table(canonical: pa.Table, where: str) -> pa.Table:
     out = _arrow.set_column(_arrow.set_column(out, "prompt", prompt), "completion", completion)
     # TRL's `images` fill the prompt's image placeholders in order: only the images before the turn
     source = _arrow.flat(_arrow.column(canonical, "messages"))
-    images = _parts.images_column(wire._slices(source, starts[row], head))
-    if images is not None:
-        out = _arrow.set_column(out, "images", images)
+    images_of = _parts.images_column(wire._slices(source, starts[row], head)) if images is not False else None
+    if images_of is None and images:
+        images_of = _arrow.build_list(np.zeros(out.num_rows + 1, dtype=np.int64), pa.array([], pa.string()))
+    if images_of is not None:
+        out = _arrow.set_column(out, "images", images_of)
     return _portable.portable_table(wire.ordered(out, ("prompt", "completion", "images", "tools")))
 
 
-def canonical_rows(canonical: pa.Table) -> pa.Table:
+def canonical_rows(canonical: pa.Table, where: str = "") -> pa.Table:
     """The canonical config: the rows as given, portable."""
     return _portable.portable_table(canonical)
 
 
-def preference_table(pairs: Dataset, where: str) -> pa.Table:
+def check_pair_columns(names: list[str], where: str) -> None:
+    missing = {"chosen", "rejected"} - set(names)
+    if missing:
+        raise PublishError(f"expected preference pairs with 'chosen' and 'rejected' columns, got "
+                           f"{names}", location=where,
+                           hint='Load them with load_dataset("whileai/export", name="preference", ...)')
+
+
+def preference_table(pairs: Dataset | pa.Table, where: str) -> pa.Table:
     """TRL's DPO rows from canonical pairs (whole conversations per side), or DPO rows as they are."""
-    table = pairs.with_format("arrow")[:]
+    table = read_all(pairs) if isinstance(pairs, Dataset) else pairs
     missing = {"chosen", "rejected"} - set(table.column_names)
     if missing:
         raise PublishError(f"expected preference pairs with 'chosen' and 'rejected' columns, got "
@@ -210,63 +240,127 @@ def tokenized_table(canonical: pa.Table, tokenizer: Any, template: Any, keep: tu
     return _portable.portable_table(pa.concat_tables(parts))
 
 
-# --- what a trainer trains on, measured on the published rows ------------------------------------
-def message_facts(table: pa.Table, columns: Mapping[str, str]) -> dict[str, int]:
-    """Rows and messages per role of the message columns (`columns`: column -> what it is)."""
-    facts = {"rows": table.num_rows}
-    for name, label in columns.items():
-        facts[label] = int(pc.sum(pc.list_value_length(_arrow.column(table, name))).as_py() or 0)
-    return facts
+# --- the registry: every config a repo can hold, in the order the card lists them -----------------
+#: One chunk of a config from one chunk of source rows; `where` names the split for errors.
+ChunkTable = Callable[[pa.Table, str], pa.Table]
+#: The card's facts about one chunk of a config: (config chunk, source chunk) -> counts. The publisher
+#: sums them over the chunks of a split (so each count must add up) and counts `rows` itself.
+ChunkFacts = Callable[[pa.Table, pa.Table], Mapping[str, int]]
 
 
-def canonical_facts(canonical: pa.Table) -> dict[str, int]:
-    lists = _arrow.column(canonical, "messages")
-    roles = pc.struct_field(_arrow.flat(lists), "role")
-    return {"rows": canonical.num_rows, "messages": len(roles),
-            "assistant_turns": int(pc.sum(pc.equal(roles, "assistant")).as_py() or 0),
-            "marked_turns": int(_marked(canonical).sum()),
-            "rows_without_marked_turn": int(np.sum(_row_marks(canonical) == 0))}
+@dataclass(frozen=True)
+class Extras:
+    """What a publish was given besides the rows, for the configs that depend on it."""
+
+    tokenizer: Any = None
+    chat_template: Any = None
+    split_key: str | None = None
+    preference: bool = False  # preference pairs were given
+    images: bool | None = None  # the default config's `images` column: always / never / per chunk (None)
 
 
-def _row_marks(canonical: pa.Table) -> np.ndarray:
-    lists = _arrow.column(canonical, "messages")
-    return np.bincount(_arrow.parents(lists), weights=_marked(canonical), minlength=canonical.num_rows)
+@dataclass(frozen=True)
+class Builder:
+    """How one config is made in this publish: a chunk's rows, and what the card counts on them.
+
+    A `Builder` is also the registry's `builder` of a config that every publish makes the same way
+    (called with the extras, it returns itself)."""
+
+    table: ChunkTable
+    facts: ChunkFacts | None = None
+
+    def __call__(self, extras: Extras) -> Builder:
+        return self
 
 
-def tokenized_facts(tokenized: pa.Table) -> dict[str, int]:
-    ids, masks = _arrow.column(tokenized, "input_ids"), _arrow.column(tokenized, "assistant_masks")
-    return {"rows": tokenized.num_rows, "tokens": len(_arrow.flat(ids)),
-            "marked_tokens": int(pc.sum(_arrow.flat(masks)).as_py() or 0)}
+@dataclass(frozen=True)
+class ConfigSpec:
+    """One entry of the registry.
+
+    Args:
+        name: The config name (`load_dataset(repo, name)`).
+        builder: This publish's `Builder` from its `Extras`, or None when the publish has no such
+            config (e.g. `tokenized` without a tokenizer). Must pickle (Ray workers run it).
+        source: Which rows the chunks come from: the training rows, or the preference pairs.
+        empty_hint: What to do when a split of it comes out empty (publish refuses that).
+    """
+
+    name: str
+    builder: Callable[[Extras], Builder | None]
+    source: Literal["rows", "preference"] = "rows"
+    empty_hint: str = "Leave that split out"
+
+    @property
+    def directory(self) -> str:
+        return directory_of(self.name)
 
 
-def completion_tokens(trainer: pa.Table, tokenizer: Any, template: Any) -> dict[str, int]:
-    """Tokens SFTTrainer's completion mask supervises on the default config, counted the way it does:
-    render the prompt with the generation prompt and prompt + completion, tokenize both, and count
-    the tokens after their common prefix (rendered with this package's sandboxed renderer)."""
-    transform = token_masks.tokenize(tokenizer, template)
-    chat = transform.chat
-    rows = _decoded_rows(trainer)
-    supervised = total = 0
-    for start in range(0, len(rows), _TOKENIZE_ROWS):
-        batch = rows[start:start + _TOKENIZE_ROWS]
-        prompts = [chat.render(r["prompt"], tools=r.get("tools") or None, add_generation_prompt=True).text
-                   for r in batch]
-        wholes = [chat.render(r["prompt"] + r["completion"], tools=r.get("tools") or None).text for r in batch]
-        prompt_ids = encode_texts(tokenizer, prompts)
-        whole_ids = encode_texts(tokenizer, wholes)
-        for (p, _), (w, _) in zip(prompt_ids, whole_ids):
-            supervised += len(w) - _common_prefix(p, w)
-            total += len(w)
-    return {"rows": trainer.num_rows, "tokens": total, "supervised_tokens": supervised}
+def directory_of(name: str) -> str:
+    """Where a config's shards go: `data/` for the default config (as push_to_hub), else its name."""
+    return "data" if name == DEFAULT else name
 
 
-def _decoded_rows(table: pa.Table) -> list[dict[str, Any]]:
-    names = [n for n in ("prompt", "completion", "tools") if n in table.column_names]
-    features = _portable.portable_features(table.select(names).schema)
-    return [features.decode_example(row) for row in table.select(names).to_pylist()]
+@dataclass(frozen=True)
+class TrainerRows:
+    """`trainer_table` with the publish's choice of the `images` column (the same for every chunk)."""
+
+    images: bool | None = None
+
+    def __call__(self, canonical: pa.Table, where: str) -> pa.Table:
+        return trainer_table(canonical, where, self.images)
 
 
-def _common_prefix(left: list[int], right: list[int]) -> int:
-    n = min(len(left), len(right))
-    diff = np.flatnonzero(np.asarray(left[:n]) != np.asarray(right[:n]))
-    return int(diff[0]) if len(diff) else n
+@dataclass(frozen=True)
+class TokenizedRows:
+    """`tokenized_table` for one tokenizer and template, keeping the split key."""
+
+    tokenizer: Any
+    template: Any = None
+    keep: tuple[str, ...] = ()
+
+    def __call__(self, canonical: pa.Table, where: str) -> pa.Table:
+        return trainer_formats.labels_chunk(tokenized_table(canonical, self.tokenizer, self.template, self.keep),
+                                            where)
+
+
+def _tokenized_facts(tokenized: pa.Table, canonical: pa.Table) -> dict[str, int]:
+    return {**config_facts.tokenized_facts(tokenized, canonical), **trainer_formats.labels_facts(tokenized)}
+
+
+def _default_builder(extras: Extras) -> Builder:
+    counts = config_facts.CompletionTokens(extras.tokenizer, extras.chat_template) if extras.tokenizer else None
+    return Builder(TrainerRows(extras.images), counts)
+
+
+def _preference_builder(extras: Extras) -> Builder | None:
+    return Builder(preference_table) if extras.preference else None
+
+
+def _tokenized_builder(extras: Extras) -> Builder | None:
+    if extras.tokenizer is None:
+        return None
+    keep = (extras.split_key,) if extras.split_key else ()
+    return Builder(TokenizedRows(extras.tokenizer, extras.chat_template, keep), _tokenized_facts)
+
+
+_NO_MARKED_TURN = ("Its rows mark no assistant turn with loss_mask 1: check the export's mask_mode, "
+                   "or leave that split out")
+#: Every config, in order (the first is the repo's default). Adding a config is one entry here.
+REGISTRY: tuple[ConfigSpec, ...] = (
+    ConfigSpec(DEFAULT, _default_builder, empty_hint=_NO_MARKED_TURN),
+    ConfigSpec(CANONICAL, Builder(canonical_rows, config_facts.canonical_facts)),
+    ConfigSpec(trainer_formats.MESSAGES, Builder(trainer_formats.messages_chunk, trainer_formats.messages_facts),
+               empty_hint=_NO_MARKED_TURN),
+    ConfigSpec(trainer_formats.SHAREGPT, Builder(trainer_formats.sharegpt_chunk, trainer_formats.sharegpt_facts),
+               empty_hint=_NO_MARKED_TURN),
+    ConfigSpec(PREFERENCE, _preference_builder, source="preference",
+               empty_hint="No pair has a chosen and a rejected turn that differ: pass pairs that contrast"),
+    ConfigSpec(TOKENIZED, _tokenized_builder,
+               empty_hint="No row has a supervised token with this tokenizer: check the template and loss_mask"),
+)
+
+
+def planned(extras: Extras) -> list[tuple[ConfigSpec, Builder]]:
+    """The configs this publish makes, in registry order, each with its builder."""
+    made = [(spec, spec.builder(extras)) for spec in REGISTRY]
+    return [(spec, builder) for spec, builder in made if builder is not None]

@@ -6,9 +6,11 @@ unless the caller says `private=False`, and the card states what a trainer will 
 What is published loads with plain `datasets` (built-in feature types only, see
 `transforms._portable`), and the repo's default config is the one a trainer trains exactly with
 no option set (see `hub.configs`). Every config's shards and the card go up in **one commit**:
-the files are uploaded first, then a single commit names them all, so a failure at any request
-leaves the branch where it was, and a repeat publish of the same rows sends nothing the Hub
-already holds and commits nothing.
+the configs are built chunk by chunk and each shard is uploaded as soon as it is written
+(`hub.streaming`; memory stays flat in the row count), then a single commit names them all, so a
+failure at any request leaves the branch where it was, a publish run again after an interruption
+sends only the shards the Hub does not hold yet, and a repeat publish of the same rows sends
+nothing the Hub already holds and commits nothing.
 """
 
 from __future__ import annotations
@@ -17,18 +19,21 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
 from datasets import Dataset, DatasetDict
-from huggingface_hub import HfApi, get_token
+from datasets import config as datasets_config
+from datasets.utils.py_utils import convert_file_size_to_int
+from huggingface_hub import CommitOperationAdd, HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
 from whileai_datasets import _compat
 from whileai_datasets.errors import PublishError
 from whileai_datasets.hub import configs as repo_configs
-from whileai_datasets.hub import layout, trainer_formats, trainer_gaps
-from whileai_datasets.hub.card import hash_sources, package_versions, render_card
+from whileai_datasets.hub import layout, streaming, trainer_gaps
+from whileai_datasets.hub.card import SourceFile, hash_sources, package_versions, render_card
 from whileai_datasets.hub.splits import count_disjoint_groups
 
 #: Failures of a request to the Hub: an error answer or a lost connection.
@@ -68,9 +73,11 @@ def publish(
 
     The repo holds the config `default` (prompt/completion rows, one per loss-carrying assistant
     turn: TRL's SFTTrainer with default settings trains exactly the turns `loss_mask` marks),
-    `canonical` (the rows as given), `preference` (TRL's DPO rows, when `preference` is given)
-    and `tokenized` (`input_ids`, `attention_mask`, `assistant_masks`, when `tokenizer` is given).
-    Every feature type is built into `datasets`: readers need nothing but `datasets`.
+    `canonical` (the rows as given), `messages` and `sharegpt` (what axolotl, ms-swift and
+    LLaMA-Factory read, see `hub.trainer_formats`), `preference` (TRL's DPO rows, when `preference`
+    is given) and `tokenized` (`input_ids`, `attention_mask`, `assistant_masks`, `labels`, when
+    `tokenizer` is given). Every feature type is built into `datasets`: readers need nothing but
+    `datasets`.
 
     Args:
         data: Canonical training rows (`messages`, `loss_mask`, carried keys), as a `DatasetDict`
@@ -94,7 +101,8 @@ def publish(
             otherwise.
     Returns:
         `repo_id`, `url`, `commit` (the new head), `commit_url`, `data_commit` (the same commit),
-        `private`, `splits` (rows per split of the default config), `configs` (rows per split of each).
+        `private`, `splits` (rows per split of the default config), `configs` (rows per split of each),
+        `trainers` (per trainer: its config and the rows it cannot train exactly, `trainer_gaps.trainer_report`).
     Raises:
         PublishError: rows that are not canonical, no token, a token the Hub rejects, a visibility
             mismatch, splits that share a group, or a failed request (the message says what was
@@ -104,101 +112,101 @@ def publish(
         ...         report=report, split_key="scenario_id")  # doctest: +SKIP
     """
     splits = _as_splits(data, "publish(data=...)")
+    pairs = _as_splits(preference, "publish(preference=...)") if preference is not None else None
     groups = count_disjoint_groups(splits, split_key) if split_key else None
+    _check_columns(splits, pairs)
     source_files = hash_sources(sources or ())
     resolved, origin = _resolve_token(token)
-    built, gaps = _build_configs(splits, preference, tokenizer, chat_template, split_key)
-    trainers = trainer_gaps.trainer_report(gaps, {c.name: sum(t.num_rows for t in c.splits.values()) for c in built})
+    extras = streaming.survey(splits, repo_configs.Extras(tokenizer, chat_template, split_key, pairs is not None))
     api = HfApi(token=resolved, library_name="whileai-datasets")
     owner = _whoami(api, origin)
     repo_id = repo_id if "/" in repo_id else f"{owner}/{repo_id}"
     url = f"{api.endpoint}/datasets/{repo_id}"
     previous = _prepare_repo(api, repo_id, url, private=private, revision=revision)
-    card = render_card(layout.card_data(built), repo_id=repo_id, private=private, configs=built, report=report,
-                       sources=source_files, split_key=split_key, split_groups=groups, versions=package_versions(),
-                       tokenizer=tokenizer, chat_template=chat_template, trainers=trainers)
-
     after_failure = _after_failure_hint(api, repo_id, revision, previous)
+    sources_by_kind = {"rows": splits, **({"preference": pairs} if pairs is not None else {})}
     with tempfile.TemporaryDirectory(prefix="whileai-publish-") as tmp:
-        folder = Path(tmp)
-        paths = layout.write_shards(built, folder, max_shard_size)
         with _hub_step(f"uploading the splits to {repo_id}", url, after_failure):
-            existing = api.list_repo_files(repo_id, repo_type="dataset", revision=revision) if previous else []
-            ops = layout.operations(folder, paths, existing, built, str(card))
-            final = api.create_commit(repo_id, operations=ops, commit_message=commit_message or COMMIT_MESSAGE,
-                                      repo_type="dataset", revision=revision, parent_commit=previous)
-    rows = {config.name: {name: table.num_rows for name, table in config.splits.items()} for config in built}
-    return PublishResult(repo_id=repo_id, url=url, commit=final.oid, commit_url=final.commit_url,
-                         data_commit=final.oid, private=private, splits=rows[repo_configs.DEFAULT], configs=rows,
+            built = streaming.build(repo_configs.planned(extras), sources_by_kind, Path(tmp),
+                                    shard_limit(max_shard_size), _preupload(api, repo_id, revision))
+        return commit_built(api, built, Publication(
+            repo_id=repo_id, url=url, private=private, revision=revision, previous=previous,
+            commit_message=commit_message, report=report, sources=source_files, split_key=split_key,
+            split_groups=groups, tokenizer=tokenizer, chat_template=chat_template), Path(tmp))
+
+
+@dataclass(frozen=True)
+class Publication:
+    """Where a built publish goes and what its card says besides the configs."""
+
+    repo_id: str
+    url: str
+    private: bool
+    revision: str | None
+    previous: str | None  # the head of the branch before this publish (None: an empty repo)
+    commit_message: str | None = None
+    report: Mapping[str, Any] | None = None
+    sources: Sequence[SourceFile] = ()
+    split_key: str | None = None
+    split_groups: Mapping[str, int] | None = None
+    tokenizer: Any = None
+    chat_template: Any = None
+
+
+def commit_built(api: HfApi, built: streaming.Built, where: Publication, folder: Path) -> PublishResult:
+    """The card and one commit naming every shard of `built` (already uploaded) and the card."""
+    _refuse_empty(built.configs)
+    trainers = trainer_gaps.trainer_report(built.gaps, {c.name: sum(c.rows.values()) for c in built.configs})
+    card = render_card(layout.card_data(built.configs), repo_id=where.repo_id, private=where.private,
+                       configs=built.configs, report=where.report, sources=where.sources,
+                       split_key=where.split_key, split_groups=where.split_groups, versions=package_versions(),
+                       tokenizer=where.tokenizer, chat_template=where.chat_template, trainers=trainers)
+    after_failure = _after_failure_hint(api, where.repo_id, where.revision, where.previous)
+    with _hub_step(f"uploading the splits to {where.repo_id}", where.url, after_failure):
+        existing = (api.list_repo_files(where.repo_id, repo_type="dataset", revision=where.revision)
+                    if where.previous else [])
+        ops = layout.operations(folder, built.paths, existing, built.configs, str(card))
+        final = api.create_commit(where.repo_id, operations=ops, commit_message=where.commit_message or COMMIT_MESSAGE,
+                                  repo_type="dataset", revision=where.revision, parent_commit=where.previous)
+    rows = {config.name: dict(config.rows) for config in built.configs}
+    return PublishResult(repo_id=where.repo_id, url=where.url, commit=final.oid, commit_url=final.commit_url,
+                         data_commit=final.oid, private=where.private, splits=rows[repo_configs.DEFAULT], configs=rows,
                          trainers=trainers)
 
 
-def _build_configs(splits: DatasetDict, preference: Dataset | DatasetDict | None, tokenizer: Any,
-                   chat_template: Any, split_key: str | None) -> tuple[list[repo_configs.Config], Any]:
-    """Every config's tables, measured, before anything is sent; and the rows each trainer
-    cannot train exactly (``trainer_gaps``)."""
-    canonical = {name: repo_configs.canonical_table(ds, f"split {name!r}") for name, ds in splits.items()}
-    default = repo_configs.Config(repo_configs.DEFAULT, {
-        name: repo_configs.trainer_table(table, f"split {name!r}") for name, table in canonical.items()})
-    rows = repo_configs.Config(repo_configs.CANONICAL, {
-        name: repo_configs.canonical_rows(table) for name, table in canonical.items()})
-    rows.facts = {name: repo_configs.canonical_facts(table) for name, table in canonical.items()}
-    default.facts = {name: {"rows": table.num_rows} for name, table in default.splits.items()}
-    built = [default, rows, *_trainer_configs(canonical)]
-    if preference is not None:
-        pairs = _as_splits(preference, "publish(preference=...)")
-        built.append(repo_configs.Config(repo_configs.PREFERENCE, {
-            name: repo_configs.preference_table(ds, f"preference split {name!r}") for name, ds in pairs.items()}))
-    if tokenizer is not None:
-        keep = (split_key,) if split_key else ()
-        tokenized = repo_configs.Config(repo_configs.TOKENIZED, {
-            name: trainer_formats.labels_chunk(repo_configs.tokenized_table(table, tokenizer, chat_template, keep),
-                                               f"split {name!r}") for name, table in canonical.items()})
-        tokenized.facts = {name: {**repo_configs.tokenized_facts(t), **trainer_formats.labels_facts(t)}
-                           for name, t in tokenized.splits.items()}
-        for name, table in default.splits.items():
-            default.facts[name] = repo_configs.completion_tokens(table, tokenizer, chat_template)
-        built.append(tokenized)
-    _refuse_empty(built)
-    gaps = trainer_gaps.merge_gaps(trainer_gaps.chunk_gaps(table, f"split {name!r}")
-                                   for name, table in canonical.items())
-    return built, gaps
+def shard_limit(max_shard_size: int | str | None) -> int:
+    """Largest shard in bytes of Arrow data: `max_shard_size`, or `datasets`' default."""
+    return int(convert_file_size_to_int(max_shard_size or datasets_config.MAX_SHARD_SIZE))
 
 
-def _trainer_configs(canonical: Mapping[str, Any]) -> list[repo_configs.Config]:
-    """The ``messages`` and ``sharegpt`` configs (``trainer_formats``), with their facts."""
-    messages = repo_configs.Config(trainer_formats.MESSAGES, {
-        name: trainer_formats.messages_chunk(table, f"split {name!r}") for name, table in canonical.items()})
-    messages.facts = {name: {"rows": t.num_rows, **trainer_formats.messages_facts(t)}
-                      for name, t in messages.splits.items()}
-    sharegpt = repo_configs.Config(trainer_formats.SHAREGPT, {
-        name: trainer_formats.sharegpt_chunk(table, f"split {name!r}") for name, table in canonical.items()})
-    sharegpt.facts = {name: {"rows": t.num_rows, **trainer_formats.sharegpt_facts(t)}
-                      for name, t in sharegpt.splits.items()}
-    return [messages, sharegpt]
+def _preupload(api: HfApi, repo_id: str, revision: str | None) -> streaming.ShardDone:
+    """Upload each shard as soon as it is written (no commit yet: nothing is visible until the one commit).
+
+    The Hub stores LFS files by content, so a shard it already holds (an interrupted publish run
+    again) is answered "present" and not sent; the commit then names each shard by its final path."""
+    def upload(shard: streaming.Shard) -> None:
+        addition = CommitOperationAdd(path_in_repo=shard.path, path_or_fileobj=str(shard.local))
+        api.preupload_lfs_files(repo_id, additions=[addition], repo_type="dataset", revision=revision)
+
+    return upload
 
 
-#: Why a config's split can come out empty, and what to do.
-_EMPTY_HINTS = {
-    repo_configs.DEFAULT: "Its rows mark no assistant turn with loss_mask 1: check the export's mask_mode, "
-                          "or leave that split out",
-    repo_configs.TOKENIZED: "No row has a supervised token with this tokenizer: check the template and loss_mask",
-    repo_configs.PREFERENCE: "No pair has a chosen and a rejected turn that differ: pass pairs that contrast",
-    trainer_formats.MESSAGES: "Its rows mark no assistant turn with loss_mask 1: check the export's mask_mode, "
-                              "or leave that split out",
-    trainer_formats.SHAREGPT: "Its rows mark no assistant turn with loss_mask 1: check the export's mask_mode, "
-                              "or leave that split out",
-}
+def _check_columns(splits: DatasetDict, pairs: DatasetDict | None) -> None:
+    for name, ds in splits.items():
+        repo_configs.check_columns(ds.column_names, f"split {name!r}")
+    for name, ds in (pairs or {}).items():
+        repo_configs.check_pair_columns(ds.column_names, f"preference split {name!r}")
 
 
 def _refuse_empty(built: Sequence[repo_configs.Config]) -> None:
     """A split with no rows would be a Parquet file `datasets` cannot read (and nothing to train on)."""
+    hints = {spec.name: spec.empty_hint for spec in repo_configs.REGISTRY}
     for config in built:
-        for name, table in config.splits.items():
-            if not table.num_rows:
+        for name, rows in config.rows.items():
+            if not rows:
                 raise PublishError(f"the {config.name!r} config would have no rows in split {name!r}",
-                                   location=f"split {name!r}", hint=_EMPTY_HINTS.get(
-                                       config.name, "Leave that split out") + "; nothing was sent")
+                                   location=f"split {name!r}", hint=hints.get(config.name, "Leave that split out")
+                                   + "; nothing was committed")
 
 
 # --- before any upload ------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 from datasets import Dataset, DatasetDict, Value
 
 from whileai_datasets.errors import ExportFormatError, PublishError, SchemaError
+from whileai_datasets.hub.reading import CHUNK_ROWS, chunks
 
 _KEY_DTYPES = ("string", "large_string", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
@@ -35,13 +36,17 @@ def split_by(ds: Dataset, key: str = "scenario_id", *, test_size: float | int = 
         >>> parts = split_by(ds, "scenario_id", test_size=0.2, seed=0)  # doctest: +SKIP
     """
     keys = _key_column(ds, key)
-    groups = pc.unique(keys)
+    held = pc.is_in(keys, value_set=held_out(pc.unique(keys), key, test_size=test_size, seed=seed))
+    return DatasetDict({names[0]: ds.select(_row_numbers(pc.invert(held))), names[1]: ds.select(_row_numbers(held))})
+
+
+def held_out(groups: pa.Array, key: str, *, test_size: float | int, seed: int) -> pa.Array:
+    """The values of `key` (`groups`: each distinct value once, any order) that `split_by` holds out."""
     groups = groups.take(pc.sort_indices(groups))
     n_held = _held_out_count(test_size, len(groups), key)
     order = list(range(len(groups)))
     random.Random(seed).shuffle(order)
-    held = pc.is_in(keys, value_set=groups.take(pa.array(sorted(order[:n_held]), pa.int64())))
-    return DatasetDict({names[0]: ds.select(_row_numbers(pc.invert(held))), names[1]: ds.select(_row_numbers(held))})
+    return groups.take(pa.array(sorted(order[:n_held]), pa.int64()))
 
 
 def _row_numbers(mask: pa.Array) -> list[int]:
@@ -57,8 +62,8 @@ def _key_column(ds: Dataset, key: str) -> pa.Array:
     if not isinstance(feature, Value) or feature.dtype not in _KEY_DTYPES:
         raise SchemaError(f"expected {key!r} to hold strings or integers, got {feature!r}",
                           location=f"column {key!r}", hint="Group by a scalar column, e.g. scenario_id")
-    column = ds.with_format("arrow")[key]  # honours an indices mapping (select, shuffle)
-    keys = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    parts = [chunk.column(0) for chunk in chunks(ds, rows=CHUNK_ROWS * 16, columns=(key,))]  # through any indices
+    keys = pa.chunked_array(parts, ds.data.table.schema.field(key).type).combine_chunks()
     if keys.null_count:
         first = pc.indices_nonzero(keys.is_null())[0].as_py()
         raise ExportFormatError(f"{keys.null_count} rows have no {key!r}, so their situation is unknown",

@@ -18,7 +18,8 @@ release: LLaMA-Factory 0.9.5 ``data/converter.py`` / ``formatter.py``, ms-swift 
   tokens in its render diff, so nothing of it is trained, not even its end-of-turn token.
 
 ``chunk_gaps(canonical, where, offset=0)`` counts one chunk; ``merge_gaps`` adds chunks up;
-``gap_facts`` gives the same counts as flat integers.
+``shift_rows`` moves a chunk's locations once its place in the split is known; ``gap_facts``
+gives the same counts as flat integers.
 """
 
 from __future__ import annotations
@@ -190,6 +191,22 @@ def gap_facts(built: pa.Table, source: pa.Table) -> dict[str, int]:
     that sums per-chunk integer facts (locations need ``chunk_gaps`` with the chunk's offset)."""
     found = chunk_gaps(source, "chunk")
     return {f"{trainer}/{shape}": hit["rows"] for trainer, shapes in found.items() for shape, hit in shapes.items()}
+
+
+def shift_rows(gaps: Mapping[str, Mapping[str, Mapping[str, Any]]], by: int) -> dict[str, dict[str, dict[str, Any]]]:
+    """``chunk_gaps`` of a chunk measured with ``offset=0``, its locations moved ``by`` rows: for a
+    chunk whose first row in its split is known only after it was measured (a Ray block)."""
+    return {trainer: {shape: {**hit, "first": _shifted(hit["first"], by)} for shape, hit in shapes.items()}
+            for trainer, shapes in gaps.items()}
+
+
+def _shifted(location: str | None, by: int) -> str | None:
+    """A ``_Chunk.location`` with its row number (the last ", row N," in it) moved ``by`` rows."""
+    if location is None or not by:
+        return location
+    head, marker, tail = location.rpartition(", row ")
+    row, rest = tail.split(",", 1)
+    return f"{head}{marker}{int(row) + by},{rest}"
 
 
 def merge_gaps(parts: Iterable[Mapping[str, Mapping[str, Mapping[str, Any]]]]) -> dict[str, dict[str, dict[str, Any]]]:

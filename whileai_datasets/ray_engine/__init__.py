@@ -14,6 +14,8 @@ module adds what Ray needs around them:
 * ``export_training``: ``whileai_datasets.export_dataset`` on Ray: the same
   options, the same rows (as Parquet or JSONL part files in a directory,
   written by Ray's write tasks) and the same report.
+* ``publish_rollouts``: what ``whileai-datasets push`` publishes, with the
+  shards built and written by Ray's workers and one commit from the driver.
 
 A pipeline of your own::
 
@@ -39,6 +41,8 @@ from whileai_datasets.ray_engine.engine import (
     read_whileai,
     stamp_groups,
 )
+from whileai_datasets.ray_engine.publish import publish_rollouts
 from whileai_datasets.ray_engine.tokenizing import tokenize
 
-__all__ = ["CONFIGS", "SOURCE_FILE", "SOURCE_OFFSET", "export_training", "read_whileai", "stamp_groups", "tokenize"]
+__all__ = ["CONFIGS", "SOURCE_FILE", "SOURCE_OFFSET", "export_training", "publish_rollouts", "read_whileai",
+           "stamp_groups", "tokenize"]

@@ -1,0 +1,98 @@
+"""`push --engine ray`: the workers build the shards, the driver commits; the repo equals a local push's.
+
+Functions without a `test_` prefix run in a client process (see conftest: `Identity.run`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.conftest import SYSTEM_PROMPT, seeded_rows, write_jsonl
+from tests.hub.test_hub_cli import push
+
+pytest.importorskip("ray.data")
+
+
+def push_on_ray(argv: list[str], source: str, repo_id: str, system: str) -> dict[str, Any]:
+    """`push ... --engine ray` with `argv`, then `publish_rollouts` of `source` to `repo_id` in small
+    blocks (several shards per split, gathered in file order), on one local Ray runtime."""
+    import warnings
+
+    import ray
+
+    # Ray Data's DataContext warns about its own deprecated fields while it initialises them
+    warnings.filterwarnings("ignore", category=DeprecationWarning, module="ray.data.context")
+    from whileai_datasets.ray_engine.publish import publish_rollouts
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        done = push(argv)
+        blocks = publish_rollouts(source, repo_id, system_prompt=system, max_tool_output_chars=40,
+                                  split_key="scenario_id", test_size=0.3, range_bytes=64 << 10, block_bytes=16 << 10)
+        return {**done, "blocks": dict(blocks)}
+    finally:
+        ray.shutdown()
+
+
+def repo_view(repo_id: str, token: str) -> dict[str, Any]:
+    """Every config's rows and features, the card's YAML, the files per config folder and their schemas."""
+    import pyarrow.parquet as pq
+    from datasets import load_dataset
+    from huggingface_hub import DatasetCard, HfApi, hf_hub_download
+
+    api = HfApi(token=token)
+    card = DatasetCard.load(hf_hub_download(repo_id, "README.md", repo_type="dataset", token=token))
+    files = sorted(api.list_repo_files(repo_id, repo_type="dataset"))
+    schemas = {f.split("/")[0]: str(pq.read_schema(hf_hub_download(repo_id, f, repo_type="dataset", token=token)))
+               for f in files if f.endswith(".parquet")}
+    configs = {}
+    for name in ("default", "canonical", "messages", "sharegpt"):
+        loaded = load_dataset(repo_id, name, token=token)
+        configs[name] = {split: {"rows": part.to_list(), "features": repr(part.features)}
+                         for split, part in loaded.items()}
+    data = card.data.to_dict()
+    return {"configs": configs, "yaml": {k: data[k] for k in ("configs", "dataset_info")},
+            "folders": sorted({f.split("/")[0] for f in files}), "schemas": schemas}
+
+
+def test_push_on_ray_publishes_the_repo_a_local_push_publishes(alice, tmp_path):
+    rows = seeded_rows(seed=5, mode="rl", repeats=2, budget=16)
+    for row in rows[-3::2]:  # two assistant turns in a row late in the file: a trainer gap in a later block
+        row["messages"].append({"role": "assistant", "content": "Anything else I can do?"})
+    source = write_jsonl(tmp_path / "run.jsonl", rows)
+    (tmp_path / "system.txt").write_text(SYSTEM_PROMPT)
+    options = ["--split-by", "scenario_id", "--test-size", "0.3", "--system-prompt-file", str(tmp_path / "system.txt"),
+               "--max-tool-output-chars", "40", "--json"]
+    name = tmp_path.name[-8:]
+    local, on_ray, in_blocks = f"alice/local-{name}", f"alice/ray-{name}", f"alice/blocks-{name}"
+    alice.env_token = True
+    alice.timeout = 900
+
+    by_local = alice.run(push, argv=[str(source), local, *options])
+    by_ray = alice.run(push_on_ray, argv=[str(source), on_ray, *options, "--engine", "ray"], source=str(source),
+                       repo_id=in_blocks, system=SYSTEM_PROMPT)
+
+    assert by_local["code"] == 0, by_local["stderr"]
+    assert by_ray["code"] == 0, by_ray["stderr"]
+    assert json.loads(by_ray["stdout"])["configs"] == json.loads(by_local["stdout"])["configs"]
+    assert by_ray["blocks"]["configs"] == json.loads(by_local["stdout"])["configs"]
+    trainers = json.loads(by_local["stdout"])["trainers"]
+    doubled = trainers["ms-swift"]["inexact"]["consecutive_assistant_turns"]
+    assert json.loads(by_ray["stdout"])["trainers"] == trainers == by_ray["blocks"]["trainers"]
+    one = alice.run(repo_view, repo_id=local, token=alice.token)
+    # the first doubled turn, located in its split: the rows of the blocks before it counted
+    located = [f"split {split!r}, row {i}, messages[{len(r['messages']) - 1}]"
+               for split in ("train", "holdout") for i, r in enumerate(one["configs"]["canonical"][split]["rows"])
+               if [m["role"] for m in r["messages"][-2:]] == ["assistant", "assistant"]]
+    assert doubled == {"rows": 2, "first": located[0], "effect": doubled["effect"]} and len(located) == 2
+    assert set(one["configs"]["canonical"]) == {"train", "holdout"}
+    for repo in (on_ray, in_blocks):
+        other = alice.run(repo_view, repo_id=repo, token=alice.token)
+        assert other["configs"] == one["configs"]  # the same rows, in the same order, with the same features
+        assert other["yaml"] == one["yaml"]
+        assert other["folders"] == one["folders"]
+        assert {"README.md", "canonical", "data", "messages", "sharegpt"} <= set(one["folders"])
+        assert other["schemas"] == one["schemas"]
