@@ -71,7 +71,7 @@ def test_float_columns_are_written_as_numbers_that_read_back_as_floats() -> None
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.one_of(st.none(), st.text(alphabet=chars, max_size=6)), min_size=2, max_size=40), st.data())
-def test_if_else_with_a_null_side_keeps_a_sliced_columns_own_rows(values: list[str | None], data: st.DataObject) -> None:
+def test_if_else_with_a_null_side_keeps_a_slices_own_rows(values: list[str | None], data: st.DataObject) -> None:
     # pyarrow 21-23 copy a slice's offsets unadjusted on this path (apache/arrow#49410)
     start = data.draw(st.integers(1, len(values) - 1))
     picks = data.draw(st.lists(st.booleans(), min_size=len(values) - start, max_size=len(values) - start))
