@@ -8,10 +8,13 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import pytest
 from datasets import DatasetDict, load_from_disk
+from packaging.version import Version
 
 from tests.hub.conftest import published_rows
 
@@ -107,6 +110,11 @@ def test_connection_dropped_at_the_commit_keeps_the_previous_commit_and_retry_se
     assert alice.run(load_rows, repo_id=repo_id, token=alice.token) == expected
 
 
+# huggingface_hub retries a dropped connection (RemoteProtocolError) from 1.21; before, one failed PUT ends the upload
+CLIENT_RETRIES_A_DROP = Version(version("huggingface_hub")) >= Version("1.21")
+
+
+@pytest.mark.skipif(not CLIENT_RETRIES_A_DROP, reason="huggingface_hub < 1.21 does not retry a dropped connection")
 def test_a_connection_dropped_mid_upload_is_retried_and_publish_succeeds(alice, hub, repo_id, rollouts, tmp_path):
     unique = _unique(rollouts, repo_id)
     path = _save(unique, tmp_path / "unique")
@@ -122,6 +130,28 @@ def test_a_connection_dropped_mid_upload_is_retried_and_publish_succeeds(alice, 
     again = [status for path, fault, status in puts[dropped[0] + 1 :] if path == puts[dropped[0]][0]]
     assert again == [200]  # the client sent the dropped file once more, and it landed
     assert hub.head(repo_id, alice.token) == result["commit"]
+    assert alice.run(load_rows, repo_id=repo_id, token=alice.token) == {n: published_rows(d) for n, d in unique.items()}
+
+
+@pytest.mark.skipif(CLIENT_RETRIES_A_DROP, reason="huggingface_hub >= 1.21 retries the dropped PUT itself")
+def test_a_connection_dropped_mid_upload_without_client_retries_says_so_and_publishing_again_lands(
+        alice, hub, repo_id, rollouts, tmp_path):
+    unique = _unique(rollouts, repo_id)
+    path = _save(unique, tmp_path / "unique")
+    hub.fail("lfs-upload", "drop", times=1)
+
+    error = alice.run_error(publish_saved, path=path, repo_id=repo_id, token=alice.token)
+
+    assert error.type == PUBLISH_ERROR
+    assert f"uploading the splits to {repo_id} failed: RemoteProtocolError on PUT /lfs-upload/" in error.message
+    named = re.search(rf"No commit was made: {repo_id} still points at ([0-9a-f]{{40}})", error.message)
+    assert named and "run publish again to retry" in error.message
+    before = named.group(1)
+    assert hub.head(repo_id, alice.token) == before  # the repo as created, no data commit
+
+    result = alice.run(publish_saved, path=path, repo_id=repo_id, token=alice.token)
+
+    assert hub.head(repo_id, alice.token) == result["commit"] != before
     assert alice.run(load_rows, repo_id=repo_id, token=alice.token) == {n: published_rows(d) for n, d in unique.items()}
 
 

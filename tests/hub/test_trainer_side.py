@@ -152,7 +152,7 @@ def dpo_masks(repo_id: str, token: str, tokenizer_dir: str, out: str) -> dict[st
         steps = trainer.train().global_step
     finally:
         context.__exit__(None, None, None)
-    return {"blocked": blocked, "rows": pairs.to_list(), "sides": sides, "steps": steps}
+    return {"blocked": blocked, "rows": list(pairs), "sides": sides, "steps": steps}  # rows decode Json on 4.x too
 
 
 # --- the test machine: our own mask -------------------------------------------------------------------

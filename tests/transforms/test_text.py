@@ -3,13 +3,15 @@ that repeat values (escaped once per distinct value) and columns that do not."""
 
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
 
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from whileai_datasets.transforms import _text
+from whileai_datasets.transforms import _arrow, _text
 
 # quotes, backslashes and control characters among plain text: every escape whileai's json writes
 chars = st.one_of(st.characters(blacklist_categories=("Cs",)), st.sampled_from('"\\\n\r\t\x00\x08\x0c\x1f\x7f'))
@@ -65,3 +67,38 @@ def test_float_columns_are_written_as_numbers_that_read_back_as_floats() -> None
     assert parsed == values
     assert all(type(p) is float for p in parsed)
     assert texts[0] == json.dumps(1.0) and texts[3] == json.dumps(100.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(alphabet=chars, max_size=6)), min_size=2, max_size=40), st.data())
+def test_if_else_with_a_null_side_keeps_a_slices_own_rows(values: list[str | None], data: st.DataObject) -> None:
+    # pyarrow 21-23 copy a slice's offsets unadjusted on this path (apache/arrow#49410)
+    start = data.draw(st.integers(1, len(values) - 1))
+    picks = data.draw(st.lists(st.booleans(), min_size=len(values) - start, max_size=len(values) - start))
+    rows = values[start:]
+    for arrow_type in (pa.string(), pa.large_string()):
+        column = pa.array(values, pa.string()).cast(arrow_type).slice(start)
+        null = pa.scalar(None, arrow_type)
+        first = _arrow.if_else(pa.array(picks), null, column)
+        second = _arrow.if_else(pa.array(picks), column, null)
+        first.validate(full=True)
+        second.validate(full=True)
+        assert first.to_pylist() == [None if pick else v for pick, v in zip(picks, rows)]
+        assert second.to_pylist() == [v if pick else None for pick, v in zip(picks, rows)]
+
+
+def test_no_transform_calls_pyarrows_if_else_with_a_null_scalar() -> None:
+    """The null-scalar paths of ``pc.if_else`` are the broken ones before pyarrow 24: ``_arrow.if_else``."""
+    package = Path(_arrow.__file__).parents[1]
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "pc.if_else":
+                if any(_names_a_null(arg) for arg in node.args[1:]):
+                    found.append(f"{path.relative_to(package.parent)}:{node.lineno}: {ast.unparse(node)}")
+    assert not found, "use _arrow.if_else where a side is a null scalar:\n" + "\n".join(found)
+
+
+def _names_a_null(arg: ast.expr) -> bool:
+    text = ast.unparse(arg)
+    return text in ("NULL", "_NULL", "None") or text.startswith("pa.scalar(None")

@@ -123,6 +123,25 @@ def struct_child(struct: pa.Array, name: str) -> pa.Array:
     return pc.struct_field(struct, name)
 
 
+def if_else(cond: Any, left: Any, right: Any) -> pa.Array | pa.ChunkedArray:
+    """``pc.if_else`` with a null scalar side passed as a null array.
+
+    pyarrow 21 to 23 build broken strings when one side is a null scalar and the
+    other a string or binary array that does not start at offset 0 (a slice, a
+    struct field of a slice: what ``datasets`` hands every batch after the
+    first): offsets out of bounds, or other rows' bytes (apache/arrow#49410,
+    fixed in 24). The array-array path is right on every release."""
+    sides = (cond, left, right)
+    length = next((len(side) for side in sides if isinstance(side, (pa.Array, pa.ChunkedArray))), None)
+    if length is not None:
+        left, right = (pa.nulls(length, side.type) if _is_null_scalar(side) else side for side in (left, right))
+    return pc.if_else(cond, left, right)
+
+
+def _is_null_scalar(value: Any) -> bool:
+    return isinstance(value, pa.Scalar) and not value.is_valid
+
+
 def replace_fields(struct: pa.Array, **children: pa.Array | None) -> pa.StructArray:
     """``struct`` with some fields replaced; a ``None`` child nulls that field."""
     if isinstance(struct, pa.ChunkedArray):

@@ -60,7 +60,7 @@ def encode(array: Any) -> pa.Array:
                 _or_null(encode(pc.struct_field(array, fld.name))),
             ]
         text = _join(*parts, "}")
-        return pc.if_else(array.is_null(), _NULL, text) if array.null_count else text
+        return _arrow.if_else(array.is_null(), _NULL, text) if array.null_count else text
     if pa.types.is_null(arrow_type):
         return pa.nulls(len(array), pa.string())
     raise TypeError(f"no JSON encoding for Arrow type {arrow_type}")
@@ -169,7 +169,7 @@ def _extra_members(extra: pa.Array) -> pa.Array:
     """An ``extra`` object's members (its text without the braces), null when empty."""
     text = _plain(extra)
     inner = pc.utf8_trim_whitespace(pc.replace_substring_regex(text, r"(?s)^\s*\{(.*)\}\s*$", r"\1"))
-    return pc.if_else(pc.equal(inner, ""), _NULL, inner)
+    return _arrow.if_else(pc.equal(inner, ""), _NULL, inner)
 
 
 def _calls(calls: pa.Array) -> pa.Array:
@@ -251,7 +251,7 @@ def encode_rows(table: pa.Table, *, keep_null: dict[str, str | bool] | None = No
         return pa.array(["{}\n"] * table.num_rows, pa.string())
     if _has_nulls(members[0]):  # the first key is absent on some rows: separators by join
         texts = [_lines.text_of([key, *values]) for key, *values in members]
-        texts = [pc.if_else(pc.equal(t, ""), _NULL, t) for t in texts]
+        texts = [_arrow.if_else(pc.equal(t, ""), _NULL, t) for t in texts]
         return _join("{", pc.binary_join_element_wise(*texts, ", ", null_handling="skip"), "}\n")
     return _assemble(table.num_rows, members)
 

@@ -135,7 +135,7 @@ def content_json(messages: pa.Array, content_text: pa.Array) -> pa.Array:
 
 def _where(mask: np.ndarray, value: str, other: pa.Array | str | None) -> pa.Array:
     other_value = NULL if other is None else other
-    return pc.if_else(pa.array(mask), pa.scalar(value, pa.string()), other_value)
+    return _arrow.if_else(pa.array(mask), pa.scalar(value, pa.string()), other_value)
 
 
 def openai_parts(messages: pa.Array) -> pa.Array | None:
@@ -173,7 +173,7 @@ def trl_parts(messages: pa.Array, *, inline_images: bool = False) -> pa.Array | 
     placeholder = np.zeros(len(image), dtype=bool) if inline_images else _placeholders(messages, parts)
     kind = _where(video, "video", _where(image, "image", parts.field("type")))
     key = _where(video, "video", _where(image & ~placeholder, "image", parts.field("media_key")))
-    key = pc.if_else(pa.array(placeholder), NULL, key)
+    key = _arrow.if_else(pa.array(placeholder), NULL, key)
     return _rewired(parts, kind, key, placeholder=placeholder)
 
 
@@ -195,8 +195,8 @@ def _rewired(parts: FlatParts, kind: pa.Array, key: pa.Array, *, placeholder: np
         media = pc.replace_with_mask(media, pa.array(touched), _strings([m for m, _ in fixed]))
         extra = pc.replace_with_mask(plain(extra), pa.array(touched), _strings([e for _, e in fixed])).cast(pa.json_())
     if placeholder is not None and placeholder.any():
-        media = pc.if_else(pa.array(placeholder), NULL, media)
-    text_key = pc.if_else(pa.array(is_text), NULL, parts.field("text_key"))
+        media = _arrow.if_else(pa.array(placeholder), NULL, media)
+    text_key = _arrow.if_else(pa.array(is_text), NULL, parts.field("text_key"))
     return parts.rebuilt(type=kind, media=media, media_key=key, extra=extra, text_key=text_key)
 
 

@@ -59,7 +59,7 @@ def group_columns(scenario_id: pa.Array, prompt: pa.Array, reward: pa.Array) -> 
     absent = pa.array(~valid)
     take = pa.array(index)
     return {
-        "group_id": pc.if_else(absent, pa.scalar(None, pa.string()), group_ids.take(take)),
+        "group_id": _arrow.if_else(absent, pa.scalar(None, pa.string()), group_ids.take(take)),
         "k": pa.array(sizes[index], pa.int64(), mask=~valid),
         "n0": pa.array(n0[index], pa.int64(), mask=~valid),
         "n1": pa.array(n1[index], pa.int64(), mask=~valid),

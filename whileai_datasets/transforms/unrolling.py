@@ -64,7 +64,7 @@ def merge_lineage(lineage: pa.Array, source: pa.Array) -> pa.Array:
     fresh = pc.binary_join_element_wise('{"unrolled_from": ', source, "}", "")
     body = pc.utf8_slice_codeunits(text, 0, -1)
     merged = pc.binary_join_element_wise(body, ', "unrolled_from": ', source, "}", "")
-    out = pc.if_else(empty, fresh, pc.if_else(plain, merged, pa.scalar(None, pa.string())))
+    out = pc.if_else(empty, fresh, _arrow.if_else(plain, merged, pa.scalar(None, pa.string())))
     odd = np.flatnonzero(~_arrow.to_numpy_bool(pc.or_(empty, plain)))
     if len(odd):
         texts = text.take(pa.array(odd)).to_pylist()

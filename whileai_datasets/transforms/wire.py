@@ -149,7 +149,7 @@ def fireworks_messages(lists: pa.Array, mask: pa.Array | None, *, keep_tool_call
             )
         assistant = pc.fill_null(pc.equal(pc.struct_field(messages, "role"), "assistant"), False)
         weight = pc.if_else(pc.fill_null(pc.not_equal(weights, 0), False), _WEIGHT_1, _WEIGHT_0)
-        extra = pc.if_else(assistant, weight, pa.scalar(None, pa.string())).cast(pa.json_())
+        extra = _arrow.if_else(assistant, weight, pa.scalar(None, pa.string())).cast(pa.json_())
     fields: dict[str, Any] = {"name": None, "extra": extra}
     if not keep_tool_call_id:
         fields["tool_call_id"] = None
@@ -171,7 +171,7 @@ def weighted_messages(lists: pa.Array, mask: pa.Array, weights: str) -> pa.Array
     weight = pc.if_else(pc.fill_null(pc.not_equal(flags, 0), False), _WEIGHT_1, _WEIGHT_0)
     if weights == "assistant":
         assistant = pc.fill_null(pc.equal(pc.struct_field(messages, "role"), "assistant"), False)
-        weight = pc.if_else(assistant, weight, pa.scalar(None, pa.string()))
+        weight = _arrow.if_else(assistant, weight, pa.scalar(None, pa.string()))
     return _arrow.relist(lists, _arrow.replace_fields(messages, extra=weight.cast(pa.json_())))
 
 
@@ -204,7 +204,7 @@ def trl_training_table(table: pa.Table, images: bool | None = None) -> pa.Table:
             location="column 'prompt'",
             hint="to_trl takes training rows (whileai/export default config), before any other wire shape.",
         )
-    text = pc.if_else(pc.fill_null(pc.not_equal(prompt, ""), False), prompt, pa.scalar(None, pa.string()))
+    text = _arrow.if_else(pc.fill_null(pc.not_equal(prompt, ""), False), prompt, pa.scalar(None, pa.string()))
     out = _arrow.set_column(_arrow.drop(out, "prompt", "loss_mask"), "prompt_text", text)
     return ordered(out, TRAINING_ORDER)
 
@@ -260,7 +260,7 @@ def _truthy_json(values: pa.Array) -> pa.Array:
         empty = pc.and_(
             short, pc.fill_null(pc.is_in(trimmed, pa.array(["[]", "{}", '""', "null", "false", "0"])), False)
         )
-        text = pc.if_else(empty, pa.scalar(None, pa.string()), text)
+        text = _arrow.if_else(empty, pa.scalar(None, pa.string()), text)
     return text.cast(pa.json_())
 
 
