@@ -47,8 +47,11 @@ def _publish(alice: Any, repo_id: str, tmp_path: Path, load: Any, template: str,
 
 
 # --- axolotl -----------------------------------------------------------------------------------------
-#: axolotl's own named templates that render tool calls (the rows call tools), and their token family
-AXOLOTL_TEMPLATES = {"qwen_25": "chatml", "llama4": "llama4", "qwen3": "chatml"}
+#: axolotl's own named templates that render tool calls (the rows call tools), and their token family;
+#: `tokenizer_default+X` is axolotl's `chat_template: tokenizer_default` (the tokenizer's own template,
+#: the usual setting for a model that ships one) on the model template X this package ships
+AXOLOTL_TEMPLATES = {"qwen_25": "chatml", "llama4": "llama4", "qwen3": "chatml",
+                     "tokenizer_default+llama3_1": "llama3"}
 #: Measured differences, each an expected failure until axolotl or our mask changes.
 AXOLOTL_DIFFERENCES = {
     "qwen3": "Qwen3's template writes an empty <think>\\n\\n</think>\\n\\n into each assistant turn after the "
@@ -61,10 +64,12 @@ AXOLOTL_DIFFERENCES = {
                                       if name in AXOLOTL_DIFFERENCES else name for name in sorted(AXOLOTL_TEMPLATES)])
 def test_axolotl_chat_template_strategy_trains_exactly_the_weighted_turns(axolotl_env, alice, repo_id, tmp_path,
                                                                          load, template):
-    text = run_trainer(axolotl_env, alice, "axolotl_side", "template_text", name=template)
+    setting, _, shipped = template.partition("+")
+    text = (publishing.shipped_template(shipped) if shipped else
+            run_trainer(axolotl_env, alice, "axolotl_side", "template_text", name=template))
     canonical, tokenizer = _publish(alice, repo_id, tmp_path, load, text, AXOLOTL_TEMPLATES[template])
     trained = run_trainer(axolotl_env, alice, "axolotl_side", "tokenize", repo_id=repo_id, token=alice.token,
-                          tokenizer_dir=str(tmp_path / "tokenizer"), template=template)
+                          tokenizer_dir=str(tmp_path / "tokenizer"), template=setting)
     published = run_trainer(axolotl_env, alice, "axolotl_side", "published_labels", repo_id=repo_id,
                             token=alice.token)
 
