@@ -37,6 +37,28 @@ def canonical_rows(tmp_path: Path, load: Any, *, seed: int = 7) -> Any:
     return canonical.map(remask, with_indices=True)
 
 
+#: Text written beside a tool call, and a second assistant turn right after another (see `with_shapes`).
+BESIDE_CALL = "Let me look that up first."
+SECOND_TURN = "Is there anything else I can do?"
+
+
+def with_shapes(row: dict[str, Any], index: int) -> dict[str, Any]:
+    """Row `index` with, on every third row from the first, text beside its first tool call (when its
+    first assistant turn with calls has none), and on every third row from the third a marked second
+    assistant turn right after its last message (when that is an assistant turn): two shapes some
+    trainers cannot train exactly (`hub/trainer_gaps.py`). With `remask`'s kinds, the text is on a
+    marked turn (every turn marked) and in the history of later ones; the second turn follows an
+    unmarked one (all but the final turn marked)."""
+    messages, mask = [dict(m) for m in row["messages"]], list(row["loss_mask"])
+    calling = [i for i, m in enumerate(messages) if m["role"] == "assistant" and m.get("tool_calls")]
+    if index % 3 == 0 and calling and not messages[calling[0]].get("content"):
+        messages[calling[0]]["content"] = BESIDE_CALL
+    if index % 3 == 2 and messages[-1]["role"] == "assistant":
+        messages.append({**messages[-1], "content": SECOND_TURN, "tool_calls": None})
+        mask.append(1)
+    return {"messages": messages, "loss_mask": mask}
+
+
 def tokenizer_for(canonical: Any, template: str, family: str, folder: Path) -> Any:
     """A tokenizer trained on the rows, with `family`'s special tokens and `template` as its chat template."""
     texts = [json.dumps(row, default=str) for row in canonical.to_list()]
@@ -135,3 +157,16 @@ def with_final_end_of_turn(row: dict[str, list[int]], tokenizer: Any) -> dict[st
     last = max(i for i, token in enumerate(ids) if token == tokenizer.eos_token_id)
     assert tokenizer.decode(ids[last + 1:]).strip() == "", f"text after the last end-of-turn: {ids[last + 1:]}"
     return {"input_ids": ids, "trained": [1 if i >= last else m for i, m in enumerate(row["trained"])]}
+
+
+def marked_turns(ours: Sequence[dict[str, list[int]]], canonical: Any, tokenizer: Any) -> list[dict[str, Any]]:
+    """Each marked turn, in the order of the `sharegpt` rows (one per marked turn): its canonical row,
+    its message index, whether it is the row's last message, and the text our mask trains of it."""
+    turns = []
+    for row, (mine, mask, messages) in enumerate(zip(ours, canonical["loss_mask"], canonical["messages"])):
+        marked = [i for i, flag in enumerate(mask) if flag]
+        texts = runs(mine, tokenizer)
+        assert len(texts) == len(marked), f"row {row}: {len(marked)} marked turns, our mask has runs {texts}"
+        turns += [{"row": row, "message": i, "last": i == len(messages) - 1, "text": text}
+                  for i, text in zip(marked, texts)]
+    return turns

@@ -1,16 +1,17 @@
 """Each trainer, in its own venv with its own pinned release, trains exactly the turns our mask marks.
 
 For axolotl 0.19.0, LLaMA-Factory 0.9.5 and ms-swift 4.6.0 (venvs.py): real whileai rollouts, with
-three kinds of mask (publishing.py), are published with this package to the local hub (tests/hub_server) with a tokenizer trained here on
-one of the trainer's chat templates; then, in the trainer's venv (`python -I`, where
-`import whileai_datasets` fails), the named config is loaded with plain `datasets` against the
-local hub and run through the trainer's own preprocessing:
+three kinds of mask (publishing.py), are published with this package to the local hub
+(tests/hub_server) with a tokenizer trained here on one of the trainer's chat templates; then, in
+the trainer's venv (`python -I`, where `import whileai_datasets` fails), the named config is loaded
+with plain `datasets` against the local hub and run through the trainer's own preprocessing:
 
 * axolotl: the `messages` config through its `chat_template` prompt strategy with
   `message_field_training: weight`, `roles_to_train: []`, `train_on_eos: turn`;
-* LLaMA-Factory: its supervised processor cannot run here (its data code imports torchaudio, which
-  cannot load beside the CPU torch 2.13.0): the `sharegpt` config is loaded on its datasets 4.0.0,
-  and the test fails once `llamafactory.data` imports, so the mask check can be added;
+* LLaMA-Factory: the `sharegpt` config, named in a dataset_info.json entry copied from the card,
+  through its SFT data path (`get_dataset`: its hub loader on its datasets 4.0.0, its sharegpt
+  converter, its `SupervisedDatasetProcessor` with `mask_history: true`), on rows that also hold
+  the shapes it cannot train exactly (`publishing.with_shapes`), which publish must report;
 * ms-swift: the `messages` config through its template's encode, which reads each message's `loss`.
 
 The tokens the trainer supervises (labels != -100) are compared with what this package's own
@@ -24,6 +25,7 @@ Unsloth reads the `default` or `tokenized` config and gets what the TRL test che
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +39,25 @@ pytestmark = pytest.mark.trainers
 BLOCKED = "ModuleNotFoundError: No module named 'whileai_datasets'"
 
 
-def _publish(alice: Any, repo_id: str, tmp_path: Path, load: Any, template: str, family: str) -> tuple[Any, Any]:
+def _publish(alice: Any, repo_id: str, tmp_path: Path, load: Any, template: str, family: str,
+             shapes: bool = False) -> tuple[Any, Any, dict[str, Any]]:
+    """Publish the rows (with `publishing.with_shapes` if `shapes`) with a tokenizer trained on `template`:
+    the canonical rows, the tokenizer, publish's result."""
     canonical = publishing.canonical_rows(tmp_path, load)
+    if shapes:
+        canonical = canonical.map(publishing.with_shapes, with_indices=True, features=canonical.features)
     tokenizer = publishing.tokenizer_for(canonical, template, family, tmp_path / "tokenizer")
     canonical.save_to_disk(str(tmp_path / "canonical"))
-    alice.run(publish_client.publish_for_trainers, path=str(tmp_path / "canonical"), repo_id=repo_id, token=alice.token,
-              tokenizer_dir=str(tmp_path / "tokenizer"))
-    return canonical, tokenizer
+    result = alice.run(publish_client.publish_for_trainers, path=str(tmp_path / "canonical"), repo_id=repo_id,
+                       token=alice.token, tokenizer_dir=str(tmp_path / "tokenizer"))
+    return canonical, tokenizer, result
+
+
+def _run_side(env: Any, alice: Any, side: str, repo_id: str, tmp_path: Path, **kwargs: Any) -> tuple[Any, Any]:
+    """In the trainer's venv: SIDE's `tokenize` of the published repo, and the `tokenized` config's labels."""
+    trained = run_trainer(env, alice, side, "tokenize", repo_id=repo_id, token=alice.token,
+                          tokenizer_dir=str(tmp_path / "tokenizer"), **kwargs)
+    return trained, run_trainer(env, alice, side, "published_labels", repo_id=repo_id, token=alice.token)
 
 
 # --- axolotl -----------------------------------------------------------------------------------------
@@ -67,11 +81,8 @@ def test_axolotl_chat_template_strategy_trains_exactly_the_weighted_turns(axolot
     setting, _, shipped = template.partition("+")
     text = (publishing.shipped_template(shipped) if shipped else
             run_trainer(axolotl_env, alice, "axolotl_side", "template_text", name=template))
-    canonical, tokenizer = _publish(alice, repo_id, tmp_path, load, text, AXOLOTL_TEMPLATES[template])
-    trained = run_trainer(axolotl_env, alice, "axolotl_side", "tokenize", repo_id=repo_id, token=alice.token,
-                          tokenizer_dir=str(tmp_path / "tokenizer"), template=setting)
-    published = run_trainer(axolotl_env, alice, "axolotl_side", "published_labels", repo_id=repo_id,
-                            token=alice.token)
+    canonical, tokenizer, _ = _publish(alice, repo_id, tmp_path, load, text, AXOLOTL_TEMPLATES[template])
+    trained, published = _run_side(axolotl_env, alice, "axolotl_side", repo_id, tmp_path, template=setting)
 
     ours = publishing.our_masks(canonical, tokenizer)
     assert trained["blocked"] == BLOCKED
@@ -92,12 +103,10 @@ SWIFT_TEMPLATES = {"qwen2_5": ("qwen2_5", "chatml", "qwen2"), "llama3": ("llama3
 def test_ms_swift_template_encode_trains_exactly_the_turns_with_loss(ms_swift_env, alice, repo_id, tmp_path, load,
                                                                       template):
     jinja, family, architecture = SWIFT_TEMPLATES[template]
-    canonical, tokenizer = _publish(alice, repo_id, tmp_path, load, publishing.shipped_template(jinja), family)
+    canonical, tokenizer, _ = _publish(alice, repo_id, tmp_path, load, publishing.shipped_template(jinja), family)
     publishing.save_model_config(architecture, tokenizer, tmp_path / "tokenizer")
-    trained = run_trainer(ms_swift_env, alice, "ms_swift_side", "tokenize", repo_id=repo_id, token=alice.token,
-                          tokenizer_dir=str(tmp_path / "tokenizer"), template=template, model_type=architecture)
-    published = run_trainer(ms_swift_env, alice, "ms_swift_side", "published_labels", repo_id=repo_id,
-                            token=alice.token)
+    trained, published = _run_side(ms_swift_env, alice, "ms_swift_side", repo_id, tmp_path, template=template,
+                                   model_type=architecture)
 
     ours = publishing.our_masks(canonical, tokenizer)
     assert trained["blocked"] == BLOCKED
@@ -114,22 +123,81 @@ def test_ms_swift_template_encode_trains_exactly_the_turns_with_loss(ms_swift_en
 
 
 # --- LLaMA-Factory -------------------------------------------------------------------------------------
-def test_llamafactory_reads_the_sharegpt_config_on_its_datasets_but_its_data_code_cannot_import_here(
-        llamafactory_env, alice, repo_id, tmp_path, load):
-    """LLaMA-Factory's supervised processor cannot run on this machine (no torchaudio for torch 2.13.0 on a
-    CPU machine; see llamafactory_side.py): this checks what a LLaMA-Factory venv does get, and fails once
-    `llamafactory.data` imports, so the mask check can be switched on there."""
-    canonical, _ = _publish(alice, repo_id, tmp_path, load, publishing.shipped_template("qwen2_5"), "chatml")
-    loaded = run_trainer(llamafactory_env, alice, "llamafactory_side", "load_sharegpt", repo_id=repo_id,
-                         token=alice.token)
-    error = run_trainer(llamafactory_env, alice, "llamafactory_side", "data_import_error")
+#: LLaMA-Factory template -> (the model's own jinja template this package ships, token family, how
+#: LLaMA-Factory's own tool-call format starts in that template)
+LLAMAFACTORY_TEMPLATES = {"qwen": ("qwen2_5", "chatml", "<tool_call>"), "llama3": ("llama3_1", "llama3", '{"name": '),
+                          "qwen3": ("qwen3", "chatml", "<tool_call>")}
+#: What LLaMA-Factory's reasoning templates put before each row's last turn when it has no thought
+EMPTY_THOUGHT = "<think>\n\n</think>\n\n"
 
-    assert loaded["blocked"] == BLOCKED
-    assert loaded["versions"]["datasets"] == "4.0.0" and loaded["versions"]["llamafactory"] == "0.9.5"
-    assert "Json" not in loaded["features"]
-    rows = loaded["rows"]
-    assert len(rows) == sum(sum(mask) for mask in canonical["loss_mask"])  # one row per loss-carrying turn
-    for row in rows:  # LLaMA-Factory's alternation: prompt turns at even places, replies at odd, a reply last
-        sides = [turn["from"] in ("gpt", "function_call") for turn in row["conversations"]]
-        assert sides == [i % 2 == 1 for i in range(len(sides))] and sides[-1], row["conversations"]
-    assert error == "ModuleNotFoundError: No module named 'torchaudio'"
+
+def _llamafactory_trains(template: str, turn: dict[str, Any], message: dict[str, Any]) -> str:
+    """The text LLaMA-Factory trains of a marked turn it keeps: our mask's text, but for what was measured.
+
+    * Text beside a tool call: LLaMA-Factory writes it directly before its own call format. Qwen2.5's
+      and Qwen3's templates put a newline between; Llama 3.1's leaves the text out altogether.
+    * `qwen3` (a reasoning template) with `mask_history` trains an empty thought at the start of each
+      row's last turn; Qwen3's own template writes it only on the conversation's last message, so
+      every marked turn but a conversation's last one gets it in addition.
+    """
+    text, content = turn["text"], message["content"]
+    if message.get("tool_calls") and content:
+        text = content + text if template == "llama3" else text.replace(content + "\n", content, 1)
+    if template == "qwen3" and not turn["last"]:
+        text = EMPTY_THOUGHT + text
+    return text
+
+
+def _doubled(messages: list[dict[str, Any]], upto: int) -> bool:
+    """Whether messages[:upto + 1] hold two assistant turns in a row (LLaMA-Factory's converter skips the row)."""
+    roles = [m["role"] for m in messages[:upto + 1]]
+    return any(a == b == "assistant" for a, b in itertools.pairwise(roles))
+
+
+@pytest.mark.parametrize("template", sorted(LLAMAFACTORY_TEMPLATES))
+def test_llamafactory_supervised_processor_trains_exactly_each_marked_turn(llamafactory_env, alice, repo_id, tmp_path,
+                                                                           load, template):
+    jinja, family, call_format = LLAMAFACTORY_TEMPLATES[template]
+    canonical, tokenizer, result = _publish(alice, repo_id, tmp_path, load, publishing.shipped_template(jinja), family,
+                                            shapes=True)
+    trained, published = _run_side(llamafactory_env, alice, "llamafactory_side", repo_id, tmp_path, template=template)
+
+    ours = publishing.our_masks(canonical, tokenizer)
+    assert trained["blocked"] == BLOCKED
+    assert {k: trained["versions"][k] for k in ("llamafactory", "datasets")} == {"llamafactory": "0.9.5",
+                                                                                 "datasets": "4.0.0"}
+    assert trained["settings"]["mask_history"] is True
+    assert published == ours
+    report = result["trainers"]["llama-factory"]
+    turns = publishing.marked_turns(ours, canonical, tokenizer)  # one per sharegpt row, in its order
+    messages = [canonical["messages"][turn["row"]] for turn in turns]
+    assert report["rows"] == len(turns)
+
+    # its converter skips exactly the rows with two assistant turns in a row, as publish reports
+    skipped = [i for i, turn in enumerate(turns) if _doubled(messages[i], turn["message"])]
+    assert skipped and trained["skipped"] == skipped
+    doubled = report["inexact"]["consecutive_assistant_turns"]
+    assert doubled["rows"] == len(skipped)
+    assert doubled["first"].startswith(f"split 'train', row {turns[skipped[0]]['row']},")
+    kept = [i for i in range(len(turns)) if i not in skipped]
+    assert len(trained["rows"]) == len(kept)
+
+    # it writes text beside a call directly before its call format in exactly the rows publish reports
+    # (with_shapes puts the two shapes on different rows, so none of these was skipped)
+    beside = [i for i, row in zip(kept, trained["rows"])
+              if publishing.BESIDE_CALL + call_format in tokenizer.decode(row["input_ids"])]
+    reported = report["inexact"]["text_beside_tool_call"]
+    assert beside and reported["rows"] == len(beside)
+    assert reported["first"].startswith(f"split 'train', row {turns[beside[0]]['row']},")
+
+    # and trains each kept row's last turn: exactly our mask's text of it, but for the measured differences
+    problems = []
+    for i, their in zip(kept, trained["rows"]):
+        turn = turns[i]
+        expected = _llamafactory_trains(template, turn, messages[i][turn["message"]])
+        if publishing.runs(their, tokenizer) != [expected]:
+            problems.append(f"row {turn['row']} message {turn['message']}: trained {publishing.runs(their, tokenizer)},"
+                            f" expected {expected!r} (our mask: {turn['text']!r})")
+    assert problems == [], "\n".join(problems[:12])
+    assert any(_llamafactory_trains(template, turns[i], messages[i][turns[i]["message"]]) != turns[i]["text"]
+               for i in kept)  # the rows hold the measured differences (text beside calls at least)

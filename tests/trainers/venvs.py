@@ -7,13 +7,17 @@ new one. A build goes into a temporary folder beside the final one and is rename
 has passed, so an interrupted build never leaves a venv that looks complete. The venvs never hold
 this package: the tests run the trainers' code on what a published repo gives them.
 
-Why `--no-deps` for the trainers: their full dependency lists pull GPU-only or huge packages that
-cannot install on a CPU machine without CUDA (axolotl: bitsandbytes, triton, xformers, liger-kernel,
-torchao, flash-linear-attention, plus gradio, modal, lm_eval, wandb, s3fs, ...; LLaMA-Factory:
-torchaudio, torchvision, torchdata, av, gradio; ms-swift: modelscope, evalscope, ...). Each spec
-installs the trainer itself with `--no-deps`, then the trainer's own pins of the libraries its data
-path imports (transformers, datasets, tokenizers, ...), then the few small modules its import chain
-needs (each with the reason). torch is always `torch==2.13.0`, the CPU build on this machine's disk.
+Two ways a trainer goes in. axolotl and ms-swift with `--no-deps`: their full dependency lists pull
+GPU-only or huge packages that cannot install on a CPU machine without CUDA (axolotl: bitsandbytes,
+triton, xformers, liger-kernel, torchao, flash-linear-attention, plus gradio, modal, lm_eval, wandb,
+s3fs, ...; ms-swift: modelscope, evalscope, ...); their specs install the trainer itself with
+`--no-deps`, then the trainer's own pins of the libraries its data path imports (transformers,
+datasets, tokenizers, ...), then the few small modules its import chain needs (each with the reason).
+There torch is `torch==2.13.0`, the CPU build on this machine's disk. LLaMA-Factory as a user
+installs it, with every dependency it declares (`with_deps`): its data code imports torchaudio, so
+torch is 2.9.1 with torchvision 0.24.1 and torchaudio 2.9 (no torchaudio exists for torch 2.13.0;
+this set installs and loads here, a CUDA build that runs on the CPU, about 8 GB), installed first
+in their own steps (`first`), as this machine's notes give them.
 """
 
 from __future__ import annotations
@@ -42,9 +46,13 @@ class TrainerEnv:
     requirements: tuple[str, ...]  # installed with their dependencies, resolved together
     extra_no_deps: tuple[str, ...] = ()  # small modules its imports need, installed without their dependencies
     why: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    first: tuple[tuple[str, ...], ...] = ()  # pip installs before everything else, one step each
+    with_deps: bool = False  # the trainer with its own dependencies, resolved with `requirements` in one step
 
     def steps(self) -> list[list[str]]:
         """The pip argument lists, in order: what the hash covers."""
+        if self.with_deps:
+            return [*(["install", *step] for step in self.first), ["install", self.trainer, *self.requirements]]
         steps = [["install", *self.requirements], ["install", "--no-deps", self.trainer]]
         if self.extra_no_deps:
             steps.append(["install", "--no-deps", *self.extra_no_deps])
@@ -128,16 +136,22 @@ AXOLOTL = TrainerEnv(
          "addict": "axolotl.utils.dict.DictDefault", "colorama": "axolotl.prompters imports Fore"},
 )
 
+#: torch for LLaMA-Factory, whose data code imports torchaudio: torchaudio 2.9.1 pins torch==2.9.1
+LLAMAFACTORY_TORCH = ("torch==2.9.1", "torchvision==0.24.1", "torchaudio==2.9.*")
+
 LLAMAFACTORY = TrainerEnv(
     name="llamafactory",
     trainer="llamafactory==0.9.5",
-    # the newest releases inside LLaMA-Factory 0.9.5's own ranges. No torchaudio: llamafactory.data imports
-    # it at module level (data/mm_plugin.py), no torchaudio release exists for torch 2.13.0 (PyPI's newest,
-    # 2.11.1, pins torch==2.11.1, a CUDA build), and PyPI's torchaudio wheels need libc10_cuda.so to load.
-    requirements=(TORCH, "transformers==5.6.0", "datasets==4.0.0", "accelerate==1.11.0", "peft==0.18.1",
-                  "trl==0.24.0"),
-    why={"datasets==4.0.0": "LLaMA-Factory's pin is datasets<=4.0.0: the sharegpt config must load on it",
-         "torchaudio": "not installable here (see the comment above): LLaMA-Factory's data code cannot import"},
+    # installed as its README says (`pip install llamafactory`), with all it declares; the libraries its
+    # data path runs on are pinned to the newest releases inside its own ranges
+    requirements=(*LLAMAFACTORY_TORCH, "transformers==5.6.0", "datasets==4.0.0", "trl==0.24.0",
+                  "accelerate==1.11.0", "peft==0.18.1"),
+    first=(LLAMAFACTORY_TORCH[:2], (LLAMAFACTORY_TORCH[0], LLAMAFACTORY_TORCH[2])),
+    with_deps=True,
+    why={"torch==2.9.1": "llamafactory.data imports torchaudio at module level (data/mm_plugin.py); no torchaudio "
+                         "exists for torch 2.13.0; torch 2.9.1 with torchaudio 2.9.1 installs and loads here",
+         "datasets==4.0.0": "LLaMA-Factory's pin is datasets<=4.0.0: the sharegpt config must load on it",
+         "transformers==5.6.0, trl==0.24.0, accelerate==1.11.0, peft==0.18.1": "the top of LLaMA-Factory's ranges"},
 )
 
 MS_SWIFT = TrainerEnv(

@@ -10,7 +10,8 @@ release: LLaMA-Factory 0.9.5 ``data/converter.py`` / ``formatter.py``, ms-swift 
   a warning, a row with two assistant turns in a row or any other break (a user message after a
   user message, a system message after the first, a conversation that opens with the model);
   text written beside tool calls is rendered directly before LLaMA-Factory's own tool-call format
-  (Qwen2.5's template puts a newline between); reasoning and content parts are not carried.
+  (Qwen2.5's and Qwen3's templates put a newline between, Llama 3.1's leaves the text out; measured
+  in tests/trainers); reasoning and content parts are not carried.
 * ms-swift (``messages``; counted in conversations): two assistant turns in a row are merged
   into one with no separator, and text beside a tool call is rendered without the newline
   Qwen2.5's template writes before ``<tool_call>`` (its hermes agent template adds none).
@@ -43,8 +44,9 @@ EFFECTS: dict[str, dict[str, str]] = {
         "broken_alternation": "another break of user/assistant alternation (two user messages in a row, a system "
                               "message after the first, a conversation that opens with the model): LLaMA-Factory "
                               "skips the row with only a warning",
-        "text_beside_tool_call": "text beside tool calls: LLaMA-Factory renders it directly before its own "
-                                 "tool-call format (Qwen2.5's chat template puts a newline between)",
+        "text_beside_tool_call": "text beside tool calls: LLaMA-Factory renders (and trains) it directly before "
+                                 "its own tool-call format, unlike the model's chat template (Qwen2.5's and "
+                                 "Qwen3's put a newline between, Llama 3.1's leaves the text out)",
         "reasoning_content": "reasoning_content is not carried: LLaMA-Factory reads reasoning only inline, "
                              "in its template's own thought words",
         "content_parts": "content parts (images, other media): only the message text is carried",
