@@ -13,7 +13,10 @@ Every render therefore runs under a ``RenderBudget``:
   rendering thread, so a render on a loaded machine (or one waiting for a
   core) is not refused for time it did not use. The clock is checked on
   every loop pass, call and macro call of the template, so a loop with no
-  output still stops.
+  output still stops. Reading a thread's CPU clock is a system call, so a
+  render starts from its thread's last reading when that is at most
+  ``SLACK_SHARE`` (2%) of ``max_seconds`` old: a render is never stopped
+  before its limit and at most that much after it.
 
 The defaults are far above any real template (``benchmarks/bench_render_budget.py``):
 a 1,601-message agent conversation renders to at most 1.9 million characters
