@@ -127,14 +127,33 @@ def measure(args: argparse.Namespace, tokenizer: Any, transform: Tokenize, templ
             "vs_prefix_diff": medians["prefix_diff"] / medians["ours"] if "prefix_diff" in medians else None}
 
 
-def transformers_over(tokenizer: Any, ds: Any) -> list[tuple[list[int], list[int]]]:
-    """transformers' masked apply_chat_template on every row of ``ds``, decoded batch by batch."""
+def transformers_over(tokenizer: Any, ds: Any) -> list[tuple[Any, Any]]:
+    """transformers' masked apply_chat_template on every row of ``ds``, decoded batch by batch (each row's ids
+    and mask kept as numpy arrays: 100k rows of Python int lists took GBs)."""
+    import numpy as np
+
     out = []
     for batch in ds.with_format("arrow").iter(batch_size=1000):
         tools = [json.loads(t) if t else None for t in batch.column("tools").to_pylist()]
         rows = [template_messages([message_from_storage(m) for m in row]) for row in batch.column("messages").to_pylist()]
-        out += transformers_masks(tokenizer, rows, tools)
+        out += [(np.asarray(ids, np.int64), np.asarray(mask, np.int64))
+                for ids, mask in transformers_masks(tokenizer, rows, tools)]
     return out
+
+
+def same_rows(theirs: list[tuple[Any, Any]], table: Any) -> int:
+    """Rows of ``table`` whose input_ids and assistant_masks equal transformers', compared a record batch at a time."""
+    import numpy as np
+
+    same, row = 0, 0
+    for batch in table.to_batches(max_chunksize=1000):
+        columns = [batch.column(name) for name in ("input_ids", "assistant_masks")]
+        flat = [(c.values.to_numpy(zero_copy_only=False), c.offsets.to_numpy()) for c in columns]
+        for i in range(batch.num_rows):
+            same += all(np.array_equal(expected, values[offsets[i]:offsets[i + 1]])
+                        for expected, (values, offsets) in zip(theirs[row], flat))
+            row += 1
+    return same
 
 
 @dataclass(frozen=True)
@@ -208,8 +227,7 @@ def at_scale(args: argparse.Namespace) -> None:
                 workers[label] = per_worker(Path(folder) / f"num_proc-{OURS[label]}" / "calls.log")
             if label == "ours num_proc=1":
                 table = result.with_format("arrow")[:]
-                same = sum(a == ids and b == mask for (a, b), ids, mask in
-                           zip(theirs, table.column("input_ids").to_pylist(), table.column("assistant_masks").to_pylist()))
+                same = same_rows(theirs, table)
             print(f"  {label}: {seconds[label]:.1f} s (load {load[label][0]:.1f} -> {load[label][1]:.1f})", file=sys.stderr)
     report = {"rows": len(ds), "seconds": seconds, "cpu_seconds": cpu, "same_masks": same,
               "vs_transformers": seconds["transformers"] / seconds["ours num_proc=1"],
