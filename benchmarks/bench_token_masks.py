@@ -20,8 +20,9 @@ and transformers are compared token for token.
 unique (``benchmarks/_unique_rows.py``), side by side in one run: transformers'
 masked ``apply_chat_template`` row by row over the dataset's batches, then
 ``ds.with_format("arrow").map(tokenize(tok), batched=True)`` with
-``num_proc=1`` and ``num_proc=2`` (each into its own cache file, so no run
-reuses another's shard count), CPU seconds per process as well as wall:
+``num_proc=1`` and ``num_proc=2`` (each into a cache folder of its own, so no
+run reuses another's shard count), CPU seconds per process as well as wall,
+the rows and CPU seconds of each worker, and the load average around each run:
 
     python benchmarks/bench_token_masks.py --unique-rows 100000
 """
@@ -30,9 +31,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -124,20 +127,73 @@ def measure(args: argparse.Namespace, tokenizer: Any, transform: Tokenize, templ
             "vs_prefix_diff": medians["prefix_diff"] / medians["ours"] if "prefix_diff" in medians else None}
 
 
-def transformers_over(tokenizer: Any, ds: Any) -> list[tuple[list[int], list[int]]]:
-    """transformers' masked apply_chat_template on every row of ``ds``, decoded batch by batch."""
+def transformers_over(tokenizer: Any, ds: Any) -> list[tuple[Any, Any]]:
+    """transformers' masked apply_chat_template on every row of ``ds``, decoded batch by batch (each row's ids
+    and mask kept as numpy arrays: 100k rows of Python int lists took GBs)."""
+    import numpy as np
+
     out = []
     for batch in ds.with_format("arrow").iter(batch_size=1000):
         tools = [json.loads(t) if t else None for t in batch.column("tools").to_pylist()]
         rows = [template_messages([message_from_storage(m) for m in row]) for row in batch.column("messages").to_pylist()]
-        out += transformers_masks(tokenizer, rows, tools)
+        out += [(np.asarray(ids, np.int64), np.asarray(mask, np.int64))
+                for ids, mask in transformers_masks(tokenizer, rows, tools)]
     return out
 
 
+def same_rows(theirs: list[tuple[Any, Any]], table: Any) -> int:
+    """Rows of ``table`` whose input_ids and assistant_masks equal transformers', compared a record batch at a time."""
+    import numpy as np
+
+    same, row = 0, 0
+    for batch in table.to_batches(max_chunksize=1000):
+        columns = [batch.column(name) for name in ("input_ids", "assistant_masks")]
+        flat = [(c.values.to_numpy(zero_copy_only=False), c.offsets.to_numpy()) for c in columns]
+        for i in range(batch.num_rows):
+            same += all(np.array_equal(expected, values[offsets[i]:offsets[i + 1]])
+                        for expected, (values, offsets) in zip(theirs[row], flat))
+            row += 1
+    return same
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """``transform``, appending each call's pid, rows and CPU seconds (its threads' too) to ``log``."""
+
+    transform: Tokenize
+    log: str
+
+    def __call__(self, batch: Any) -> Any:
+        start = time.process_time()
+        out = self.transform(batch)
+        with open(self.log, "a", encoding="utf-8") as log:
+            log.write(f"{os.getpid()} {batch.num_rows} {time.process_time() - start:.4f}\n")
+        return out
+
+
+def per_worker(log: Path) -> dict[str, dict[str, float]]:
+    """{pid: {rows, cpu_seconds}} from a ``Recorded`` log."""
+    workers: dict[str, dict[str, float]] = {}
+    for line in log.read_text().splitlines():
+        pid, rows, cpu = line.split()
+        entry = workers.setdefault(pid, {"rows": 0, "cpu_seconds": 0.0})
+        entry["rows"] += int(rows)
+        entry["cpu_seconds"] = round(entry["cpu_seconds"] + float(cpu), 2)
+    return workers
+
+
+OURS = {"ours num_proc=1": None, "ours num_proc=2": 2}  # label: num_proc
+
+
 def _ours(ds: Any, transform: Tokenize, num_proc: int | None, folder: Path) -> Any:
-    cache = folder / f"tokenized-{num_proc}.arrow"
-    return ds.with_format("arrow").map(transform, batched=True, num_proc=num_proc, cache_file_name=str(cache),
-                                       load_from_cache_file=False)
+    """One run into a cache folder of its own: no earlier cache file exists whose shard count datasets could
+    reuse (datasets 5.2 keeps it for the same fingerprint, see README), so ``num_proc`` is what runs."""
+    fresh = folder / f"num_proc-{num_proc}"
+    fresh.mkdir()
+    log = fresh / "calls.log"
+    log.touch()
+    return ds.with_format("arrow").map(Recorded(transform, str(log)), batched=True, num_proc=num_proc,
+                                       cache_file_name=str(fresh / "tokenized.arrow"))
 
 
 def at_scale(args: argparse.Namespace) -> None:
@@ -152,35 +208,49 @@ def at_scale(args: argparse.Namespace) -> None:
     transform = Tokenize(tokenizer)
     seconds: dict[str, float] = {}
     cpu: dict[str, float] = {}
+    load: dict[str, tuple[float, float]] = {}
+    workers: dict[str, dict[str, dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(dir=Path(__file__).parent / ".data") as folder:
         for label, run in [("transformers", lambda: transformers_over(tokenizer, ds)),
-                           ("ours num_proc=1", lambda: _ours(ds, transform, None, Path(folder))),
-                           ("ours num_proc=2", lambda: _ours(ds, transform, 2, Path(folder)))]:
+                           *[(label, lambda n=n: _ours(ds, transform, n, Path(folder))) for label, n in OURS.items()]]:
             before = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+            load_before = os.getloadavg()[0]
             start = time.perf_counter()
             result = run()
             seconds[label] = time.perf_counter() - start
+            load[label] = (load_before, os.getloadavg()[0])
             after = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu[label] = sum(a.ru_utime + a.ru_stime - b.ru_utime - b.ru_stime for a, b in zip(after, before))
             if label == "transformers":
                 theirs = result
-            elif label == "ours num_proc=1":
+            else:
+                workers[label] = per_worker(Path(folder) / f"num_proc-{OURS[label]}" / "calls.log")
+            if label == "ours num_proc=1":
                 table = result.with_format("arrow")[:]
-                same = sum(a == ids and b == mask for (a, b), ids, mask in
-                           zip(theirs, table.column("input_ids").to_pylist(), table.column("assistant_masks").to_pylist()))
-            print(f"  {label}: {seconds[label]:.1f} s", file=sys.stderr)
+                same = same_rows(theirs, table)
+            print(f"  {label}: {seconds[label]:.1f} s (load {load[label][0]:.1f} -> {load[label][1]:.1f})", file=sys.stderr)
     report = {"rows": len(ds), "seconds": seconds, "cpu_seconds": cpu, "same_masks": same,
               "vs_transformers": seconds["transformers"] / seconds["ours num_proc=1"],
+              "vs_transformers_cpu": cpu["transformers"] / cpu["ours num_proc=1"],
               "num_proc_2_vs_1": seconds["ours num_proc=1"] / seconds["ours num_proc=2"],
+              "load_average": load, "workers": workers,
               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
     if args.json:
         print(json.dumps(report, indent=2))
         return
-    print(f"{len(ds):,} rows with unique texts, {args.template} ({transform.plan.method}), one run")
-    for label in seconds:
-        print(f"  {label:>16}: {seconds[label]:8.1f} s wall {cpu[label]:8.1f} s CPU")
-    print(f"  ours vs transformers: {report['vs_transformers']:.2f}x; num_proc=2 vs 1: {report['num_proc_2_vs_1']:.2f}x; "
-          f"same masks {same:,}/{len(ds):,}")
+    _print_at_scale(report, f"{args.template} ({transform.plan.method})")
+
+
+def _print_at_scale(report: dict[str, Any], template: str) -> None:
+    rows = report["rows"]
+    print(f"{rows:,} rows with unique texts, {template}, one run")
+    for label, wall in report["seconds"].items():
+        start, end = report["load_average"][label]
+        print(f"  {label:>16}: {wall:8.1f} s wall {report['cpu_seconds'][label]:8.1f} s CPU  (load {start:.1f} -> {end:.1f})")
+        for pid, worker in report["workers"].get(label, {}).items():
+            print(f"  {'':>16}  worker {pid}: {worker['rows']:,} rows, {worker['cpu_seconds']:.1f} s CPU")
+    print(f"  ours vs transformers: {report['vs_transformers']:.2f}x wall, {report['vs_transformers_cpu']:.2f}x CPU; "
+          f"num_proc=2 vs 1: {report['num_proc_2_vs_1']:.2f}x wall; same masks {report['same_masks']:,}/{rows:,}")
 
 
 def main() -> None:

@@ -239,14 +239,70 @@ def test_num_proc_gives_the_same_rows_and_the_transform_hashes_the_same_after_us
 
 
 def test_piece_reuse_gives_the_tokenizers_own_ids_and_offsets(qwen_tokenizer: Any) -> None:
-    from whileai_datasets.transforms.token_encode import PieceEncoder
+    from whileai_datasets.transforms.token_encode import REUSED_CHARS, PieceEncoder
 
-    texts = ["<|im_start|>system\nYou are kind.<|im_end|>\n<|im_start|>user\nhi there<|im_end|>\n",
-             "<|im_start|>system\nYou are kind.<|im_end|>\n<|im_start|>user\nbye<|im_end|>\n<|im_end|>", "plain"]
+    system = "<|im_start|>system\nYou are kind, " + "and careful " * 8 + "always.<|im_end|>\n"
+    long_reply = "<|im_start|>assistant\n" + "Sure thing, let me look that up for you. " * 3 + "<|im_end|>"
+    texts = [system + "<|im_start|>user\nhi there<|im_end|>\n" + long_reply,
+             system + "<|im_start|>user\nbye<|im_end|>\n<|im_end|>" + long_reply + "\n",
+             system + long_reply, "plain", "", "<|im_end|>", system]
     backend = qwen_tokenizer.backend_tokenizer
     encoder = PieceEncoder()
     encoder.encode(backend, texts[:1])  # the first batch is checked against whole encodes
-    for (ids, offsets), text in zip(encoder.encode(backend, texts), texts):
-        whole = backend.encode(text, add_special_tokens=False)
-        assert ids.tolist() == whole.ids and offsets.tolist() == [list(o) for o in whole.offsets]
-    assert encoder._pattern is not None and len(encoder._pieces) >= 4
+    for _ in range(2):  # the second time round every long piece is reused
+        for (ids, offsets), text in zip(encoder.encode(backend, texts), texts):
+            whole = backend.encode(text, add_special_tokens=False)
+            assert ids.tolist() == whole.ids and offsets.tolist() == [list(o) for o in whole.offsets]
+    assert encoder._pattern is not None
+    assert sorted(encoder._pieces) == sorted({system[12:-11], long_reply[12:-10]})  # the long repeats only
+    assert all(len(piece) >= REUSED_CHARS for piece in encoder._pieces)
+
+
+def _arrow_rows(rows: list[dict[str, Any]]) -> Any:
+    import pyarrow as pa
+
+    from whileai_datasets.rows.features import MESSAGE_TYPE, message_to_storage, storage_type
+
+    return pa.table({
+        "messages": pa.array([[message_to_storage(m) for m in r["messages"]] for r in rows],
+                             pa.list_(storage_type(MESSAGE_TYPE))),
+        "loss_mask": pa.array([[int(m["role"] == "assistant") for m in r["messages"]] for r in rows],
+                              pa.list_(pa.int8())),
+        "tools": pa.array([json.dumps(r["tools"]) if r.get("tools") else None for r in rows], pa.string())})
+
+
+def _marker_rows(content: str = "fine", arguments: str = '{"city": "Paris"}', tool_name: str = "get_weather") -> Any:
+    call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": arguments}}
+    tool = {"type": "function", "function": {"name": tool_name, "parameters": {"type": "object"}}}
+    clean = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+             "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]}
+    marked = {"messages": [{"role": "user", "content": content},
+                           {"role": "assistant", "content": "", "tool_calls": [call]},
+                           {"role": "tool", "content": "sunny", "tool_call_id": "c1", "name": "get_weather"},
+                           {"role": "assistant", "content": "It is sunny."}], "tools": [tool]}
+    return _arrow_rows([clean, clean, marked])
+
+
+@pytest.mark.parametrize("where", ["content", "arguments", "tools"])
+def test_a_span_marker_character_anywhere_in_a_batch_is_refused_naming_the_row(qwen_tokenizer: Any, where: str) -> None:
+    from whileai_datasets import TemplateError
+    from whileai_datasets.chat_template.render import marker_free
+
+    batch = {"content": lambda: _marker_rows(content="a\ue000b"),
+             "arguments": lambda: _marker_rows(arguments='{"city": "Pa\\ue001ris"}'),  # a JSON escape, decoded later
+             "tools": lambda: _marker_rows(tool_name="get\ue000weather")}[where]()
+    assert marker_free(batch.column("messages")) is (where == "tools")  # the batch check only reads messages
+    with pytest.raises(TemplateError, match=r"row 2: the input contains the private-use character U\+E000 or U\+E001"):
+        tokenize(qwen_tokenizer)(batch)
+
+
+def test_a_clean_batch_is_checked_once_and_tokenized_like_row_by_row(qwen_tokenizer: Any) -> None:
+    from whileai_datasets.chat_template.render import marker_free
+
+    batch = _marker_rows()
+    assert marker_free(batch.column("messages"))
+    transform = tokenize(qwen_tokenizer)
+    whole = transform(batch)
+    one_by_one = [transform(batch.slice(i, 1)) for i in range(batch.num_rows)]
+    assert whole.column("input_ids").to_pylist() == [r.column("input_ids")[0].as_py() for r in one_by_one]
+    assert whole.column("assistant_masks").to_pylist() == [r.column("assistant_masks")[0].as_py() for r in one_by_one]

@@ -13,7 +13,10 @@ Every render therefore runs under a ``RenderBudget``:
   rendering thread, so a render on a loaded machine (or one waiting for a
   core) is not refused for time it did not use. The clock is checked on
   every loop pass, call and macro call of the template, so a loop with no
-  output still stops.
+  output still stops. Reading a thread's CPU clock is a system call, so a
+  render starts from its thread's last reading when that is at most
+  ``SLACK_SHARE`` (2%) of ``max_seconds`` old: a render is never stopped
+  before its limit and at most that much after it.
 
 The defaults are far above any real template (``benchmarks/bench_render_budget.py``):
 a 1,601-message agent conversation renders to at most 1.9 million characters
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,6 +50,7 @@ DEFAULT_MAX_SECONDS = 60.0
 BUILT_FACTOR = 4  # all the text one render builds, as a multiple of max_chars
 MAX_INT_BITS = 1 << 20  # a product or power with more bits is never a chat template's business
 _CHECK_EVERY = 32  # ticks between two looks at the clock
+SLACK_SHARE = 0.02  # how stale (wall time, as a share of max_seconds) a thread's CPU reading may be at a render's start
 
 
 @dataclass(frozen=True)
@@ -118,12 +123,17 @@ class BudgetExceeded(Exception):
 class Meter:
     """One render's spending against its budget."""
 
-    __slots__ = ("budget", "built", "built_cap", "deadline", "limit", "ticks", "started")
+    __slots__ = ("budget", "built", "built_cap", "deadline", "limit", "ticks", "wall_deadline")
 
     def __init__(self, budget: RenderBudget) -> None:
         self.budget = budget
-        self.started = time.thread_time()  # CPU time of this thread: what the template itself spends
-        self.deadline = self.started + budget.max_seconds
+        now = time.perf_counter()
+        wall, cpu = _clock_baseline(now, budget.max_seconds * SLACK_SHARE)
+        # This thread used at most ``now - wall`` seconds of CPU between its reading and this render's start, so
+        # past ``deadline`` (its CPU clock) the render has certainly computed for more than max_seconds; and it
+        # cannot get there before ``wall_deadline`` (wall time), so until then the CPU clock is not read at all.
+        self.deadline = cpu + (now - wall) + budget.max_seconds
+        self.wall_deadline = now + budget.max_seconds
         self.ticks = 0
         self.built = 0
         self.limit = budget.max_chars
@@ -138,7 +148,8 @@ class Meter:
 
     def tick(self) -> None:
         self.ticks += 1
-        if self.ticks % _CHECK_EVERY == 0 and time.thread_time() > self.deadline:
+        if self.ticks % _CHECK_EVERY == 0 and time.perf_counter() > self.wall_deadline and \
+                time.thread_time() > self.deadline:
             self.late()
 
     def late(self) -> None:
@@ -171,6 +182,29 @@ class Meter:
             raise BudgetExceeded(f"{what} would be a number of about {bits:,} bits (the render budget allows "
                                  f"{MAX_INT_BITS:,})", "No chat template computes numbers like that; do not use it")
 
+#: Per thread: (wall, CPU) of its last CPU-clock reading. Reading a thread's CPU clock is a system call, and
+#: on a loaded machine with the encoder's threads running it took 1.6 ms on average (more than a short render):
+#: one reading serves every render the thread starts within ``SLACK_SHARE * max_seconds`` of wall time.
+_THREAD_CLOCK = threading.local()
+
+
+def _clock_baseline(now: float, slack: float) -> tuple[float, float]:
+    """(wall, CPU time) of this thread, read at most ``slack`` seconds of wall time before ``now``."""
+    reading: tuple[float, float] | None = getattr(_THREAD_CLOCK, "reading", None)
+    if reading is None or now - reading[0] > slack or now < reading[0]:
+        reading = (now, time.thread_time())  # the CPU clock read after ``now``: never below its value then
+        _THREAD_CLOCK.reading = reading
+    return reading
+
+
+def _forget_clock() -> None:
+    """After a fork the child's thread starts a new CPU clock: the parent's reading means nothing there."""
+    _THREAD_CLOCK.__dict__.clear()
+
+
+os.register_at_fork(after_in_child=_forget_clock)
+
+
 class MeteredIterable:
     """A loop's iterable that ticks the meter on every pass (and keeps ``len`` for ``loop.length``)."""
 
@@ -184,7 +218,8 @@ class MeteredIterable:
         meter = self.meter
         for item in self.items:
             meter.ticks += 1  # Meter.tick, inlined: this runs on every loop pass of every render
-            if meter.ticks % _CHECK_EVERY == 0 and time.thread_time() > meter.deadline:
+            if meter.ticks % _CHECK_EVERY == 0 and time.perf_counter() > meter.wall_deadline and \
+                    time.thread_time() > meter.deadline:
                 meter.late()
             yield item
 

@@ -36,7 +36,7 @@ from jinja2.exceptions import SecurityError
 from jinja2.exceptions import TemplateError as JinjaTemplateError
 from jinja2.ext import Extension
 from jinja2.parser import Parser
-from jinja2.runtime import Macro, Undefined
+from jinja2.runtime import LoopContext, Macro, Undefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Namespace
 from packaging.version import Version
@@ -83,6 +83,8 @@ class GenerationExtension(Extension):
         return nodes.CallBlock(call, [], [], body).set_lineno(lineno)
 
     def _generation(self, start_line: int, end_line: int, caller: Macro) -> str:
+        # called without the sandbox's per-call checks (``trusted`` below): the body's text was measured
+        # when the block's output was joined (``ChatEnvironment.concat``), its loops and calls tick the clock
         body = str(caller())
         if getattr(self.environment, "track_generation", False):
             return marker("G", start_line) + body + marker("g", start_line)
@@ -188,6 +190,9 @@ def pinned_strftime(moment: datetime) -> Callable[[str], str]:
 
 TRUSTED = "_wai_trusted"
 _DICT_ATTRIBUTES = frozenset(dir(dict))
+#: The loop variable's public attributes (``loop.index``, ...); ``cycle`` and ``changed`` are its methods.
+_LOOP_ATTRIBUTES = frozenset({"index", "index0", "revindex", "revindex0", "first", "last", "length", "depth",
+                              "depth0", "previtem", "nextitem", "cycle", "changed"})
 
 
 def trusted(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -197,6 +202,7 @@ def trusted(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 _NUMBERS = frozenset({int, float})
+trusted(GenerationExtension._generation)
 
 
 _METERED_LOOP = "metered_loop"
@@ -263,6 +269,10 @@ class ChatEnvironment(ImmutableSandboxedEnvironment):
     def getattr(self, obj: Any, attribute: str) -> Any:
         if type(obj) is dict and type(attribute) is str and attribute not in _DICT_ATTRIBUTES:
             return self._dict_item(obj, attribute)
+        if type(obj) is LoopContext and attribute in _LOOP_ATTRIBUTES:
+            # ``loop.first`` and friends: jinja's own loop object, whose public attributes the sandbox allows
+            # (after four abstract-class checks per lookup, a tenth of a short render)
+            return getattr(obj, attribute)
         return super().getattr(obj, attribute)
 
     def getitem(self, obj: Any, argument: Any) -> Any:

@@ -29,12 +29,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 from itertools import count, islice
 from typing import Any
 
 import jinja2
+import pyarrow as pa
+import pyarrow.compute as pc
 from jinja2 import nodes
 
 from whileai_datasets.chat_template.budget import Meter, metered
@@ -93,7 +98,7 @@ def prepare_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, An
     """The message dicts the template sees (see the module docstring)."""
     prepared = []
     for index, message in enumerate(messages):
-        if not isinstance(message, Mapping):
+        if type(message) is not dict and not isinstance(message, Mapping):
             raise TemplateError(
                 f"expected a message dict, got {type(message).__name__}",
                 location=f"messages[{index}]",
@@ -208,9 +213,11 @@ def template_context(
 ) -> dict[str, Any]:
     """The variables a template renders with, as transformers passes them."""
     context: dict[str, Any] = {key: plain(value) for key, value in kwargs.items()}
+    batch = _BATCH.get()
+    clean = batch is not None and batch.messages_clean
     context.update(
-        messages=messages,
-        tools=None if tools is None else plain(list(tools)),
+        messages=[] if clean else messages,
+        tools=None,
         documents=context.get("documents"),
         add_generation_prompt=add_generation_prompt,
     )
@@ -218,7 +225,77 @@ def template_context(
         context["strftime_now"] = pinned_strftime(now)
     if _has_markers(context):
         _check_no_markers(context, "inputs")
+    context["messages"] = messages
+    if tools is not None:
+        context["tools"] = prepared_tools(tools)
     return context
+
+
+@dataclass
+class _BatchInputs:
+    tools: dict[int, tuple[Any, list[Any]]] = field(default_factory=dict)
+    messages_clean: bool = False
+
+
+_BATCH: ContextVar[_BatchInputs | None] = ContextVar("whileai_batch_inputs", default=None)
+
+
+@contextmanager
+def batch_inputs(*, messages_clean: bool = False) -> Iterator[None]:
+    """Within: renders of one batch of rows, whose caller owns the inputs and changes none of them inside.
+
+    A tool list handed to several renders is prepared (``plain``) and checked
+    for marker characters once (``tokenize`` decodes each distinct tools text
+    of a batch once, so its rows share the lists); the prepared copy is shared
+    too, which the immutable sandbox makes safe: no template can change it.
+    ``messages_clean``: the caller has checked every text the messages hold
+    (``marker_free``), so they are not serialised again per render.
+    """
+    token = _BATCH.set(_BatchInputs(messages_clean=messages_clean))
+    try:
+        yield
+    finally:
+        _BATCH.reset(token)
+
+
+#: A marker character, or its JSON escape (text decoded later, like tool-call arguments or extra keys).
+_MARKER_TEXT = "[\ue000\ue001]|\\\\u[eE]00[01]"
+
+
+def marker_free(array: pa.Array | pa.ChunkedArray) -> bool:
+    """True when no string anywhere in ``array`` (lists and structs gone through) can hold a marker character.
+
+    One Arrow regex pass per string column of a batch instead of a serialisation
+    of every row; False (undecided: check each render) for a type it does not read.
+    """
+    kind = array.type
+    if isinstance(array, pa.ChunkedArray):
+        return all(marker_free(chunk) for chunk in array.chunks)
+    if isinstance(kind, pa.ExtensionType):
+        return marker_free(array.storage)
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return not pc.any(pc.match_substring_regex(array, _MARKER_TEXT)).as_py()
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return marker_free(array.flatten())
+    if pa.types.is_struct(kind):
+        return all(marker_free(field) for field in array.flatten())
+    return pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind) or \
+        pa.types.is_null(kind)
+
+
+def prepared_tools(tools: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """``plain(list(tools))``, checked for marker characters (once per list inside ``batch_inputs``)."""
+    batch = _BATCH.get()
+    known = None if batch is None else batch.tools
+    entry = None if known is None else known.get(id(tools))
+    if entry is not None and entry[0] is tools:
+        return entry[1]
+    prepared = plain(list(tools))
+    if _has_markers(prepared):
+        _check_no_markers(prepared, "inputs['tools']")
+    if known is not None:
+        known[id(tools)] = (tools, prepared)  # holding ``tools`` keeps its id from being reused meanwhile
+    return prepared
 
 
 def run_template(template: jinja2.Template, context: Mapping[str, Any], name: str) -> str:

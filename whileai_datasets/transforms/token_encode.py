@@ -1,10 +1,11 @@
-"""Batched encoding with character offsets, reusing the text between added tokens across rows.
+"""Batched encoding with character offsets, reusing the long text between added tokens across rows.
 
 A fast tokenizer splits its input at added tokens (``<|im_start|>``, ...) and
-encodes each piece between them on its own. Chat rows repeat most such pieces:
-the system prompt, the tool schemas, role headers, stock replies. So each
-distinct piece is encoded once (one ``encode_batch`` per batch for the new
-ones) and a row's ids and offsets are the concatenation of its pieces'.
+encodes each piece between them on its own. Chat rows repeat some long pieces:
+the system prompt, the tool schemas, stock replies. So each such piece is
+encoded once and the rest of a row in as few runs as those pieces leave (one
+``encode_batch`` per batch); a row's ids and offsets are the concatenation of
+its parts'.
 
 That is exact only for tokenizers whose pieces really are independent: no
 normalizer, pre-tokenizers that split locally, added tokens that match their
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import chain
 from types import TracebackType
 from typing import Any
 
@@ -28,7 +30,9 @@ from whileai_datasets.errors import SchemaError
 #: Pre-tokenizers whose output on a piece does not depend on what surrounds the piece.
 LOCAL_PRE_TOKENIZERS = frozenset({"ByteLevel", "Split", "Whitespace", "WhitespaceSplit", "Digits",
                                   "Punctuation", "BertPreTokenizer", "CharDelimiterSplit", "UnicodeScripts"})
-MAX_PIECES = 200_000
+MAX_PIECES = 20_000  # reused pieces kept (each at least REUSED_CHARS long)
+MAX_SEEN = 1_000_000  # hashes of long pieces met once, before the set starts over
+REUSED_CHARS = 64  # shorter pieces are encoded within their run, never on their own
 
 Encoded = tuple[np.ndarray, np.ndarray]  # ids (int32), (n, 2) offsets (int64)
 
@@ -57,7 +61,16 @@ def piece_pattern(backend: Any) -> re.Pattern[str] | None:
 
 
 class PieceEncoder:
-    """Encodes texts through a ``tokenizers.Tokenizer``, each distinct piece once.
+    """Encodes texts through a ``tokenizers.Tokenizer``, each long repeated piece once.
+
+    A text is cut into pieces at the added tokens. A piece of at least
+    ``REUSED_CHARS`` characters met a second time (the system prompt, the tool
+    schemas, a stock reply) is encoded on its own once and reused from then on;
+    everything between such pieces, the short pieces included (role headers,
+    the added tokens themselves), is encoded as one run. So a row costs one
+    ``encode_batch`` entry per run, not per piece, whatever the template's
+    number of turns: the Python-side work per row stays small while the Rust
+    encoder (which runs without the GIL) does the rest.
 
     Pickles as an empty encoder (so ``datasets`` hashes a transform holding
     it the same before and after use); it rebuilds itself on first use.
@@ -67,6 +80,7 @@ class PieceEncoder:
         self._backend: Any = None
         self._pattern: re.Pattern[str] | None = None
         self._pieces: dict[str, Encoded] = {}
+        self._seen: set[int] = set()  # hashes of the long pieces met once
         self._verified = False
 
     def __getstate__(self) -> dict[str, Any]:
@@ -89,51 +103,63 @@ class PieceEncoder:
             return whole
         return out
 
-    def _split(self, text: str) -> tuple[list[int], list[str]]:
-        """Starts and texts of the pieces of ``text``: added tokens and the text between them."""
+    def _segments(self, text: str, fresh: dict[str, None]) -> list[tuple[int, str | None, int]]:
+        """``text`` as (start, reused piece, 0) and (start, None, end) runs to encode; repeats go to ``fresh``."""
         assert self._pattern is not None
-        starts: list[int] = []
-        pieces: list[str] = []
-        position = 0
-        for match in self._pattern.finditer(text):
-            if match.start() > position:
-                starts.append(position)
-                pieces.append(text[position:match.start()])
-            starts.append(match.start())
-            pieces.append(match.group())
-            position = match.end()
-        if position < len(text):
-            starts.append(position)
-            pieces.append(text[position:])
-        return starts, pieces
+        known, seen = self._pieces, self._seen
+        segments: list[tuple[int, str | None, int]] = []
+        run = 0  # where the current run started
+        bounds = [m.span() for m in self._pattern.finditer(text)]
+        edges = [0, *[edge for span in bounds for edge in span], len(text)]
+        for start, end in zip(edges[::2], edges[1::2]):  # the text between two added tokens
+            if end - start < REUSED_CHARS:
+                continue
+            piece = text[start:end]
+            if piece not in known:
+                key = hash(piece)
+                if key not in seen:
+                    seen.add(key)
+                    continue
+                fresh[piece] = None
+            if start > run:
+                segments.append((run, None, start))
+            segments.append((start, piece, 0))
+            run = end
+        if run < len(text) or not segments:
+            segments.append((run, None, len(text)))
+        return segments
 
     def _by_pieces(self, texts: list[str]) -> list[Encoded]:
-        split = [self._split(text) for text in texts]
         if len(self._pieces) > MAX_PIECES:
             self._pieces.clear()
-        known = self._pieces
-        new = list(dict.fromkeys(p for _, pieces in split for p in pieces if p not in known))
-        added = [p for p in new if self._backend.token_to_id(p) is not None and self._pattern.fullmatch(p)]
-        for piece in added:
-            known[piece] = (np.array([self._backend.token_to_id(piece)], dtype=np.int32),
-                            np.array([[0, len(piece)]], dtype=np.int64))
-        plain = [p for p in new if p not in known]
-        for piece, encoding in zip(plain, self._backend.encode_batch(plain, add_special_tokens=False)):
-            known[piece] = _as_arrays(encoding)
-        return [self._join(starts, pieces) for starts, pieces in split]
+        if len(self._seen) > MAX_SEEN:
+            self._seen.clear()
+        fresh: dict[str, None] = {}
+        plans = [self._segments(text, fresh) for text in texts]
+        runs = [text[start:end] for text, plan in zip(texts, plans) for start, piece, end in plan if piece is None]
+        pieces = list(fresh)
+        encoded = self._backend.encode_batch(pieces + runs, add_special_tokens=False)
+        for piece, encoding in zip(pieces, encoded):
+            self._pieces[piece] = _as_arrays(encoding)
+        ran = iter(_as_arrays(e) for e in encoded[len(pieces):])
+        return [self._join([(start, self._pieces[piece] if piece is not None else next(ran))
+                            for start, piece, _ in plan]) for plan in plans]
 
-    def _join(self, starts: list[int], pieces: list[str]) -> Encoded:
-        if not pieces:
-            return np.zeros(0, dtype=np.int32), np.zeros((0, 2), dtype=np.int64)
-        entries = [self._pieces[p] for p in pieces]
-        ids = np.concatenate([e[0] for e in entries])
-        shift = np.repeat(np.asarray(starts, dtype=np.int64), [len(e[0]) for e in entries])
-        return ids, np.concatenate([e[1] for e in entries]) + shift[:, None]
+    @staticmethod
+    def _join(parts: list[tuple[int, Encoded]]) -> Encoded:
+        if len(parts) == 1:
+            start, (ids, offsets) = parts[0]
+            return ids, (offsets + start if start else offsets)
+        ids = np.concatenate([e[0] for _, e in parts])
+        shift = np.repeat(np.asarray([start for start, _ in parts], dtype=np.int64), [len(e[0]) for _, e in parts])
+        return ids, np.concatenate([e[1] for _, e in parts]) + shift[:, None]
 
 
 def _as_arrays(encoding: Any) -> Encoded:
-    return (np.array(encoding.ids, dtype=np.int32),
-            np.array(encoding.offsets, dtype=np.int64).reshape(-1, 2))
+    ids = encoding.ids
+    # the (start, end) tuples read flat: a third of the time np.array spends taking the nested list apart
+    offsets = np.fromiter(chain.from_iterable(encoding.offsets), np.int64, 2 * len(ids))
+    return np.fromiter(ids, np.int32, len(ids)), offsets.reshape(-1, 2)
 
 
 def encode_texts(tokenizer: Any, texts: list[str], encoder: PieceEncoder | None = None) -> list[tuple[Any, np.ndarray]]:

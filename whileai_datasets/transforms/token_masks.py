@@ -28,6 +28,7 @@ from whileai_datasets._options import check_count
 from whileai_datasets._typing import ON_BAD_ROW, OnBadRow
 from whileai_datasets.chat_template.budget import budget_scope
 from whileai_datasets.chat_template.mask_check import check_row
+from whileai_datasets.chat_template.render import batch_inputs, marker_free
 from whileai_datasets.chat_template.masking import MaskPlan, encode_arguments, supervised_spans
 from whileai_datasets.errors import RenderBudgetError, SchemaError, TemplateError
 from whileai_datasets.rows.features import message_from_storage
@@ -266,14 +267,16 @@ class Tokenize:
                  "template and the row, or pass on_bad_row='skip' to drop such rows.")
 
     def rows(self, messages: list[list[dict[str, Any]]], tools: list[Any], masks: list[list[int]],
-             indices: Sequence[int] | None = None) -> list[RowMask | None]:
+             indices: Sequence[int] | None = None, *, messages_clean: bool = False) -> list[RowMask | None]:
         """One ``RowMask`` per conversation (None: dropped under ``on_bad_row='skip'``).
 
         Rows are rendered in chunks; each chunk's texts are encoded on a
         background thread while the next chunk renders (``EncodeQueue``).
+        ``messages_clean``: no text of ``messages`` holds a span-marker
+        character (checked on the Arrow batch, ``marker_free``).
         """
         found: list[tuple[str, list[tuple[int, int]], str] | None] = []
-        with EncodeQueue(self.tokenizer, self.encoder) as queue:
+        with EncodeQueue(self.tokenizer, self.encoder) as queue, batch_inputs(messages_clean=messages_clean):
             for start in range(0, len(messages), RENDER_CHUNK):
                 chunk = [self._found(messages[p], tools[p], masks[p], indices[p] if indices is not None else p)
                          for p in range(start, min(start + RENDER_CHUNK, len(messages)))]
@@ -311,7 +314,8 @@ class Tokenize:
     def __call__(self, batch: Any, indices: list[int] | None = None) -> Any:
         require_batched(batch, "tokenize")  # rows left with no supervised token are dropped
         messages, tools, masks = _batch_messages(batch, self.column)
-        rows = self.rows(messages, tools, masks, indices)
+        clean = isinstance(batch, pa.Table) and marker_free(batch.column(self.column))
+        rows = self.rows(messages, tools, masks, indices, messages_clean=clean)
         bad = sum(row is None for row in rows)
         keep = [i for i, row in enumerate(rows) if row is not None and row.supervised > 0]
         bad_rows_warning(bad, len(rows), indices)
