@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,3 +38,28 @@ def test_ci_makes_a_fresh_venv_and_runs_every_readme_command_in_it() -> None:
     runs = script.index('for command in "${commands[@]}"')
     assert made < activated < runs
     assert ".ci/readme_commands.py README.md" in script
+
+
+def _stage_function(script: str) -> str:
+    start = script.index("stage() {")
+    return script[start:script.index("\n}\n", start) + 3]
+
+
+def test_ci_runs_the_suite_on_the_oldest_stack_after_the_newest() -> None:
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    newest, trainers = script.index('for command in "${commands[@]}"'), script.index("python -m pytest -m trainers\n")
+    oldest = script.index('bash "$root/.ci/datasets-matrix"')
+    assert script.index("set -euo pipefail") < newest < trainers < oldest
+    assert not script[oldest:].split("\n", 1)[0].rstrip().endswith(("|| true", "|| :"))
+    assert (ROOT / ".ci" / "datasets-matrix").read_text(encoding="utf-8").startswith("#!/usr/bin/env bash\n")
+
+
+@pytest.mark.parametrize(("command", "passes"), [("true", True), ("false", False)])
+def test_a_ci_stage_logs_its_time_and_a_failing_one_stops_ci(command: str, passes: bool) -> None:
+    stage = _stage_function((ROOT / ".ci" / "run").read_text(encoding="utf-8"))
+    done = subprocess.run(["bash", "-c", f"set -euo pipefail\n{stage}\nstage 'the stage' {command}\necho next stage"],
+                          capture_output=True, text=True)
+    assert (done.returncode == 0) is passes
+    assert done.stdout.startswith("== the stage\n")
+    assert bool(re.search(r"^== the stage: passed in \d+s$", done.stdout, re.M)) is passes
+    assert ("next stage" in done.stdout) is passes

@@ -76,7 +76,8 @@ def repo_shards(repo_id: str, token: str) -> dict[str, Any]:
 def load_configs(repo_id: str, token: str) -> dict[str, Any]:
     from datasets import load_dataset
 
-    return {name: {split: part.to_list() for split, part in load_dataset(repo_id, name, token=token).items()}
+    # rows, not to_list(): to_list() gives Json (the canonical messages) as text on datasets 4.x
+    return {name: {split: list(part) for split, part in load_dataset(repo_id, name, token=token).items()}
             for name in ("default", "canonical")}
 
 

@@ -51,7 +51,7 @@ def repo_view(repo_id: str, token: str) -> dict[str, Any]:
     configs = {}
     for name in ("default", "canonical", "messages", "sharegpt"):
         loaded = load_dataset(repo_id, name, token=token)
-        configs[name] = {split: {"rows": part.to_list(), "features": repr(part.features)}
+        configs[name] = {split: {"rows": list(part), "features": repr(part.features)}  # Json decoded on 4.x too
                          for split, part in loaded.items()}
     data = card.data.to_dict()
     return {"configs": configs, "yaml": {k: data[k] for k in ("configs", "dataset_info")},

@@ -38,7 +38,7 @@ def load_trainer_configs(repo_id: str, token: str) -> dict[str, Any]:
               for name in ("messages", "sharegpt", "tokenized") if name in names}
     card = DatasetCard.load(hf_hub_download(repo_id, "README.md", repo_type="dataset", token=token))
     return {"blocked": blocked, "names": names, "card_yaml": card.data.to_dict(), "card": card.text,
-            "rows": {name: ds.to_list() for name, ds in loaded.items()},
+            "rows": {name: list(ds) for name, ds in loaded.items()},  # to_list() gives Json as text on 4.x
             "not_built_in": {name: not_built_in(ds.features) for name, ds in loaded.items()}}
 
 
