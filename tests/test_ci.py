@@ -40,18 +40,39 @@ def test_ci_makes_a_fresh_venv_and_runs_every_readme_command_in_it() -> None:
     assert ".ci/readme_commands.py README.md" in script
 
 
-def _stage_function(script: str) -> str:
-    start = script.index("stage() {")
+def _function(script: str, name: str) -> str:
+    start = script.index(f"{name}() {{")
     return script[start:script.index("\n}\n", start) + 3]
 
 
-def test_ci_runs_the_suite_on_the_oldest_stack_after_the_newest() -> None:
+def _stage_function(script: str) -> str:
+    return _function(script, "stage")
+
+
+def test_ci_runs_the_suite_on_the_oldest_stack_beside_the_newest() -> None:
     script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    started = script.index('start_beside "$oldest_log" env PYTHON="$python" bash "$root/.ci/datasets-matrix"')
     newest, trainers = script.index('for command in "${commands[@]}"'), script.index("python -m pytest -m trainers\n")
-    oldest = script.index('bash "$root/.ci/datasets-matrix"')
-    assert script.index("set -euo pipefail") < newest < trainers < oldest
-    assert not script[oldest:].split("\n", 1)[0].rstrip().endswith(("|| true", "|| :"))
+    finished = script.index('finish_beside "$oldest" "$oldest_log"')
+    assert script.index("set -euo pipefail") < started < newest < trainers < finished
+    assert not script[finished:].split("\n", 1)[0].rstrip().endswith(("|| true", "|| :"))
     assert (ROOT / ".ci" / "datasets-matrix").read_text(encoding="utf-8").startswith("#!/usr/bin/env bash\n")
+
+
+@pytest.mark.parametrize(("command", "passes"), [("true", True), ("false", False)])
+def test_a_stage_run_beside_the_rest_shows_its_log_and_fails_ci_as_it_failed(command: str, passes: bool,
+                                                                           tmp_path: Path) -> None:
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    functions = "\n".join(_function(script, name) for name in ("stage", "start_beside", "finish_beside"))
+    body = (f"set -euo pipefail\nbackground=()\n{functions}\n"
+            f"start_beside {tmp_path / 'log'} bash -c 'printf \"from %s\\\\n\" side; {command}'\n"
+            "echo meanwhile\nstage 'the side' finish_beside \"${background[-1]}\" " f"{tmp_path / 'log'}\n"
+            "echo next stage")
+    done = subprocess.run(["bash", "-c", body], capture_output=True, text=True, timeout=60)
+    assert (done.returncode == 0) is passes
+    assert done.stdout.index("meanwhile") < done.stdout.index("== the side\n") < done.stdout.index("from side\n")
+    assert bool(re.search(r"^== the side: passed in \d+s$", done.stdout, re.M)) is passes
+    assert ("next stage" in done.stdout) is passes
 
 
 @pytest.mark.parametrize(("command", "passes"), [("true", True), ("false", False)])
