@@ -21,6 +21,8 @@ class TotalPeak:
 
         self.peak = 0
         self.anon_peak = 0  # the same, anonymous memory only (no file pages such as a memory-mapped cache)
+        self.pss_peak = 0  # the same, proportional (shared pages split among the processes mapping them: Ray's
+        # object store is mapped by every worker, and RSS counts it once per process), sampled every 10th time
         self.samples: list[tuple[float, int]] = []  # (seconds since start, total RSS)
         self._cpu: dict[tuple[int, float], float] = {}  # (pid, create time) -> user + system seconds
         self._start = time.monotonic()
@@ -30,7 +32,9 @@ class TotalPeak:
         threading.Thread(target=self._run, daemon=True).start()
 
     def _run(self) -> None:
+        tick = 0
         while True:
+            tick += 1
             try:
                 children = self._process.children(recursive=True)
                 total = self._process.memory_info().rss + sum(c.memory_info().rss for c in children)
@@ -40,6 +44,12 @@ class TotalPeak:
                     self._cpu[proc.pid, proc.create_time()] = times.user + times.system
             except (self._error, OSError):  # a worker exited between listing and reading it
                 continue
+            if tick % 10 == 1:
+                try:
+                    pss = sum(p.memory_full_info().pss for p in (self._process, *children))
+                except (self._error, OSError, AttributeError):
+                    pss = 0
+                self.pss_peak = max(self.pss_peak, pss)
             self.peak = max(self.peak, total)
             self.anon_peak = max(self.anon_peak, anon)
             self.samples.append((time.monotonic() - self._start, total))
@@ -73,6 +83,10 @@ class TotalPeak:
     @property
     def mb(self) -> float:
         return self.peak / 2**20
+
+    @property
+    def pss_mb(self) -> float:
+        return self.pss_peak / 2**20
 
     @property
     def anon_mb(self) -> float:

@@ -64,7 +64,7 @@ def child(n: int, engine: str, repo: str, object_store_mb: int = 0) -> None:
     import whileai_datasets.hub.publishing as used
 
     print(json.dumps({"package": used.__file__, "seconds": seconds, "cpu_seconds": cpu, "peak_mb": peak.mb,
-                      "anon_mb": peak.anon_mb, "timeline_mb": timeline, "load_before": load, "load_after": after,
+                      "anon_mb": peak.anon_mb, "pss_mb": peak.pss_mb, "timeline_mb": timeline, "load_before": load, "load_after": after,
                       "configs": result["configs"]}))
 
 
@@ -152,7 +152,7 @@ def _print_run(engine: str, n: int, got: dict[str, Any]) -> None:
     loads = "/".join(f"{v:.1f}" for v in got["load_before"]) + " -> " + "/".join(f"{v:.1f}" for v in got["load_after"])
     print(f"{engine:4} {n:>9} rows ({rows} canonical): {got['seconds']:8.1f} s, CPU {got['cpu_seconds']:8.1f} s "
           f"(+ hub server {got['server_cpu_seconds']:.1f} s), peak RSS {got['peak_mb']:7.0f} MB "
-          f"(anonymous {got['anon_mb']:7.0f} MB); load average {loads}", flush=True)
+          f"(anonymous {got['anon_mb']:7.0f} MB, proportional {got.get('pss_mb', 0):7.0f} MB); load average {loads}", flush=True)
     print(f"     RSS by tenth of the run (MB): {got['timeline_mb']}", flush=True)
 
 
@@ -184,8 +184,7 @@ _WINDOW = 8192
 @dataclass
 class _Rows:
     """One config split of a repo: its shards (downloaded), rows, and the sha256 of each window's rows
-    (`_WINDOW` rows as JSON lines, keys sorted) and of all of them. By value: Arrow leaves the bits under
-    a null undefined (a bool column's differ between two writers of the same rows), so bytes would not do."""
+    (`_window_digest`) and of all of them."""
 
     files: list[str]
     rows: int = 0
@@ -230,10 +229,22 @@ def _repo_rows(endpoint: str, repo: str, folder: Path) -> dict[tuple[str, str], 
     for key, files in shards.items():
         found = out[key] = _Rows(files)
         for table in found.tables():
-            lines = (json.dumps(row, sort_keys=True, ensure_ascii=False, default=str) for row in table.to_pylist())
-            found.windows.append(hashlib.sha256("\n".join(lines).encode()).hexdigest())
+            found.windows.append(_window_digest(table))
             found.rows += table.num_rows
     return out
+
+
+def _window_digest(table: Any) -> str:
+    """The sha256 of `table` written as one uncompressed Parquet row group: by value, as Parquet stores no
+    value under a null (Arrow leaves those bits undefined, and two writers of the same rows leave different
+    ones: an IPC hash differed on a null bool column at 5,000 rows where every value was equal)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="none", row_group_size=max(1, table.num_rows), use_dictionary=False,
+                   write_statistics=False)
+    return hashlib.sha256(sink.getvalue()).hexdigest()
 
 
 def _first_difference(a: _Rows, b: _Rows) -> str:
