@@ -17,9 +17,14 @@ loaded through the ``whileai/export`` builder with the system prompt and tools (
 prepared first, outside the clock), ``split_by`` scenario, then ``publish`` to the local Hub of
 tests/hub_server, each in a fresh process whose peak RSS (with its children,
 ``_memory.TotalPeak``) and publish time are reported, with the per-row slope between the two
-largest sizes and the 10M-row estimate from it. ``--old`` also runs main's code (``git archive
-main``) at the sizes up to 100k, side by side; ``--ray`` publishes the same file with
-``ray_engine.publish_rollouts`` on a local Ray runtime.
+largest sizes and the 10M-row estimate from it. Each run also prints its CPU seconds (user + system
+of the process tree, and the hub server's apart), its RSS over the run (the peak of each tenth:
+flat or growing) and the load averages before and after it, and the summary the ratio
+time(largest)/time(smallest) in wall and CPU seconds. ``--old`` also runs main's code (``git
+archive main``) at the sizes up to 100k, side by side; ``--ray`` publishes the same file with
+``ray_engine.publish_rollouts`` on a local Ray runtime of 2 CPUs (object store
+``--object-store-mb``, default 512) and then checks that the local and the Ray repo of each size
+hold the same rows: per config and split, the row count and a sha256 of the rows in order.
 
     python benchmarks/bench_publish.py --publish 100000 --old
     python benchmarks/bench_publish.py --publish 100000 1000000 --ray
@@ -87,17 +92,21 @@ def main() -> None:
     parser.add_argument("--old", action="store_true", help="with --publish: main's code too, up to 100k rows")
     parser.add_argument("--ray", action="store_true", help="with --publish: ray_engine.publish_rollouts too")
     parser.add_argument("--ray-only", action="store_true", help="with --publish: only ray_engine.publish_rollouts")
-    parser.add_argument("--child", nargs=3, metavar=("N", "ENGINE", "REPO"), help=argparse.SUPPRESS)
+    parser.add_argument("--object-store-mb", type=int, default=512,
+                        help="with --ray: the Ray object store's size (MB; 0: Ray's default, 30%% of memory)")
+    parser.add_argument("--no-compare", action="store_true", help="with --ray: skip the row check of the two repos")
+    parser.add_argument("--child", nargs=4, metavar=("N", "ENGINE", "REPO", "STORE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         from benchmarks._publish import child
 
-        child(int(args.child[0]), args.child[1], args.child[2])
+        child(int(args.child[0]), args.child[1], args.child[2], int(args.child[3]))
         return
     if args.publish:
         from benchmarks._publish import run_publishes
 
-        run_publishes(args.publish, old=args.old, ray=args.ray or args.ray_only, local=not args.ray_only)
+        run_publishes(args.publish, old=args.old, ray=args.ray or args.ray_only, local=not args.ray_only,
+                      object_store_mb=args.object_store_mb, compare=not args.no_compare)
         return
 
     import datasets

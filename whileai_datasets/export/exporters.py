@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 from whileai_datasets._options import check_count, check_flag
 from whileai_datasets._typing import MessageWeights
 from whileai_datasets.errors import ExportFormatError
-from whileai_datasets.export import overwrite, pipeline, reports, sources
+from whileai_datasets.export import overwrite, pipeline, pushing, reports, sources
 from whileai_datasets.export import writer as export_writer
 from whileai_datasets.transforms import _arrow, gates, think, wire
 from whileai_datasets.transforms import groups as grouping
@@ -172,8 +172,8 @@ def run_training(
         if writer is not None:
             writer.abort()
     if options.get("push_to"):
-        rows = _canonical_rows(src, groups, options)
-        report["hub"] = push_file(report["path"], options["push_to"], report, rows=rows)
+        report["hub"] = pushing.push_rows(report["path"], options["push_to"], report, src.chunks(),
+                                          _canonical_rows(src, groups, options))
     return report
 
 
@@ -207,47 +207,17 @@ def _write_training(
     return groups, report
 
 
-def push_file(path: str, repo_id: str, report: dict[str, Any], *, rows: pa.Table) -> dict[str, Any]:
-    """Publish an export to a private Hub dataset repo (``whileai_datasets.hub.publish``: trainer-ready
-    configs with a card, where whileai uploads the file as is); returns whileai's ``repo_id``,
-    ``repo_type``, ``url``, ``commit`` and ``private``, with ``splits`` (rows per split of the
-    default config) in place of its ``files``.
-
-    ``rows`` are the canonical rows the file was written from (messages and ``loss_mask`` after
-    the mask and unroll, as ``publish`` needs them), whatever the file's format."""
-    import datasets
-
-    from whileai_datasets.hub import publish
-
-    data = datasets.Dataset(datasets.table.InMemoryTable(rows))
-    result = publish(data, repo_id, private=True, report=report, sources=[path])
-    return {
-        "repo_id": result["repo_id"],
-        "repo_type": "dataset",
-        "url": result["url"],
-        "commit": result["commit"],
-        "private": result["private"],
-        "splits": result["splits"],
-    }
-
-
-def _canonical_rows(src: sources.Source, groups: dict[str, pa.Array] | None, options: dict[str, Any]) -> pa.Table:
-    """The rows an export wrote, as canonical rows (OpenAI shape: messages with ``loss_mask``), for ``push_to``.
-
-    A second pass over the source through the same chunk pipeline: the written file of a TRL or
-    Fireworks export no longer says which turn carries loss (and an unrolled one repeats each
-    conversation per turn), so the rows are rebuilt rather than read back."""
+def _canonical_rows(src: sources.Source, groups: dict[str, pa.Array] | None,
+                   options: dict[str, Any]) -> pushing.ChunkRows:
+    """How a chunk of ``src`` becomes the canonical rows the export wrote (OpenAI shape: messages with
+    ``loss_mask``, after the mask and unroll), for ``push_to`` (``export.pushing``)."""
     shaped = {**options, "format": "openai"}
-    parts, offset = [], 0
-    for chunk in src.chunks():
+
+    def canonical(chunk: pa.Table, offset: int) -> pa.Table:
         rows, _, _ = pipeline.training_chunk(chunk, offset, groups, src.tools_json, shaped, False)
-        parts.append(rows)
-        offset += chunk.num_rows
-    table = pa.concat_tables(parts, promote_options="permissive")
-    for i, name in enumerate(table.column_names):  # datasets has no feature for a dictionary of Json
-        if pa.types.is_dictionary(table.schema.field(i).type):
-            table = table.set_column(i, name, _arrow.decoded(_arrow.column(table, name)))
-    return table
+        return rows
+
+    return canonical
 
 
 def _check_messages(rows: pa.Table, before: int, offset: int) -> None:
