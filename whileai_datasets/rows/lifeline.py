@@ -135,6 +135,27 @@ def remove_scratch(folder: str) -> None:
             return
 
 
+#: held (blocked) while the pool starts a worker, until the worker has its own handlers
+HELD_SIGNALS = frozenset({signal.SIGTERM})
+
+
+@contextlib.contextmanager
+def starting_workers() -> Iterator[None]:
+    """Around a call that may start workers (the pool's ``submit``): the
+    signals in ``HELD_SIGNALS`` are held in this thread, so a new worker
+    (which starts with this thread's signal mask) cannot run this process's
+    handlers (the commands' SIGTERM raises SystemExit) before
+    ``worker_start`` puts its own in place; one that comes meanwhile waits."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 # ------------------------------------------------------------ the worker's side
 
 @contextlib.contextmanager
@@ -157,6 +178,8 @@ def worker_start(lifeline: Lifeline | None = None) -> None:
         return
     signal.signal(signal.SIGTERM, lambda signum, frame: _on_term(lifeline, signum))
     signal.signal(DEATH_SIGNAL, lambda signum, frame: _on_parent_death(lifeline))
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD_SIGNALS)  # held since the pool started it
     _set_death_signal(DEATH_SIGNAL)
     # the ordinary exit: the pool sends it only when nothing is in flight, as its parent stops it
     mp_util.Finalize(None, _leave, args=(lifeline.scratch,), exitpriority=100)

@@ -43,6 +43,7 @@ from whileai_datasets.rows.lifeline import (
     open_lifeline,
     remove_scratch,
     scratch_folder,
+    starting_workers,
     worker_start,
 )
 from whileai_datasets.rows.reader import (
@@ -285,7 +286,8 @@ class RangeReader:
         try:
             start = LinePosition(position.offset, position.line, position.row)
             for job in self._jobs(handle, path, source, start, end, leaks is not None, scratch):
-                pending.append((job, self._pool.submit(parse_piece, job)))
+                with starting_workers():
+                    pending.append((job, self._pool.submit(parse_piece, job)))
                 self._workers.update(getattr(self._pool, "_processes", {}).values())
                 if len(pending) > self.workers:
                     yield from self._take(*pending.pop(0), position, bad, leaks)
