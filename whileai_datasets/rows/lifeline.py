@@ -39,6 +39,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing import util as mp_util
 from multiprocessing.connection import Connection
+from typing import Any
 
 from whileai_datasets import _files
 
@@ -145,15 +146,35 @@ def starting_workers() -> Iterator[None]:
     signals in ``HELD_SIGNALS`` are held in this thread, so a new worker
     (which starts with this thread's signal mask) cannot run this process's
     handlers (the commands' SIGTERM raises SystemExit) before
-    ``worker_start`` puts its own in place; one that comes meanwhile waits."""
+    ``worker_start`` puts its own in place. In the main thread their
+    handlers are deferred to the end of the call too: raised in the middle
+    (another thread may take the signal), SystemExit could leave a worker
+    the pool never learnt of, or vanish into an at-fork hook."""
     if not hasattr(signal, "pthread_sigmask"):
         yield
         return
+    came: list[int] = []
+    handlers = _defer_handlers(came) if threading.current_thread() is threading.main_thread() else {}
     before = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        for signum in came:
+            signal.raise_signal(signum)  # now, to the handler it was meant for
+
+
+def _defer_handlers(came: list[int]) -> dict[int, Any]:
+    """Put a handler that only records the signal in place of each Python
+    handler of ``HELD_SIGNALS``; the handlers replaced."""
+    replaced = {}
+    for signum in HELD_SIGNALS:
+        handler = signal.getsignal(signum)
+        if callable(handler):  # not SIG_DFL / SIG_IGN, nor one installed outside Python (None)
+            replaced[signum] = signal.signal(signum, lambda number, frame: came.append(number))
+    return replaced
 
 
 # ------------------------------------------------------------ the worker's side
