@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pickle
+from concurrent.futures.process import BrokenProcessPool
 
 import pytest
 
 from whileai_datasets.errors import (
     ExportFormatError,
+    ParseWorkerError,
     PublishError,
     SchemaError,
     TemplateError,
@@ -26,6 +28,7 @@ from whileai_datasets.errors import (
         (PublishError, RuntimeError),
         (UnsupportedVersionError, RuntimeError),
         (WriteError, OSError),
+        (ParseWorkerError, BrokenProcessPool),
     ],
 )
 def test_each_error_is_a_whileai_error_and_its_builtin(cls: type[WhileaiError], builtin: type[Exception]) -> None:

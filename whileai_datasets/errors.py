@@ -8,6 +8,8 @@ glued together by hand at the raise site.
 
 from __future__ import annotations
 
+from concurrent.futures.process import BrokenProcessPool
+
 
 class WhileaiError(Exception):
     """Base class: ``problem`` at ``location``; ``hint`` says what to do."""
@@ -56,6 +58,11 @@ class PublishError(WhileaiError, RuntimeError):
 class WriteError(WhileaiError, OSError):
     """An output could not be written (or replaced) whole; ``errno`` says why
     where the OS did, and the old file (if any) is untouched."""
+
+
+class ParseWorkerError(WhileaiError, BrokenProcessPool):
+    """A worker process parsing a file died (a signal, the OOM killer); a
+    ``BrokenProcessPool`` too, so code that catches the pool's own error still does."""
 
 
 class UnsupportedVersionError(WhileaiError, RuntimeError):

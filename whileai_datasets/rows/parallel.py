@@ -22,9 +22,8 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import os
-import shutil
+import signal
 import sys
-import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -34,10 +33,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from whileai_datasets.errors import WhileaiError
+from whileai_datasets.errors import ParseWorkerError, WhileaiError
 from whileai_datasets.rows.canonical import Normalizer, Options
 from whileai_datasets.rows.leaks import LeakScan
-from whileai_datasets.rows.lifeline import Lifeline, scratch_folder, worker_start
+from whileai_datasets.rows.lifeline import (
+    Lifeline,
+    close_lifeline,
+    creating,
+    open_lifeline,
+    remove_scratch,
+    scratch_folder,
+    starting_workers,
+    worker_start,
+)
 from whileai_datasets.rows.reader import (
     BadRows,
     LinePosition,
@@ -178,7 +186,8 @@ def _write_tables(path: str, tables: Iterator[pa.Table]) -> bool:
     try:
         for table in tables:
             if writer is None:
-                writer = pa.ipc.new_file(path, table.schema)
+                with creating(os.path.dirname(path)):
+                    writer = pa.ipc.new_file(path, table.schema)
             for batch in table.combine_chunks().to_batches(max_chunksize=table.num_rows or None):
                 writer.write_batch(batch)
     except BaseException:
@@ -226,27 +235,26 @@ class RangeReader:
         self._scratch: str | None = None
         self._lifeline: Lifeline | None = None
         self._pieces = 0
+        #: the pool's worker processes seen so far (to say how one died)
+        self._workers: set[Any] = set()
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
         if self._lifeline is not None:
-            os.close(self._lifeline.read_fd)
-            os.close(self._lifeline.write_fd)
+            close_lifeline(self._lifeline)
             self._lifeline = None
         if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)
+            remove_scratch(self._scratch)
             self._scratch = None
 
     def _start(self) -> ProcessPoolExecutor:
-        """The pieces folder and the pool (its workers tied to this process)."""
+        """The pool, its workers tied to this process, and where their pieces
+        go (the first piece written makes that folder: ``lifeline.creating``)."""
         self._scratch = scratch_folder(_scratch_root(self.workers))
         context = _context()
-        if context.get_start_method() == "fork":  # the pipe's ends are inherited as they are
-            read_fd, write_fd = os.pipe()
-            main = threading.current_thread() is threading.main_thread()
-            self._lifeline = Lifeline(os.getpid(), read_fd, write_fd, self._scratch, main)
+        self._lifeline = open_lifeline(self._scratch, context.get_start_method())
         return ProcessPoolExecutor(
             max_workers=self.workers, mp_context=context, initializer=worker_start, initargs=(self._lifeline,)
         )
@@ -278,19 +286,37 @@ class RangeReader:
         try:
             start = LinePosition(position.offset, position.line, position.row)
             for job in self._jobs(handle, path, source, start, end, leaks is not None, scratch):
-                pending.append((job, self._pool.submit(parse_piece, job)))
+                with starting_workers():
+                    pending.append((job, self._pool.submit(parse_piece, job)))
+                self._workers.update(getattr(self._pool, "_processes", {}).values())
                 if len(pending) > self.workers:
                     yield from self._take(*pending.pop(0), position, bad, leaks)
             while pending:
                 yield from self._take(*pending.pop(0), position, bad, leaks)
         except BrokenProcessPool as err:
-            raise BrokenProcessPool(
-                f"a worker process parsing the file died ({err}); if the machine ran out of memory, "
-                "load with parse_workers=1 (one process) or a smaller chunk_rows"
+            self._pool.shutdown(wait=True, cancel_futures=True)  # every worker joined: their exit codes are known
+            raise ParseWorkerError(
+                f"a worker process parsing the file died ({self._death()})",
+                location=source,
+                hint="If the machine ran out of memory, load with parse_workers=1 (one process) or a smaller chunk_rows",
             ) from err
         finally:
             for _, future in pending:
                 future.cancel()
+
+    def _death(self) -> str:
+        """How the pool's worker died: the first exit that is not the
+        pool's own stop of the others (SIGTERM) once one of them broke."""
+        exits = [process.exitcode for process in self._workers if process.exitcode not in (None, 0)]
+        stops = (-signal.SIGTERM, 128 + signal.SIGTERM)  # the pool's terminate(), through worker_start's handler
+        code = next((code for code in exits if code not in stops), exits[0] if exits else None)
+        if code is None:
+            return "it exited before its work was done"
+        if code < 0 or code > 128:
+            number = -code if code < 0 else code - 128
+            name = signal.Signals(number).name if number in signal.valid_signals() else f"signal {number}"
+            return f"killed by {name}" + (", which is what the out-of-memory killer sends" if number == signal.SIGKILL else "")
+        return f"exit code {code}"
 
     def _take(
         self, job: Job, future: Future[Piece], position: LinePosition, bad: BadRows, leaks: LeakScan | None
