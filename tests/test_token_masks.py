@@ -258,6 +258,65 @@ def test_piece_reuse_gives_the_tokenizers_own_ids_and_offsets(qwen_tokenizer: An
     assert all(len(piece) >= REUSED_CHARS for piece in encoder._pieces)
 
 
+_BYTE_TEXTS = ["<|im_start|>user\nhi there, how are you?<|im_end|>\n<|im_start|>assistant\nFine.<|im_end|>",
+               "<|im_start|>user\ncaf\u00e9 na\u00efve \u2014 \u65e5\u672c\u8a9e \U0001f600<|im_end|>",  # not ASCII
+               "   spaces   and\ttabs\n\n\nnewlines  ", "", "<|im_end|><|im_start|>", "x" * 300]
+
+
+def _whole(backend: Any, text: str) -> tuple[list[int], list[list[int]]]:
+    encoding = backend.encode(text, add_special_tokens=False)
+    return encoding.ids, [list(o) for o in encoding.offsets]
+
+
+def test_offsets_from_byte_lengths_are_the_tokenizers_own(qwen_tokenizer: Any) -> None:
+    from whileai_datasets.transforms.token_encode import PieceEncoder, byte_lengths
+
+    backend = qwen_tokenizer.backend_tokenizer
+    assert byte_lengths(backend) is not None  # a byte-level BPE: ASCII texts are encoded without offsets
+    encoder = PieceEncoder()
+    for _ in range(3):  # the first batch checked against whole encodes, then the fast path
+        for (ids, offsets), text in zip(encoder.encode(backend, _BYTE_TEXTS), _BYTE_TEXTS):
+            assert (ids.tolist(), offsets.tolist()) == _whole(backend, text)
+    assert encoder._lengths is not None and encoder._pattern is not None  # the check kept both
+
+
+def test_pieces_and_lengths_hold_under_a_unicode_normal_form(qwen_tokenizer: Any) -> None:
+    from tokenizers import Tokenizer, normalizers
+
+    from whileai_datasets.transforms.token_encode import PieceEncoder
+
+    backend = Tokenizer.from_str(qwen_tokenizer.backend_tokenizer.to_str())
+    backend.normalizer = normalizers.NFC()  # Qwen2.5's and Qwen3's: composes "e" + U+0301 into one character
+    system = "<|im_start|>system\nBe brief, " + "cafe\u0301 " * 12 + "ok<|im_end|>\n"
+    texts = [system + text for text in _BYTE_TEXTS] + ["<|im_start|>user\nre\u0301sume\u0301<|im_end|>"]
+    encoder = PieceEncoder()
+    for _ in range(3):
+        for (ids, offsets), text in zip(encoder.encode(backend, texts), texts):
+            assert (ids.tolist(), offsets.tolist()) == _whole(backend, text)
+    assert encoder._pattern is not None and encoder._lengths is not None and encoder._pieces  # both paths ran
+
+
+@pytest.mark.parametrize("change", ["trimmed offsets", "prefix space", "removed characters"])
+def test_offsets_are_read_from_the_encoder_where_lengths_do_not_give_them(qwen_tokenizer: Any, change: str) -> None:
+    from tokenizers import Tokenizer, pre_tokenizers, processors
+
+    from whileai_datasets.transforms.token_encode import PieceEncoder, byte_lengths
+
+    backend = Tokenizer.from_str(qwen_tokenizer.backend_tokenizer.to_str())
+    if change == "trimmed offsets":  # GPT-2's: a token's offsets leave out its leading space
+        backend.post_processor = processors.ByteLevel(trim_offsets=True)
+    elif change == "prefix space":
+        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    else:  # a split that drops what it splits on: the tokens no longer cover the text
+        backend.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split("\n", behavior="removed"),
+                                                         pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    assert byte_lengths(backend) is None
+    encoder = PieceEncoder()
+    for _ in range(2):
+        for (ids, offsets), text in zip(encoder.encode(backend, _BYTE_TEXTS), _BYTE_TEXTS):
+            assert (ids.tolist(), offsets.tolist()) == _whole(backend, text)
+
+
 def _arrow_rows(rows: list[dict[str, Any]]) -> Any:
     import pyarrow as pa
 

@@ -8,10 +8,19 @@ encoded once and the rest of a row in as few runs as those pieces leave (one
 its parts'.
 
 That is exact only for tokenizers whose pieces really are independent: no
-normalizer, pre-tokenizers that split locally, added tokens that match their
+normalizer but Unicode normal forms (applied piece by piece), pre-tokenizers that split locally, added tokens that match their
 exact text (no ``lstrip``/``rstrip``/``single_word``/``normalized``). Anything
 else is encoded whole. On top of that the first batch is also encoded whole
 and compared; a difference turns the reuse off for good.
+
+For the same tokenizers with a byte-level BPE model (GPT-2's, Llama 3's,
+Qwen's), an ASCII text's offsets follow from its ids alone: every token
+stands for a known number of bytes, so a token's end is the running sum of
+the lengths before it. Such texts are encoded without offsets
+(``encode_batch_fast``: less work in Rust, and one list of ids instead of a
+list of tuples to convert under the GIL); a text whose lengths do not add up
+to its own length, and every text that is not ASCII, is encoded with offsets.
+The first batch's check compares these offsets too.
 """
 
 from __future__ import annotations
@@ -30,6 +39,9 @@ from whileai_datasets.errors import SchemaError
 #: Pre-tokenizers whose output on a piece does not depend on what surrounds the piece.
 LOCAL_PRE_TOKENIZERS = frozenset({"ByteLevel", "Split", "Whitespace", "WhitespaceSplit", "Digits",
                                   "Punctuation", "BertPreTokenizer", "CharDelimiterSplit", "UnicodeScripts"})
+#: Pre-tokenizers that keep every character of their input (a ``Split`` or ``Punctuation`` unless it removes).
+KEEPING_PRE_TOKENIZERS = frozenset({"ByteLevel", "Split", "Digits", "Punctuation", "UnicodeScripts"})
+UNICODE_FORMS = frozenset({"NFC", "NFD", "NFKC", "NFKD"})
 MAX_PIECES = 20_000  # reused pieces kept (each at least REUSED_CHARS long)
 MAX_SEEN = 1_000_000  # hashes of long pieces met once, before the set starts over
 REUSED_CHARS = 64  # shorter pieces are encoded within their run, never on their own
@@ -45,19 +57,66 @@ def _pre_tokenizers_local(config: Any) -> bool:
     return config.get("type") in LOCAL_PRE_TOKENIZERS
 
 
-def piece_pattern(backend: Any) -> re.Pattern[str] | None:
-    """A pattern matching the added tokens as the tokenizer does (None: pieces are not independent)."""
+def _config(backend: Any) -> dict[str, Any] | None:
     try:
         config = json.loads(backend.to_str())
     except (AttributeError, ValueError, TypeError):
         return None
-    if config.get("normalizer") is not None or not _pre_tokenizers_local(config.get("pre_tokenizer")):
+    return config if isinstance(config, dict) else None
+
+
+def _components(config: Any, key: str) -> list[dict[str, Any]]:
+    """A pre-tokenizer, decoder or post-processor config, flattened out of its ``Sequence``s."""
+    if not isinstance(config, dict):
+        return []
+    if config.get("type") == "Sequence":
+        return [part for item in config.get(key, []) for part in _components(item, key)]
+    return [config]
+
+
+def _normalizer_unicode(config: Any) -> bool:
+    """No normalizer, or only Unicode normal forms (Qwen's NFC): they leave ASCII as it is, and the
+    tokenizer normalizes each piece between added tokens on its own, so pieces stay independent."""
+    return all(part.get("type") in UNICODE_FORMS for part in _components(config, "normalizers"))
+
+
+def piece_pattern(backend: Any) -> re.Pattern[str] | None:
+    """A pattern matching the added tokens as the tokenizer does (None: pieces are not independent)."""
+    config = _config(backend)
+    if config is None:
+        return None
+    if not _normalizer_unicode(config.get("normalizer")) or not _pre_tokenizers_local(config.get("pre_tokenizer")):
         return None
     added = config.get("added_tokens") or []
     if any(t.get("lstrip") or t.get("rstrip") or t.get("single_word") or t.get("normalized") for t in added):
         return None
     contents = sorted({str(t["content"]) for t in added if t.get("content")}, key=len, reverse=True)
     return re.compile("|".join(re.escape(c) for c in contents)) if contents else None
+
+
+def byte_lengths(backend: Any) -> np.ndarray | None:
+    """Bytes of text per token id, for a byte-level BPE tokenizer that keeps every byte of its input and
+    reports untrimmed offsets (None for any other: its offsets are read from the encoder)."""
+    config = _config(backend)
+    if config is None or piece_pattern(backend) is None or (config.get("model") or {}).get("type") != "BPE":
+        return None
+    parts = _components(config.get("pre_tokenizer"), "pretokenizers")
+    levels = [part for part in parts if part.get("type") == "ByteLevel"]
+    if not levels or any(part.get("add_prefix_space") for part in levels):
+        return None
+    if any(part.get("type") not in KEEPING_PRE_TOKENIZERS or str(part.get("behavior", "")).lower() == "removed"
+           for part in parts):
+        return None  # a pre-tokenizer that drops characters (whitespace, a delimiter): lengths would not add up
+    for part in _components(config.get("post_processor"), "processors"):
+        if part.get("type") == "ByteLevel" and part.get("trim_offsets", True):
+            return None  # offsets with the leading space left out
+    vocab = backend.get_vocab(with_added_tokens=True)
+    lengths = np.full(max(vocab.values(), default=-1) + 1, -1, dtype=np.int64)
+    for token, index in vocab.items():
+        lengths[index] = len(token)  # a byte-level token: one character per byte
+    for added in config.get("added_tokens") or []:
+        lengths[added["id"]] = len(str(added["content"]).encode("utf-8"))
+    return lengths
 
 
 class PieceEncoder:
@@ -81,6 +140,7 @@ class PieceEncoder:
         self._pattern: re.Pattern[str] | None = None
         self._pieces: dict[str, Encoded] = {}
         self._seen: set[int] = set()  # hashes of the long pieces met once
+        self._lengths: np.ndarray | None = None  # bytes per token id (byte-level BPE): offsets from the ids
         self._verified = False
 
     def __getstate__(self) -> dict[str, Any]:
@@ -92,13 +152,18 @@ class PieceEncoder:
     def encode(self, backend: Any, texts: list[str]) -> list[Encoded]:
         if backend is not self._backend:
             self.__init__()  # type: ignore[misc]
-            self._backend, self._pattern = backend, piece_pattern(backend)
+            self._backend, self._pattern, self._lengths = backend, piece_pattern(backend), byte_lengths(backend)
         if self._pattern is None:
             return [_as_arrays(e) for e in backend.encode_batch(texts, add_special_tokens=False)]
         out = self._by_pieces(texts)
         if not self._verified:
             whole = [_as_arrays(e) for e in backend.encode_batch(texts, add_special_tokens=False)]
             same = all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(out, whole))
+            if not same and self._lengths is not None:  # the pieces may hold: try them with the encoder's offsets
+                self._lengths = None
+                self._pieces.clear()
+                out = self._by_pieces(texts)
+                same = all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(out, whole))
             self._verified, self._pattern = True, (self._pattern if same else None)
             return whole
         return out
@@ -138,12 +203,31 @@ class PieceEncoder:
         plans = [self._segments(text, fresh) for text in texts]
         runs = [text[start:end] for text, plan in zip(texts, plans) for start, piece, end in plan if piece is None]
         pieces = list(fresh)
-        encoded = self._backend.encode_batch(pieces + runs, add_special_tokens=False)
-        for piece, encoding in zip(pieces, encoded):
-            self._pieces[piece] = _as_arrays(encoding)
-        ran = iter(_as_arrays(e) for e in encoded[len(pieces):])
+        for piece, arrays in zip(pieces, self._encode(pieces)):
+            self._pieces[piece] = arrays
+        ran = iter(self._encode(runs))
         return [self._join([(start, self._pieces[piece] if piece is not None else next(ran))
                             for start, piece, _ in plan]) for plan in plans]
+
+    def _encode(self, texts: list[str]) -> list[Encoded]:
+        """(ids, offsets) of each text: from the ids alone where the byte lengths allow, else the encoder's."""
+        lengths, backend = self._lengths, self._backend
+        if lengths is None:
+            return [_as_arrays(e) for e in backend.encode_batch(texts, add_special_tokens=False)]
+        out: list[Encoded | None] = [None] * len(texts)
+        plain = [i for i, text in enumerate(texts) if text.isascii()]  # one character per byte
+        fast = getattr(backend, "encode_batch_fast", backend.encode_batch)  # tokenizers < 0.21: offsets unread
+        for i, encoding in zip(plain, fast([texts[i] for i in plain], add_special_tokens=False)):
+            ids = np.asarray(encoding.ids, dtype=np.int32)
+            sizes = lengths[ids]
+            ends = np.cumsum(sizes)
+            if len(ids) and (ends[-1] != len(texts[i]) or sizes.min() <= 0):
+                continue  # a token of no known length: read this text's offsets from the encoder
+            out[i] = ids, np.stack((ends - sizes, ends), axis=1)
+        rest = [i for i, item in enumerate(out) if item is None]
+        for i, encoding in zip(rest, backend.encode_batch([texts[i] for i in rest], add_special_tokens=False)):
+            out[i] = _as_arrays(encoding)
+        return out  # type: ignore[return-value]
 
     @staticmethod
     def _join(parts: list[tuple[int, Encoded]]) -> Encoded:
