@@ -279,3 +279,27 @@ def test_render_budget_refuses_bad_limits(kwargs: dict[str, Any], message: str) 
         RenderBudget(**kwargs)
     with pytest.raises(TemplateError, match=r"budget must be a RenderBudget, got dict"):
         ChatTemplate("{{ 1 }}", budget={"max_chars": 5})  # type: ignore[arg-type]
+
+
+def test_shared_tools_print_once_per_batch_and_still_obey_the_size_limit() -> None:
+    from whileai_datasets.chat_template.budget import shared_values
+    from whileai_datasets.chat_template.render import batch_inputs
+
+    template = ChatTemplate(
+        "{% for tool in tools %}{{ tool | tojson }}|{{ tool | tojson(indent=2) }}|{{ tool.function | tojson }}"
+        "{% endfor %}{{ tools | tojson }}{% for m in messages %}{{ m.content | tojson }}{% endfor %}")
+    tools = [{"type": "function", "function": {"name": f"f{i}", "parameters": {"type": "object"}}} for i in range(3)]
+    rows = [[{"role": "user", "content": f"row {i} \u00e9"}] for i in range(4)]
+    alone = [template.render(messages, tools=tools).text for messages in rows]
+    with batch_inputs():
+        together = [template.render(messages, tools=tools).text for messages in rows]
+        memo = shared_values()
+        assert memo is not None and len(memo._results) == 3 * 3 + 1  # each tool three ways, and the list
+    assert together == alone
+    assert json.dumps(tools[2], indent=2) in together[0]  # the indented form is its own entry, not the plain one
+
+    small = ChatTemplate(template.text, budget=RenderBudget(max_chars=60))
+    with batch_inputs():
+        for messages in rows:  # every row is refused, the first by computing, the rest as well
+            with pytest.raises(RenderBudgetError, match="max_chars"):
+                small.render(messages, tools=tools)

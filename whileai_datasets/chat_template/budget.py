@@ -307,6 +307,66 @@ def metered(name: str, locate: Any) -> Iterator[Meter]:
         _METER.reset(token)
 
 
+# ---------------------------------------------------------------- values shared by a batch's renders
+
+
+class SharedValues:
+    """Values every render of one batch reads and none can change (the batch's prepared tool lists, their
+    tools, their functions: the immutable sandbox refuses every change), and what pure filters made of them.
+
+    A real export repeats its tool schemas on every row, and templates print them with ``| tojson``:
+    each (filter, value, arguments) is computed and checked once per batch instead of once per row.
+    Values are held while the batch lasts, so their ids stay theirs.
+    """
+
+    def __init__(self) -> None:
+        self._values: dict[int, Any] = {}
+        self._results: dict[tuple[Any, ...], Any] = {}
+
+    def share(self, value: Any, depth: int = 3) -> None:
+        """``value`` and, ``depth`` levels down, the lists and dicts it holds."""
+        if type(value) not in (list, dict) or depth < 0:
+            return
+        self._values[id(value)] = value
+        for item in (value.values() if type(value) is dict else value):
+            self.share(item, depth - 1)
+
+    def key(self, name: str, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
+        """The memo key of filter ``name`` on ``value`` (None: not a shared value, or unhashable arguments)."""
+        if self._values.get(id(value)) is not value:
+            return None
+        key = (name, id(value), args, tuple(sorted(kwargs.items())))
+        try:
+            hash(key)
+        except TypeError:
+            return None
+        return key
+
+    def get(self, key: tuple[Any, ...]) -> Any:
+        return self._results.get(key)
+
+    def put(self, key: tuple[Any, ...], result: Any) -> None:
+        self._results[key] = result
+
+
+_SHARED: ContextVar[SharedValues | None] = ContextVar("whileai_shared_values", default=None)
+
+
+def shared_values() -> SharedValues | None:
+    """The current batch's shared values (None outside ``sharing``)."""
+    return _SHARED.get()
+
+
+@contextmanager
+def sharing() -> Iterator[SharedValues]:
+    """Within: renders of one batch, whose shared values go to the yielded ``SharedValues``."""
+    token = _SHARED.set(SharedValues())
+    try:
+        yield _SHARED.get()  # type: ignore[misc]
+    finally:
+        _SHARED.reset(token)
+
+
 # ---------------------------------------------------------------- sizes
 
 

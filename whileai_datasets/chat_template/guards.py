@@ -13,7 +13,7 @@ from collections.abc import Callable
 from string import Formatter
 from typing import Any
 
-from whileai_datasets.chat_template.budget import Meter, RenderBudget, current_meter, printed_size
+from whileai_datasets.chat_template.budget import Meter, RenderBudget, current_meter, printed_size, shared_values
 
 _SEQUENCES = (str, list, tuple)
 # a printf conversion: optional mapping key, flags, width, precision, type
@@ -195,21 +195,36 @@ FILTER_CHECKS: dict[str, FilterCheck] = {
 }
 
 
+#: Filters whose result depends on their arguments alone: on a batch's shared values (its tool
+#: schemas) each is computed once per batch (``budget.SharedValues``).
+PURE_FILTERS = frozenset({"tojson"})
+
+
 def guarded_filter(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
     """``function`` (a filter) behind its size check and a check of what it returns."""
     check = FILTER_CHECKS.get(name)
     pass_arg = getattr(function, "jinja_pass_arg", None)
     skip = 1 if pass_arg is not None else 0
+    pure = name in PURE_FILTERS and pass_arg is None
 
     def filtered(*args: Any, **kwargs: Any) -> Any:
         # outside a render jinja is folding constants at compile time: a refusal there leaves the
         # filter to run (and be refused, with its line) in the render
         meter = current_meter() or Meter(RenderBudget.from_env())
+        shared = shared_values() if pure and args else None
+        key = None if shared is None else shared.key(name, args[0], (meter.budget.max_chars, *args[1:]), kwargs)
+        if key is not None:
+            known = shared.get(key)  # type: ignore[union-attr]
+            if known is not None:  # computed, and checked against the same size limit, in this batch
+                return known
         if check is not None and len(args) > skip:
             value = check(meter, *args[skip:], **kwargs)
             if value is not None:
                 args = (*args[:skip], value, *args[skip + 1:])
-        return check_result(meter, function(*args, **kwargs), f"the |{name} filter's result")
+        result = check_result(meter, function(*args, **kwargs), f"the |{name} filter's result")
+        if key is not None:
+            shared.put(key, result)  # type: ignore[union-attr]
+        return result
 
     if pass_arg is not None:
         filtered.jinja_pass_arg = pass_arg  # type: ignore[attr-defined]

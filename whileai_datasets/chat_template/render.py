@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from jinja2 import nodes
 
-from whileai_datasets.chat_template.budget import Meter, metered
+from whileai_datasets.chat_template.budget import Meter, metered, shared_values, sharing
 from whileai_datasets.chat_template.environment import (
     MARK_CLOSE,
     MARK_OPEN,
@@ -253,7 +253,8 @@ def batch_inputs(*, messages_clean: bool = False) -> Iterator[None]:
     """
     token = _BATCH.set(_BatchInputs(messages_clean=messages_clean))
     try:
-        yield
+        with sharing():  # and what pure filters make of the prepared tools, once (``budget.SharedValues``)
+            yield
     finally:
         _BATCH.reset(token)
 
@@ -295,6 +296,9 @@ def prepared_tools(tools: Sequence[Mapping[str, Any]]) -> list[Any]:
         _check_no_markers(prepared, "inputs['tools']")
     if known is not None:
         known[id(tools)] = (tools, prepared)  # holding ``tools`` keeps its id from being reused meanwhile
+        shared = shared_values()
+        if shared is not None:
+            shared.share(prepared)
     return prepared
 
 
