@@ -365,3 +365,32 @@ def test_a_clean_batch_is_checked_once_and_tokenized_like_row_by_row(qwen_tokeni
     one_by_one = [transform(batch.slice(i, 1)) for i in range(batch.num_rows)]
     assert whole.column("input_ids").to_pylist() == [r.column("input_ids")[0].as_py() for r in one_by_one]
     assert whole.column("assistant_masks").to_pylist() == [r.column("assistant_masks")[0].as_py() for r in one_by_one]
+
+
+def test_a_batch_of_many_chunks_keeps_its_rows_in_order_and_names_the_bad_one(qwen_tokenizer: Any) -> None:
+    import pyarrow as pa
+
+    from whileai_datasets import TemplateError
+    from whileai_datasets.transforms.token_masks import RENDER_CHUNK, BadMaskRowsWarning
+
+    def row(i: int, content: str | None = None) -> dict[str, Any]:
+        return {"messages": [{"role": "user", "content": content or f"question {i}"},
+                             {"role": "assistant", "content": f"answer {i} " * (i % 7 + 1)}], "tools": None}
+
+    n = 2 * RENDER_CHUNK + 45  # three chunks, the last one short
+    batch = _arrow_rows([row(i) for i in range(n)])
+    transform = tokenize(qwen_tokenizer)
+    whole = transform(batch)
+    alone = [transform(batch.slice(i, 1)).column("input_ids")[0].as_py() for i in (0, RENDER_CHUNK, n - 1)]
+    assert [whole.column("input_ids")[i].as_py() for i in (0, RENDER_CHUNK, n - 1)] == alone
+    bad = RENDER_CHUNK + 7  # in the second chunk
+    rows = [row(i) for i in range(n)]
+    rows[bad] = row(bad, content="a\ue000b")
+    with pytest.raises(TemplateError, match=rf"row {bad}: the input contains the private-use character"):
+        transform(_arrow_rows(rows))
+    with pytest.warns(BadMaskRowsWarning, match=f"dropped 1 of {n} rows"):
+        skipped = tokenize(qwen_tokenizer, on_bad_row="skip")(_arrow_rows(rows))
+    assert skipped.num_rows == n - 1
+    assert pa.compute.sum(skipped.column("bad_rows_dropped")).as_py() == 1
+    kept = whole.column("input_ids").to_pylist()
+    assert skipped.column("input_ids").to_pylist() == kept[:bad] + kept[bad + 1:]

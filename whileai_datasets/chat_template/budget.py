@@ -360,9 +360,10 @@ def shared_values() -> SharedValues | None:
 @contextmanager
 def sharing() -> Iterator[SharedValues]:
     """Within: renders of one batch, whose shared values go to the yielded ``SharedValues``."""
-    token = _SHARED.set(SharedValues())
+    shared = SharedValues()
+    token = _SHARED.set(shared)
     try:
-        yield _SHARED.get()  # type: ignore[misc]
+        yield shared
     finally:
         _SHARED.reset(token)
 

@@ -287,9 +287,13 @@ class EncodeQueue:
                  trace: TracebackType | None) -> None:
         self._pool.shutdown(wait=True, cancel_futures=error is not None)
 
-    def submit(self, texts: list[str]) -> None:
-        if texts:
-            self._pending.append(self._pool.submit(encode_texts, self._tokenizer, texts, self._encoder))
+    def submit(self, texts: list[str]) -> Future[list[Encoded]] | None:
+        """Queue ``texts`` for encoding; the future of their (ids, offsets) (None for no text)."""
+        if not texts:
+            return None
+        future = self._pool.submit(encode_texts, self._tokenizer, texts, self._encoder)
+        self._pending.append(future)
+        return future
 
     def results(self) -> list[tuple[Any, np.ndarray]]:
         """Every submitted text's (ids, offsets), in submission order (re-raises an encoding error)."""

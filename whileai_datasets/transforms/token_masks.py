@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+from itertools import count
 from typing import Any
 
 import numpy as np
@@ -34,7 +37,7 @@ from whileai_datasets.errors import RenderBudgetError, SchemaError, TemplateErro
 from whileai_datasets.rows.features import message_from_storage
 from whileai_datasets.transforms._arrow import require_batched
 from whileai_datasets.transforms.token_columns import arrow_columns, numpy_columns, set_column
-from whileai_datasets.transforms.token_encode import EncodeQueue, PieceEncoder
+from whileai_datasets.transforms.token_encode import Encoded, EncodeQueue, PieceEncoder
 
 __all__ = ["BadMaskRowsWarning", "Tokenize", "UnsupervisedRowsWarning", "mask_report", "spans_to_token_mask",
            "supervised_spans", "template_messages", "tokenize"]
@@ -42,6 +45,7 @@ __all__ = ["BadMaskRowsWarning", "Tokenize", "UnsupervisedRowsWarning", "mask_re
 
 #: Rows rendered before their texts go to the encoding thread (``Tokenize.rows``).
 RENDER_CHUNK = 128
+Found = tuple[str, list[tuple[int, int]], str]  # a row's text, supervised spans and mask method
 
 
 class UnsupervisedRowsWarning(UserWarning):
@@ -100,29 +104,41 @@ class RowMask:
         return int(self.mask.sum())
 
 
-def _batch_messages(batch: Any, column: str) -> tuple[list[list[dict[str, Any]]], list[Any], list[list[int]]]:
-    """(messages, tools, loss masks) of a batch, decoded, whichever kind it is."""
-    if isinstance(batch, pa.Table):
-        if column not in batch.column_names or "loss_mask" not in batch.column_names:
-            raise SchemaError(
-                f"the batch has no {column!r} and 'loss_mask' columns (it has {batch.column_names})",
-                hint="Tokenize canonical rows (load_dataset('whileai/export', ...)), before any wire shape.",
-            )
-        messages = [[message_from_storage(m) for m in row] for row in batch.column(column).to_pylist()]
-        tools_column = batch.column("tools").to_pylist() if "tools" in batch.column_names else [None] * batch.num_rows
-        decoded: dict[str, Any] = {}  # rows share their tool schemas: each distinct text decoded once
-        tools = [(decoded[t] if t in decoded else decoded.setdefault(t, json.loads(t))) if isinstance(t, str) else t
-                 for t in tools_column]
-        masks = batch.column("loss_mask").to_pylist()
-        return messages, tools, masks
-    if column not in batch or "loss_mask" not in batch:
+Decoded = tuple[list[list[dict[str, Any]]], list[Any], list[list[int]]]  # messages, tools, loss masks
+
+
+def _check_columns(batch: Any, column: str) -> None:
+    names = batch.column_names if isinstance(batch, pa.Table) else sorted(batch)
+    if column not in names or "loss_mask" not in names:
         raise SchemaError(
-            f"the batch has no {column!r} and 'loss_mask' columns (it has {sorted(batch)})",
+            f"the batch has no {column!r} and 'loss_mask' columns (it has {names})",
             hint="Tokenize canonical rows (load_dataset('whileai/export', ...)), before any wire shape.",
         )
+
+
+def _decode_table(batch: pa.Table, column: str, decoded: dict[str, Any]) -> Decoded:
+    """(messages, tools, loss masks) of Arrow rows; ``decoded`` holds each distinct tools text decoded once
+    (rows share their tool schemas, and so their prepared copies: ``render.batch_inputs``)."""
+    messages = [[message_from_storage(m) for m in row] for row in batch.column(column).to_pylist()]
+    tools_column = batch.column("tools").to_pylist() if "tools" in batch.column_names else [None] * batch.num_rows
+    tools = [(decoded[t] if t in decoded else decoded.setdefault(t, json.loads(t))) if isinstance(t, str) else t
+             for t in tools_column]
+    return messages, tools, batch.column("loss_mask").to_pylist()
+
+
+def _batch_chunks(batch: Any, column: str) -> Iterator[Decoded]:
+    """The batch decoded ``RENDER_CHUNK`` rows at a time, whichever kind it is (an Arrow batch is decoded
+    chunk by chunk, so the encoding thread already works while later chunks are decoded)."""
+    if isinstance(batch, pa.Table):
+        decoded: dict[str, Any] = {}
+        for start in range(0, batch.num_rows, RENDER_CHUNK):
+            yield _decode_table(batch.slice(start, RENDER_CHUNK), column, decoded)
+        return
     n = len(batch[column])
-    tools = batch.get("tools") or [None] * n
-    return list(batch[column]), list(tools), list(batch["loss_mask"])
+    messages, tools, masks = list(batch[column]), list(batch.get("tools") or [None] * n), list(batch["loss_mask"])
+    for start in range(0, n, RENDER_CHUNK):
+        end = start + RENDER_CHUNK
+        yield messages[start:end], tools[start:end], masks[start:end]
 
 
 def dropped_warning(dropped: int, total: int) -> None:
@@ -275,21 +291,38 @@ class Tokenize:
         ``messages_clean``: no text of ``messages`` holds a span-marker
         character (checked on the Arrow batch, ``marker_free``).
         """
-        found: list[tuple[str, list[tuple[int, int]], str] | None] = []
-        with EncodeQueue(self.tokenizer, self.encoder) as queue, batch_inputs(messages_clean=messages_clean):
-            for start in range(0, len(messages), RENDER_CHUNK):
-                chunk = [self._found(messages[p], tools[p], masks[p], indices[p] if indices is not None else p)
-                         for p in range(start, min(start + RENDER_CHUNK, len(messages)))]
-                queue.submit([f[0] for f in chunk if f is not None])
-                found.extend(chunk)
-            encoded = iter(queue.results())
+        chunks = ((messages[start:start + RENDER_CHUNK], tools[start:start + RENDER_CHUNK],
+                   masks[start:start + RENDER_CHUNK]) for start in range(0, len(messages), RENDER_CHUNK))
+        return self._chunk_rows(chunks, indices, messages_clean)
+
+    def _chunk_rows(self, chunks: Iterable[Decoded], indices: Sequence[int] | None,
+                    messages_clean: bool) -> list[RowMask | None]:
+        """``rows`` over decoded chunks: chunk k+1 is decoded and rendered while chunk k is encoded, and each
+        chunk's masks are made as soon as its encoding is done."""
         out: list[RowMask | None] = []
-        for item in found:
-            if item is None:
-                out.append(None)
-                continue
-            ids, offsets = next(encoded)
-            out.append(self._truncate(ids, spans_to_token_mask(offsets, item[1]), item[2]))
+        pending: deque[tuple[list[Found | None], Future[list[Encoded]] | None]] = deque()
+
+        def finish() -> None:
+            found, future = pending.popleft()
+            encoded = iter(future.result() if future is not None else ())
+            for item in found:
+                if item is None:
+                    out.append(None)
+                    continue
+                ids, offsets = next(encoded)
+                out.append(self._truncate(ids, spans_to_token_mask(offsets, item[1]), item[2]))
+
+        position = 0
+        with EncodeQueue(self.tokenizer, self.encoder) as queue, batch_inputs(messages_clean=messages_clean):
+            for messages, tools, masks in chunks:
+                found = [self._found(m, t, k, indices[p] if indices is not None else p)
+                         for p, m, t, k in zip(count(position), messages, tools, masks)]
+                position += len(found)
+                pending.append((found, queue.submit([f[0] for f in found if f is not None])))
+                while pending and (pending[0][1] is None or pending[0][1].done()):
+                    finish()
+            while pending:
+                finish()
         return out
 
     def _found(self, messages: list[dict[str, Any]], tools: Any, mask: list[int],
@@ -305,7 +338,7 @@ class Tokenize:
                 raise _at_row(err, row) from err
             return None
 
-    def _truncate(self, ids: list[int], mask: np.ndarray, method: str) -> RowMask:
+    def _truncate(self, ids: Any, mask: np.ndarray, method: str) -> RowMask:
         limit = self.max_length
         if limit is None or len(ids) <= limit:
             return RowMask(ids, mask, method=method)
@@ -313,9 +346,10 @@ class Tokenize:
 
     def __call__(self, batch: Any, indices: list[int] | None = None) -> Any:
         require_batched(batch, "tokenize")  # rows left with no supervised token are dropped
-        messages, tools, masks = _batch_messages(batch, self.column)
+        _check_columns(batch, self.column)
+        chunks = _batch_chunks(batch, self.column)
         clean = isinstance(batch, pa.Table) and marker_free(batch.column(self.column))
-        rows = self.rows(messages, tools, masks, indices, messages_clean=clean)
+        rows = self._chunk_rows(chunks, indices, messages_clean=clean)
         bad = sum(row is None for row in rows)
         keep = [i for i, row in enumerate(rows) if row is not None and row.supervised > 0]
         bad_rows_warning(bad, len(rows), indices)
