@@ -8,9 +8,10 @@ encoded once and the rest of a row in as few runs as those pieces leave (one
 its parts'.
 
 That is exact only for tokenizers whose pieces really are independent: no
-normalizer but Unicode normal forms (applied piece by piece), pre-tokenizers that split locally, added tokens that match their
-exact text (no ``lstrip``/``rstrip``/``single_word``/``normalized``). Anything
-else is encoded whole. On top of that the first batch is also encoded whole
+normalizer but Unicode normal forms (applied piece by piece), pre-tokenizers
+that split locally, added tokens that match their exact text (no
+``lstrip``/``rstrip``/``single_word``/``normalized``). Anything else is
+encoded whole. On top of that the first batch is also encoded whole
 and compared; a difference turns the reuse off for good.
 
 For the same tokenizers with a byte-level BPE model (GPT-2's, Llama 3's,
