@@ -279,7 +279,6 @@ class EncodeQueue:
     def __init__(self, tokenizer: Any, encoder: PieceEncoder) -> None:
         self._tokenizer, self._encoder = tokenizer, encoder
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="wai-encode")
-        self._pending: list[Future[list[tuple[Any, np.ndarray]]]] = []
 
     def __enter__(self) -> EncodeQueue:
         return self
@@ -292,13 +291,7 @@ class EncodeQueue:
         """Queue ``texts`` for encoding; the future of their (ids, offsets) (None for no text)."""
         if not texts:
             return None
-        future = self._pool.submit(encode_texts, self._tokenizer, texts, self._encoder)
-        self._pending.append(future)
-        return future
-
-    def results(self) -> list[tuple[Any, np.ndarray]]:
-        """Every submitted text's (ids, offsets), in submission order (re-raises an encoding error)."""
-        return [item for pending in self._pending for item in pending.result()]
+        return self._pool.submit(encode_texts, self._tokenizer, texts, self._encoder)
 
 
 def backend_of(tokenizer: Any) -> Any:
