@@ -135,8 +135,11 @@ def _batch_chunks(batch: Any, column: str) -> Iterator[Decoded]:
             yield _decode_table(batch.slice(start, RENDER_CHUNK), column, decoded)
         return
     n = len(batch[column])
-    messages, tools, masks = list(batch[column]), list(batch.get("tools") or [None] * n), list(batch["loss_mask"])
-    for start in range(0, n, RENDER_CHUNK):
+    yield from _list_chunks(list(batch[column]), list(batch.get("tools") or [None] * n), list(batch["loss_mask"]))
+
+
+def _list_chunks(messages: list[Any], tools: list[Any], masks: list[Any]) -> Iterator[Decoded]:
+    for start in range(0, len(messages), RENDER_CHUNK):
         end = start + RENDER_CHUNK
         yield messages[start:end], tools[start:end], masks[start:end]
 
@@ -291,9 +294,7 @@ class Tokenize:
         ``messages_clean``: no text of ``messages`` holds a span-marker
         character (checked on the Arrow batch, ``marker_free``).
         """
-        chunks = ((messages[start:start + RENDER_CHUNK], tools[start:start + RENDER_CHUNK],
-                   masks[start:start + RENDER_CHUNK]) for start in range(0, len(messages), RENDER_CHUNK))
-        return self._chunk_rows(chunks, indices, messages_clean)
+        return self._chunk_rows(_list_chunks(messages, tools, masks), indices, messages_clean)
 
     def _chunk_rows(self, chunks: Iterable[Decoded], indices: Sequence[int] | None,
                     messages_clean: bool) -> list[RowMask | None]:
