@@ -25,6 +25,15 @@ run reuses another's shard count), CPU seconds per process as well as wall,
 the rows and CPU seconds of each worker, and the load average around each run:
 
     python benchmarks/bench_token_masks.py --unique-rows 100000
+
+``--phases N`` measures the two halves of ``tokenize`` apart, in CPU seconds of
+one thread (``TOKENIZERS_PARALLELISM=false``) on N fresh unique rows: the
+encoder (``PieceEncoder`` on the rendered texts, 128 at a time, after a warm-up
+on other rows, as the encoding thread runs it) and the render with its mask
+check (``Tokenize.checked_spans`` inside one batch's scope, as the main thread
+runs it):
+
+    python benchmarks/bench_token_masks.py --phases 2000
 """
 
 from __future__ import annotations
@@ -253,6 +262,46 @@ def _print_at_scale(report: dict[str, Any], template: str) -> None:
           f"num_proc=2 vs 1: {report['num_proc_2_vs_1']:.2f}x wall; same masks {report['same_masks']:,}/{rows:,}")
 
 
+def phases(args: argparse.Namespace) -> None:
+    """Per-row CPU of the encoder and of the render + mask check, one thread each (``--phases``)."""
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    from benchmarks._unique_rows import corpus, unique_row
+    from whileai_datasets.chat_template.budget import budget_scope
+    from whileai_datasets.chat_template.render import batch_inputs
+    from whileai_datasets.transforms.token_encode import PieceEncoder
+
+    tokenizer = train_tokenizer(corpus(), chat_template=trl_template(args.template))
+    transform = Tokenize(tokenizer)
+    backend = tokenizer.backend_tokenizer
+    n = args.phases
+
+    def texts(first: int) -> list[str]:
+        return [tokenizer.apply_chat_template(template_messages(r["messages"]), tools=r["tools"], tokenize=False)
+                for r in (unique_row(first + i) for i in range(n))]
+
+    encoder = PieceEncoder()
+    warm = texts(7_000_000)
+    for start in range(0, len(warm), 128):  # the first batch is checked, long repeats become pieces
+        encoder.encode(backend, warm[start:start + 128])
+    fresh = texts(8_000_000)
+    clock = time.thread_time()
+    for start in range(0, n, 128):
+        encoder.encode(backend, fresh[start:start + 128])
+    encode_ms = (time.thread_time() - clock) / n * 1e3
+    rows = [unique_row(9_000_000 + i) for i in range(n)]
+    clock = time.thread_time()
+    with batch_inputs():
+        for row in rows:
+            with budget_scope(transform.chat.budget):
+                transform.checked_spans(row["messages"], row["tools"], row["loss_mask"])
+    render_ms = (time.thread_time() - clock) / n * 1e3
+    report = {"rows": n, "encoder_ms_per_row": round(encode_ms, 3), "render_and_check_ms_per_row": round(render_ms, 3),
+              "load_average": os.getloadavg()[0]}
+    print(json.dumps(report) if args.json else
+          f"{n:,} fresh unique rows, one thread: encoder {encode_ms:.3f} ms a row, "
+          f"render + mask check {render_ms:.3f} ms a row (load {report['load_average']:.1f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=200, help="conversations per size")
@@ -262,8 +311,12 @@ def main() -> None:
     parser.add_argument("--skip-prefix-diff", action="store_true")
     parser.add_argument("--seeded", type=int, default=1248, help="also whileai seeded-agent rows (0: none)")
     parser.add_argument("--unique-rows", type=int, default=0, help="measure at scale on this many unique rows")
+    parser.add_argument("--phases", type=int, default=0, help="CPU per row of the encoder and the render, apart")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.phases:
+        phases(args)
+        return
     if args.unique_rows:
         at_scale(args)
         return
