@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from whileai_datasets.chat_template import ChatTemplate
-from whileai_datasets.chat_template.render import compile_plain, compile_tracking
+from whileai_datasets.chat_template.rendering.render import compile_plain, compile_tracking
 from whileai_datasets.errors import TemplateError
 
 TARGET_SECONDS = 1.0

@@ -44,7 +44,7 @@ CONFIGS = ("openai:unroll", "trl:unroll", "fireworks:unroll", "openai:rows", "tr
 
 def _variants() -> dict[str, Callable[[], Callable[[], None]]]:
     """name -> a function that switches the change off and returns its undo."""
-    from whileai_datasets.transforms import _text
+    from whileai_datasets.columnar import _text
 
     def setting(module: Any, name: str, value: Any) -> Callable[[], Callable[[], None]]:
         def switch() -> Callable[[], None]:

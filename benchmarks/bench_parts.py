@@ -62,7 +62,7 @@ def make_pair(n_rows: int) -> tuple[Path, Path]:
 
 def _steps() -> dict[str, Callable[[Any], Any]]:
     from whileai_datasets import transforms as wai_transforms
-    from whileai_datasets.transforms import _json
+    from whileai_datasets.columnar import _json
 
     def run(transform: Any) -> Callable[[Any], Any]:
         return lambda ds: ds.map(transform, batched=True, load_from_cache_file=False)

@@ -112,7 +112,7 @@ def main() -> None:
     import datasets
     from datasets import Features
 
-    from whileai_datasets.transforms._portable import portable_features
+    from whileai_datasets.columnar._portable import portable_features
 
     with tempfile.TemporaryDirectory() as cache:
         ds = load_benchmark_rows(args.rows, cache)

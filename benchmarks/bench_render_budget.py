@@ -25,7 +25,7 @@ from pathlib import Path
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from whileai_datasets.chat_template import ChatTemplate
-from whileai_datasets.chat_template.render import render_plain
+from whileai_datasets.chat_template.rendering.render import render_plain
 from whileai_datasets.errors import TemplateError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,7 +65,7 @@ def templates() -> dict[str, ChatTemplate]:
 
 
 def largest(messages: list[dict]) -> None:
-    from whileai_datasets.chat_template.budget import DEFAULT_MAX_CHARS, DEFAULT_MAX_SECONDS
+    from whileai_datasets.chat_template.sandbox.budget import DEFAULT_MAX_CHARS, DEFAULT_MAX_SECONDS
 
     sizes: list[tuple[int, float, str]] = []
     for name, chat in templates().items():

@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.prefix_diff import prefix_diff_mask  # noqa: E402
 from tests.tiny_lm import train_tokenizer, trl_template  # noqa: E402
 from whileai_datasets.rows.features import MESSAGE_TYPE, message_from_storage, message_to_storage, storage_type  # noqa: E402
-from whileai_datasets.transforms.token_masks import Tokenize, template_messages  # noqa: E402
+from whileai_datasets.tokenize.token_masks import Tokenize, template_messages  # noqa: E402
 
 
 def conversation(turns: int, seed: int) -> dict[str, Any]:
@@ -266,9 +266,9 @@ def phases(args: argparse.Namespace) -> None:
     """Per-row CPU of the encoder and of the render + mask check, one thread each (``--phases``)."""
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     from benchmarks._unique_rows import corpus, unique_row
-    from whileai_datasets.chat_template.budget import budget_scope
-    from whileai_datasets.chat_template.render import batch_inputs
-    from whileai_datasets.transforms.token_encode import PieceEncoder
+    from whileai_datasets.chat_template.rendering.render import batch_inputs
+    from whileai_datasets.chat_template.sandbox.budget import budget_scope
+    from whileai_datasets.tokenize.token_encode import PieceEncoder
 
     tokenizer = train_tokenizer(corpus(), chat_template=trl_template(args.template))
     transform = Tokenize(tokenizer)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import socket
 
 import pytest
-from packaging.version import Version
 from huggingface_hub import HfApi
+from packaging.version import Version
 
 from whileai_datasets import UnsupportedVersionError, _compat
 

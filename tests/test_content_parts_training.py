@@ -18,7 +18,7 @@ from tests.conftest import write_jsonl
 from tests.content_parts import BLUE, RED, ROWS, png_data_uri, text
 from tests.tiny_lm import train_tokenizer, trl_template
 from whileai_datasets import transforms as wai_transforms
-from whileai_datasets.transforms.token_masks import tokenize
+from whileai_datasets.tokenize.token_masks import tokenize
 
 VISION_TOKENS = ["<|vision_start|>", "<|image_pad|>", "<|video_pad|>", "<|vision_end|>"]
 

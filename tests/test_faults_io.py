@@ -31,7 +31,6 @@ from whileai_datasets import _files
 from whileai_datasets.errors import WriteError
 from whileai_datasets.export import writer as export_writer
 
-
 # ------------------------------------------------------------ a small file system
 
 

@@ -24,7 +24,9 @@ STAGES = (
               "whileai_datasets.data", "whileai_datasets.templates")),
     ("rows", ("whileai_datasets.rows",)),
     ("builders", ("whileai_datasets.builders",)),
+    ("columnar", ("whileai_datasets.columnar",)),
     ("chat_template", ("whileai_datasets.chat_template",)),
+    ("tokenize", ("whileai_datasets.tokenize",)),
     ("transforms", ("whileai_datasets.transforms",)),
     ("hub", ("whileai_datasets.hub",)),
     ("export", ("whileai_datasets.export",)),
@@ -32,6 +34,10 @@ STAGES = (
     ("front door", ("whileai_datasets",)),
     ("cli", ("whileai_datasets.cli",)),
 )
+#: chat_template's sub-rooms, lowest first; the room's own modules (``inspect``, ``template``) sit on top.
+CHAT_TEMPLATE_ROOMS = ("sandbox", "rendering", "analysis", "patching", "masks")
+#: The most internal floors (the longest chain of imports between a room's own modules) a room may have.
+MOST_FLOORS = 6
 #: The ecosystem's own short names; any other alias of one or two letters is refused.
 ECOSYSTEM_ALIASES = {"pa", "pc", "np", "pq", "pds", "ds"}
 
@@ -150,3 +156,73 @@ def test_stage_order_is_the_one_the_readme_describes() -> None:
     folders = re.findall(r"^\| `([a-z_]+)/` \|", section, flags=re.MULTILINE)
     expected = [name for name, _ in STAGES if name not in ("base", "front door")]
     assert folders == expected
+
+
+def _room(module: str) -> str:
+    """The package a module belongs to (a package's ``__init__`` belongs to the package itself)."""
+    path = MODULES[module]
+    return module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+
+
+def _chat_template_floor(module: str) -> int:
+    parts = module.split(".")
+    if parts[1] != "chat_template":
+        raise ValueError(module)
+    if len(parts) > 3 and parts[2] in CHAT_TEMPLATE_ROOMS:
+        return CHAT_TEMPLATE_ROOMS.index(parts[2])
+    return len(CHAT_TEMPLATE_ROOMS)  # the room's own modules: inspect, template, __init__
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("whileai_datasets.chat_template.")))
+def test_chat_template_sub_rooms_import_only_the_ones_below(module: str) -> None:
+    here = _chat_template_floor(module)
+    late = [f"line {line}: {target}" for line, target, _ in _imports(MODULES[module])
+            if target.startswith("whileai_datasets.chat_template.") and _chat_template_floor(target) > here]
+    assert late == [], f"{module} imports a higher chat_template room: {late}"
+
+
+def test_the_kernels_import_no_transform_and_tokenize_no_export_or_hub() -> None:
+    rules = {"whileai_datasets.columnar": ("whileai_datasets.transforms", "whileai_datasets.tokenize"),
+             "whileai_datasets.tokenize": ("whileai_datasets.export", "whileai_datasets.hub", "whileai_datasets.transforms")}
+    found = [f"{module} line {line}: {target}" for module, path in MODULES.items() for room, banned in rules.items()
+             if module.startswith(room) for line, target, _ in _imports(path) if target.startswith(banned)]
+    assert found == []
+
+
+def test_no_room_holds_both_public_modules_and_private_kernels() -> None:
+    """The top-level package is the exception: its ``_private`` modules are the base every stage stands on."""
+    rooms: dict[str, set[bool]] = {}
+    for module, path in MODULES.items():
+        if path.name != "__init__.py":
+            rooms.setdefault(_room(module), set()).add(module.rsplit(".", 1)[1].startswith("_"))
+    mixed = sorted(room for room, kinds in rooms.items() if len(kinds) > 1 and room != "whileai_datasets")
+    assert mixed == []
+
+
+def _floors(room: str) -> int:
+    members = {m for m in MODULES if _room(m) == room and MODULES[m].name != "__init__.py"}
+    graph = {m: {t for _, t, _ in _imports(MODULES[m]) if t in members and t != m} for m in members}
+    depth: dict[str, int] = {}
+
+    def floor(module: str) -> int:
+        if module not in depth:
+            depth[module] = 1 + max((floor(t) for t in graph[module]), default=0)
+        return depth[module]
+
+    return max((floor(m) for m in members), default=0)
+
+
+@pytest.mark.parametrize("room", sorted({_room(m) for m in MODULES} - {"whileai_datasets"}))
+def test_no_room_is_deeper_than_six_floors(room: str) -> None:
+    assert _floors(room) <= MOST_FLOORS, f"{room} has {_floors(room)} internal floors: split it into sub-rooms"
+
+
+def test_every_room_lists_its_public_names() -> None:
+    missing = []
+    for module, path in MODULES.items():
+        if path.name == "__init__.py":
+            tree = ast.parse(path.read_text())
+            if not any(isinstance(node, (ast.Assign, ast.AnnAssign)) and "__all__" in ast.unparse(node).split("=")[0]
+                       for node in tree.body):
+                missing.append(module)
+    assert missing == []

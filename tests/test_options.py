@@ -77,7 +77,7 @@ def test_the_cli_refuses_a_cap_that_is_not_a_whole_number(rows_file: Path, tmp_p
 
 @pytest.mark.parametrize(("value", "shown"), [("10", "str '10'"), (0, "int 0"), (2.5, "float 2.5")])
 def test_tokenize_refuses_a_max_length_that_is_not_a_positive_whole_number(value: Any, shown: str) -> None:
-    from whileai_datasets.transforms.token_masks import tokenize
+    from whileai_datasets.tokenize.token_masks import tokenize
 
     with pytest.raises(SchemaError, match=rf"^tokenize: max_length must be a whole number, 1 or more, or None, "
                                           rf"got {shown}\. Pass a positive number of tokens"):

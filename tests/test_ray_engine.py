@@ -33,7 +33,7 @@ import whileai_datasets
 from whileai_datasets import ExportFormatError, ray_engine
 from whileai_datasets import transforms as wai_transforms
 from whileai_datasets.cli import export as export_cli
-from whileai_datasets.transforms.token_masks import UnsupervisedRowsWarning, tokenize
+from whileai_datasets.tokenize.token_masks import UnsupervisedRowsWarning, tokenize
 
 pytestmark = [
     # Ray Data's DataContext warns about its own deprecated fields while it initialises them

@@ -18,7 +18,7 @@ pytest.importorskip("ray.data")
 import ray
 
 from whileai_datasets import SchemaError, ray_engine
-from whileai_datasets.transforms.token_masks import tokenize
+from whileai_datasets.tokenize.token_masks import tokenize
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")]
 KEY = ["source_file", "source_offset"]

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import datasets
 import pytest
+import tomllib
 from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
 from packaging.version import Version
 

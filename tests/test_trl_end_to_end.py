@@ -17,7 +17,8 @@ import pytest
 from tests.conftest import SYSTEM_PROMPT, TOOLS, read_jsonl, seeded_rows, write_jsonl
 from tests.tiny_lm import tiny_causal_lm, train_tokenizer, trl_template
 from whileai_datasets import ChatTemplate
-from whileai_datasets.transforms.token_masks import mask_report, tokenize
+from whileai_datasets.tokenize import mask_report
+from whileai_datasets.tokenize.token_masks import tokenize
 
 pytestmark = [
     pytest.mark.slow,

@@ -34,7 +34,7 @@ def _call(call_id: str, city: str) -> dict[str, Any]:
 
 
 #: Markers a template writes at the end of an assistant turn in the same output as the next message's
-#: header; the patcher leaves them out (see chat_template/plan.py, ``_cuts``): gemma 4's tool response opener.
+#: header; the patcher leaves them out (see chat_template/patching/plan.py, ``_cuts``): gemma 4's tool response opener.
 EXCUSED_TAILS = ("<|tool_response>",)
 
 

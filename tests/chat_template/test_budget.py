@@ -15,8 +15,8 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from whileai_datasets import RenderBudget, RenderBudgetError, TemplateError
 from whileai_datasets.chat_template import ChatTemplate
-from whileai_datasets.chat_template.environment import GenerationExtension, _tojson, pinned_strftime
-from whileai_datasets.chat_template.render import prepare_messages, render_plain, template_context
+from whileai_datasets.chat_template.rendering.render import prepare_messages, render_plain, template_context
+from whileai_datasets.chat_template.sandbox.environment import GenerationExtension, _tojson, pinned_strftime
 
 ROOT = Path(__file__).resolve().parents[2]
 MESSAGES = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
@@ -125,7 +125,7 @@ def _rows(contents: list[str]) -> Any:
 
 @pytest.mark.parametrize("num_proc", [None, 2])
 def test_tokenize_refuses_a_row_over_the_budget_even_in_worker_processes(tokenizer: Any, num_proc: Any) -> None:
-    from whileai_datasets.transforms.token_masks import tokenize
+    from whileai_datasets.tokenize.token_masks import tokenize
 
     ds = _rows(["hello"] * 7 + ["EXPLODE"])
     transform = tokenize(tokenizer, on_bad_row="skip")  # the template is the problem: skipping would not help
@@ -135,7 +135,7 @@ def test_tokenize_refuses_a_row_over_the_budget_even_in_worker_processes(tokeniz
 
 
 def test_tokenize_refuses_a_hostile_template_before_any_row(tokenizer: Any) -> None:
-    from whileai_datasets.transforms.token_masks import tokenize
+    from whileai_datasets.tokenize.token_masks import tokenize
 
     text, pattern = HOSTILE["nested_range_loops"]
     _refused_quickly(lambda: tokenize(tokenizer, ChatTemplate(text, name="<t>", budget=FAST)), pattern)
@@ -282,8 +282,8 @@ def test_render_budget_refuses_bad_limits(kwargs: dict[str, Any], message: str) 
 
 
 def test_shared_tools_print_once_per_batch_and_still_obey_the_size_limit() -> None:
-    from whileai_datasets.chat_template.budget import shared_values
-    from whileai_datasets.chat_template.render import batch_inputs
+    from whileai_datasets.chat_template.rendering.render import batch_inputs
+    from whileai_datasets.chat_template.sandbox.budget import shared_values
 
     template = ChatTemplate(
         "{% for tool in tools %}{{ tool | tojson }}|{{ tool | tojson(indent=2) }}|{{ tool.function | tojson }}"

@@ -16,7 +16,8 @@ from tests.chat_template import mask_oracle as oracle
 from tests.chat_template.conftest import trl_names, trl_template_dir
 from whileai_datasets.chat_template import ChatTemplate
 from whileai_datasets.errors import TemplateError
-from whileai_datasets.transforms.token_masks import BadMaskRowsWarning, Tokenize, mask_report, tokenize
+from whileai_datasets.tokenize import mask_report
+from whileai_datasets.tokenize.token_masks import BadMaskRowsWarning, Tokenize, tokenize
 
 LOCAL = Path(__file__).parent / "templates"
 #: The failure classes of issue 10, one small template each, and the trl templates no structural patch fits.
@@ -183,7 +184,7 @@ def test_on_bad_row_is_checked(char_tokenizer: Callable[[str], Any]) -> None:
 
 
 def test_tool_call_probes_are_judged_only_where_the_template_renders_tool_calls() -> None:
-    from whileai_datasets.chat_template.analysis import analyse
+    from whileai_datasets.chat_template.analysis.analysis import analyse
 
     def meaningful(text: str) -> dict[str, bool]:
         return {r.run.probe.name: r.meaningful for r in analyse(text).results if r.rendered is not None}

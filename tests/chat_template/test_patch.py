@@ -12,8 +12,8 @@ import pytest
 from tests.chat_template.conftest import trl_names
 from tests.hf_chat import apply_chat_template
 from whileai_datasets.chat_template import ChatTemplate, RenderedChat
-from whileai_datasets.chat_template.analysis import analyse
-from whileai_datasets.chat_template.probes import PINNED_NOW, Probe, probe_set
+from whileai_datasets.chat_template.analysis.analysis import analyse
+from whileai_datasets.chat_template.analysis.probes import PINNED_NOW, Probe, probe_set
 from whileai_datasets.errors import TemplateError
 
 # trl originals the patcher refuses, and why (the refusal message must say so).

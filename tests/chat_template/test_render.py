@@ -11,7 +11,7 @@ import pytest
 from tests.chat_template.conftest import trl_names
 from tests.hf_chat import apply_chat_template
 from whileai_datasets.chat_template import ChatTemplate
-from whileai_datasets.chat_template.probes import (
+from whileai_datasets.chat_template.analysis.probes import (
     probe_set,
     with_parts,
     with_string_arguments,

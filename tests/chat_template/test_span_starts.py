@@ -15,8 +15,8 @@ import pytest
 
 from tests.chat_template.conftest import trl_names
 from whileai_datasets.chat_template import ChatTemplate
-from whileai_datasets.chat_template.analysis import analyse
-from whileai_datasets.chat_template.probes import PINNED_NOW, Probe, probe_set
+from whileai_datasets.chat_template.analysis.analysis import analyse
+from whileai_datasets.chat_template.analysis.probes import PINNED_NOW, Probe, probe_set
 from whileai_datasets.errors import TemplateError
 
 REFUSED: set[str] = set()  # see test_patch.EXPECTED_REFUSALS

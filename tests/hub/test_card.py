@@ -11,12 +11,12 @@ from datasets import Features, Json, List, Value
 from datasets.info import DatasetInfosDict
 from huggingface_hub import DatasetCard, DatasetCardData
 
+from whileai_datasets.columnar._portable import portable_features
 from whileai_datasets.errors import PublishError
 from whileai_datasets.hub import card as card_module
 from whileai_datasets.hub import layout
 from whileai_datasets.hub.card import SourceFile, describe_mask, hash_sources, package_versions, render_card
 from whileai_datasets.hub.configs import Config
-from whileai_datasets.transforms._portable import portable_features
 
 FEATURES = Features({"messages": List(Json()), "loss_mask": List(Value("int8")), "tools": Json(),
                      "scenario_id": Value("string")})

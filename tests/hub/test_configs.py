@@ -56,7 +56,7 @@ def test_default_config_of_a_final_mask_is_one_row_per_conversation():
 
 
 def test_every_config_uses_only_built_in_feature_types():
-    from whileai_datasets.transforms._portable import registered_feature_types
+    from whileai_datasets.columnar._portable import registered_feature_types
 
     canonical = _canonical([0, 0, 1, 0, 1])
     tables = {"default": (configs.trainer_table(canonical, "x"), ("prompt", "completion")),
@@ -100,7 +100,8 @@ def test_a_mask_of_the_wrong_length_is_refused():
 
 
 def test_trl_rows_and_json_rows_come_back_to_the_same_canonical_messages():
-    from whileai_datasets.transforms import _arrow, _portable, wire
+    from whileai_datasets.columnar import _arrow, _portable
+    from whileai_datasets.transforms import wire
 
     canonical = _canonical([0, 0, 1, 0, 1])
     trl_lists = wire.trl_messages(_arrow.column(canonical, "messages"))

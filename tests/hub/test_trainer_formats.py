@@ -16,9 +16,9 @@ from datasets import Dataset, load_dataset
 
 from tests.conftest import SYSTEM_PROMPT, TOOLS, seeded_rows, write_jsonl
 from tests.transforms.conftest import messages_table
+from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import SchemaError
 from whileai_datasets.hub import configs, trainer_formats, trainer_gaps
-from whileai_datasets.transforms import _arrow
 
 SYSTEM = {"role": "system", "content": "You book rooms."}
 BOOK = [{"type": "function", "function": {"name": "book", "parameters": {"type": "object"}}}]

@@ -245,7 +245,7 @@ def with_tools(table: Any, tools: list[dict[str, Any]] | None = TOOLS) -> Any:
     """``table`` with whileai's ``tools`` on every row (null when there are none)."""
     import pyarrow as pa
 
-    from whileai_datasets.transforms import _arrow
+    from whileai_datasets.columnar import _arrow
 
     text = json.dumps(tools) if tools else None
     return _arrow.set_column(table, "tools", pa.array([text] * table.num_rows, pa.string()).cast(pa.json_()))
@@ -253,8 +253,8 @@ def with_tools(table: Any, tools: list[dict[str, Any]] | None = TOOLS) -> Any:
 
 def written(table: Any, *, preference: bool = False) -> list[dict[str, Any]]:
     """The rows as the JSONL writer writes them, parsed back."""
+    from whileai_datasets.columnar import _json
     from whileai_datasets.export import writer
-    from whileai_datasets.transforms import _json
 
     rules = writer.PREFERENCE_NULLS if preference else writer.TRAINING_NULLS
     return [json.loads(line) for line in _json.encode_rows(table, keep_null=rules).to_pylist()]
@@ -264,7 +264,7 @@ def decoded(table: Any) -> list[dict[str, Any]]:
     """The rows as ``Dataset(table)[i]`` decodes them."""
     import datasets
 
-    from whileai_datasets.transforms import _arrow
+    from whileai_datasets.columnar import _arrow
 
     ds = datasets.Dataset(_arrow.with_features(table))
     return [ds[i] for i in range(len(ds))]
@@ -288,8 +288,8 @@ def messages_table(conversations: list[list[dict[str, Any]] | None], **columns: 
     from message dicts as given, nulls included, plus any other columns."""
     import pyarrow as pa
 
+    from whileai_datasets.columnar import _arrow
     from whileai_datasets.rows.features import MESSAGE_TYPE, message_to_storage
-    from whileai_datasets.transforms import _arrow
 
     stored = [None if c is None else [message_to_storage(m) for m in c] for c in conversations]
     data = {"messages": _arrow._typed_array(stored, pa.list_(MESSAGE_TYPE))}

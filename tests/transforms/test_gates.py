@@ -60,8 +60,8 @@ def test_roundtrip_rejects_an_unknown_format() -> None:
 def test_arguments_checks_equal_pythons_json_on_odd_texts() -> None:
     import pyarrow as pa
 
+    from whileai_datasets.columnar import _arguments
     from whileai_datasets.rows.normalize import decode_arguments
-    from whileai_datasets.transforms import _arguments
 
     texts = [
         '{"a": 1}',

@@ -7,8 +7,14 @@ from typing import Any
 
 from hub.conftest import alice, hub, repo_id  # noqa: F401  (the session's local Hub server and its users)
 
-from ._push_client import (export_and_push, export_and_push_measured, push_and_publish_in_memory, repo_shards,
-                           rows_on_the_hub, unique_rollouts)
+from ._push_client import (
+    export_and_push,
+    export_and_push_measured,
+    push_and_publish_in_memory,
+    repo_shards,
+    rows_on_the_hub,
+    unique_rollouts,
+)
 from .conftest import TOOLS, read_jsonl, seeded_rows, write_jsonl
 
 

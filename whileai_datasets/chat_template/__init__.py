@@ -11,14 +11,14 @@
 
 from __future__ import annotations
 
-from whileai_datasets.chat_template.budget import RenderBudget
+from whileai_datasets.chat_template.analysis.refusals import Unpatchable
 from whileai_datasets.chat_template.inspect import (
     GenerationBlockInfo,
     ProbeStatus,
     TemplateReport,
 )
-from whileai_datasets.chat_template.refusals import Unpatchable
-from whileai_datasets.chat_template.spans import GenerationBlock, RenderedChat
+from whileai_datasets.chat_template.rendering.spans import GenerationBlock, RenderedChat
+from whileai_datasets.chat_template.sandbox.budget import RenderBudget
 from whileai_datasets.chat_template.template import ChatTemplate
 
 __all__ = [

@@ -18,19 +18,19 @@ from typing import Any
 from jinja2 import nodes
 from jinja2.exceptions import TemplateSyntaxError
 
-from whileai_datasets.chat_template.analysis import Analysis, ProbeResult, analyse
-from whileai_datasets.chat_template.classifier import analysis_renderer, classifier_evidence
-from whileai_datasets.chat_template.environment import (
+from whileai_datasets.chat_template.analysis.analysis import Analysis, ProbeResult, analyse
+from whileai_datasets.chat_template.analysis.classifier import analysis_renderer, classifier_evidence
+from whileai_datasets.chat_template.analysis.probes import PINNED_NOW, common_prefix
+from whileai_datasets.chat_template.patching.patch import span_problems
+from whileai_datasets.chat_template.rendering.render import render_plain
+from whileai_datasets.chat_template.rendering.spans import RenderedChat
+from whileai_datasets.chat_template.sandbox.environment import (
     chat_environment,
     generation_lines,
     is_generation_block,
     normalize_newlines,
 )
-from whileai_datasets.chat_template.patch import span_problems
-from whileai_datasets.chat_template.probes import PINNED_NOW, common_prefix
-from whileai_datasets.chat_template.render import render_plain
-from whileai_datasets.chat_template.source import syntax_error
-from whileai_datasets.chat_template.spans import RenderedChat
+from whileai_datasets.chat_template.sandbox.source import syntax_error
 from whileai_datasets.errors import TemplateError
 
 

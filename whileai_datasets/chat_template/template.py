@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 from jinja2.exceptions import TemplateSyntaxError
 
-from whileai_datasets.chat_template.analysis import Analysis, analyse
-from whileai_datasets.chat_template.budget import RenderBudget, budget_scope
-from whileai_datasets.chat_template.environment import (
+from whileai_datasets.chat_template.analysis.analysis import Analysis, analyse
+from whileai_datasets.chat_template.patching.patch import add_generation
+from whileai_datasets.chat_template.rendering.render import compile_plain, render_chat
+from whileai_datasets.chat_template.rendering.spans import RenderedChat
+from whileai_datasets.chat_template.sandbox.budget import RenderBudget, budget_scope
+from whileai_datasets.chat_template.sandbox.environment import (
     chat_environment,
     normalize_newlines,
 )
-from whileai_datasets.chat_template.patch import add_generation
-from whileai_datasets.chat_template.render import compile_plain, render_chat
-from whileai_datasets.chat_template.source import syntax_error
-from whileai_datasets.chat_template.spans import RenderedChat
+from whileai_datasets.chat_template.sandbox.source import syntax_error
 from whileai_datasets.errors import TemplateError
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
         GenerationBlockInfo,
         TemplateReport,
     )
-    from whileai_datasets.chat_template.masking import MaskPlan
+    from whileai_datasets.chat_template.masks.masking import MaskPlan
 
 _SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
 _TEMPLATE_FILES = ("chat_template.jinja", "tokenizer_config.json", "chat_template.json")
@@ -238,7 +238,7 @@ class ChatTemplate:
         Raises:
             TemplateError: a syntax error, or generation blocks that do not cover the assistant output.
         """
-        from whileai_datasets.chat_template.masking import plan_masks
+        from whileai_datasets.chat_template.masks.masking import plan_masks
 
         if self._plan is None:
             with budget_scope(self.budget):

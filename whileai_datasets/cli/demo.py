@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from datasets import Dataset, load_dataset
 
 from whileai_datasets import _files
-from whileai_datasets.transforms._portable import portable_table
+from whileai_datasets.columnar._portable import portable_table
 
 SAMPLE = "sample.jsonl.gz"
 SAMPLE_META = "sample_meta.json"

@@ -18,11 +18,11 @@ from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
 
 from whileai_datasets.cli import export as export_cli
 from whileai_datasets.cli import ray_options as ray_cli
+from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import PublishError, WhileaiError
 from whileai_datasets.export.reports import first_role_count
 from whileai_datasets.hub import publish, split_by
 from whileai_datasets.hub.reading import chunks
-from whileai_datasets.transforms import _arrow
 from whileai_datasets.transforms.think import strip_think
 from whileai_datasets.transforms.tool_output import truncate_tool_output
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.transforms.token_masks import Tokenize, spans_to_token_mask
+from whileai_datasets.tokenize.token_masks import Tokenize, spans_to_token_mask
 
 GREEN, DIM, RESET = "\x1b[30;42m", "\x1b[2m", "\x1b[0m"
 
@@ -59,7 +59,7 @@ class MaskView:
 def mask_view(transform: Tokenize, row: dict[str, Any]) -> MaskView:
     """The runs of supervised and unsupervised text of one canonical row."""
     text, spans = transform.row_spans(row["messages"], row.get("tools") or None, row["loss_mask"])
-    from whileai_datasets.transforms.token_encode import encode_texts
+    from whileai_datasets.tokenize.token_encode import encode_texts
 
     (ids, offsets), = encode_texts(transform.tokenizer, [text])
     mask = spans_to_token_mask(offsets, spans)

@@ -1,1 +1,3 @@
 """Bundled sample data (read with importlib.resources)."""
+
+__all__: list[str] = []  # bundled files, no public name

@@ -36,10 +36,11 @@ import pyarrow.compute as pc
 
 from whileai_datasets._options import check_count, check_flag
 from whileai_datasets._typing import MessageWeights
+from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError
 from whileai_datasets.export import overwrite, pipeline, pushing, reports, sources
 from whileai_datasets.export import writer as export_writer
-from whileai_datasets.transforms import _arrow, gates, think, wire
+from whileai_datasets.transforms import gates, think, wire
 from whileai_datasets.transforms import groups as grouping
 
 MASK_MODES = ("assistant", "final")

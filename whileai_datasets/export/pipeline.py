@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from whileai_datasets.columnar import _arrow, _json, _parts
 from whileai_datasets.export import writer
-from whileai_datasets.transforms import _arrow, _json, _parts, masks, think, tool_output, unrolling, wire
 from whileai_datasets.transforms import groups as grouping
+from whileai_datasets.transforms import masks, think, tool_output, unrolling, wire
 
 
 @contextlib.contextmanager

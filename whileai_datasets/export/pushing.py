@@ -18,8 +18,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError
-from whileai_datasets.transforms import _arrow
 
 #: Turns one chunk of source rows (and its first row's offset) into canonical rows.
 ChunkRows = Callable[[pa.Table, int], pa.Table]

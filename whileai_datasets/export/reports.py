@@ -11,7 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from whileai_datasets.transforms import _arrow, gates, tool_output, wire
+from whileai_datasets.columnar import _arrow
+from whileai_datasets.transforms import gates, tool_output, wire
 
 PASS_THRESHOLD = 0.5
 TRL_MASK_EVERY_TOKEN = (

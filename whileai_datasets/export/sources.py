@@ -21,12 +21,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError
 from whileai_datasets.rows.canonical import Normalizer, Options
 from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.normalize import RowContext
 from whileai_datasets.rows.reader import BadRows, iter_tables
-from whileai_datasets.transforms import _arrow, gates
+from whileai_datasets.transforms import gates
 
 #: Source rows per export chunk. Two chunks are in the pipeline at a time, and an
 #: unrolled chunk's intermediate tables take a few hundred bytes per message. Once the

@@ -26,8 +26,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from whileai_datasets import _files
+from whileai_datasets.columnar import _json, _portable
 from whileai_datasets.export import direct_file
-from whileai_datasets.transforms import _json, _portable
 
 #: Null rules of whileai's training rows (see ``_json.encode_rows``).
 TRAINING_NULLS: dict[str, str | bool] = {"reward_mean": "group_id", "reward_std": "group_id"}

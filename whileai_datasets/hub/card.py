@@ -21,11 +21,11 @@ from typing import Any
 
 from huggingface_hub import DatasetCard, DatasetCardData
 
+from whileai_datasets.columnar._portable import registered_feature_types
 from whileai_datasets.errors import PublishError
 from whileai_datasets.hub.card_configs import config_views
 from whileai_datasets.hub.card_trainers import trainer_views
 from whileai_datasets.hub.configs import Config
-from whileai_datasets.transforms._portable import registered_feature_types
 
 CARD_TEMPLATE = "dataset_card.md"
 CARD_TAG = "whileai"

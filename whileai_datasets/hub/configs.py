@@ -19,7 +19,7 @@
 * ``messages`` and ``sharegpt``: the rows other trainers read (axolotl, ms-swift, LLaMA-Factory,
   the OpenAI-style fine-tuning formats), built by ``hub.trainer_formats``.
 
-Every table here is *portable* (``transforms._portable``): built-in feature types only.
+Every table here is *portable* (``columnar._portable``): built-in feature types only.
 
 The configs are one ordered registry (``REGISTRY``, at the end): per config its name, a builder of
 one chunk of it from one chunk of canonical rows (``(chunk, where) -> pa.Table``), the card's
@@ -39,12 +39,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from datasets import Dataset, Features
 
+from whileai_datasets.columnar import _arrow, _batches, _parts, _portable
 from whileai_datasets.errors import PublishError, SchemaError
 from whileai_datasets.hub import facts as config_facts
 from whileai_datasets.hub import trainer_formats
 from whileai_datasets.hub.reading import read_all
 from whileai_datasets.rows.features import MESSAGE_TYPE, Message
-from whileai_datasets.transforms import _arrow, _batches, _parts, _portable, token_masks, wire
+from whileai_datasets.tokenize import token_masks
+from whileai_datasets.transforms import wire
 
 DEFAULT = "default"
 CANONICAL = "canonical"

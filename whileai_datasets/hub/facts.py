@@ -16,8 +16,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from whileai_datasets.transforms import _arrow, _portable, token_masks
-from whileai_datasets.transforms.token_encode import encode_texts
+from whileai_datasets.columnar import _arrow, _portable
+from whileai_datasets.tokenize import token_masks
+from whileai_datasets.tokenize.token_encode import encode_texts
 
 _TOKENIZE_ROWS = 256  # rows rendered and tokenized per call
 

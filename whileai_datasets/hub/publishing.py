@@ -4,7 +4,7 @@ A training set is not a release: repos are created private, an existing public r
 unless the caller says `private=False`, and the card states what a trainer will train on.
 
 What is published loads with plain `datasets` (built-in feature types only, see
-`transforms._portable`), and the repo's default config is the one a trainer trains exactly with
+`columnar._portable`), and the repo's default config is the one a trainer trains exactly with
 no option set (see `hub.configs`). Every config's shards and the card go up in **one commit**:
 the configs are built chunk by chunk and each shard is uploaded as soon as it is written
 (`hub.streaming`; memory stays flat in the row count), then a single commit names them all, so a

@@ -24,12 +24,12 @@ import pyarrow.parquet as pq
 from datasets import Dataset
 from datasets.utils import tqdm as progress_bar
 
+from whileai_datasets.columnar import _parts, _portable
 from whileai_datasets.errors import PublishError
 from whileai_datasets.hub import configs as repo_configs
 from whileai_datasets.hub import facts as config_facts
 from whileai_datasets.hub import trainer_gaps
 from whileai_datasets.hub.reading import CHUNK_ROWS, chunks
-from whileai_datasets.transforms import _parts, _portable
 
 
 @dataclass(frozen=True)

@@ -24,14 +24,14 @@ chunk in errors ("split 'train'", "split 'train', rows 1000-1999").
 
 from __future__ import annotations
 
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from whileai_datasets.columnar import _arguments, _arrow, _portable
+from whileai_datasets.columnar._text import concat, join, quote
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.transforms import _arguments, _arrow, _portable, wire
-from whileai_datasets.transforms._text import concat, join, quote
+from whileai_datasets.transforms import wire
 
 MESSAGES = "messages"
 SHAREGPT = "sharegpt"
@@ -186,7 +186,7 @@ def tools_text(canonical: pa.Table) -> pa.Array:
     elif pa.types.is_string(column.type):
         text = column
     else:
-        from whileai_datasets.transforms import _json
+        from whileai_datasets.columnar import _json
 
         text = wire._truthy_json(_json.encode(column).cast(pa.json_())).storage
     return pc.fill_null(text, "")

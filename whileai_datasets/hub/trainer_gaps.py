@@ -32,8 +32,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from whileai_datasets.columnar import _arrow
 from whileai_datasets.hub.trainer_formats import marked_messages, merged_turns, rows_with_marks
-from whileai_datasets.transforms import _arrow
 
 LLAMA_FACTORY, MS_SWIFT, AXOLOTL = "llama-factory", "ms-swift", "axolotl"
 #: Per trainer, each shape it cannot express exactly and what the trainer does with it.

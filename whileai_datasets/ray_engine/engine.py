@@ -13,6 +13,7 @@ import ray
 import ray.data
 
 from whileai_datasets._typing import MASK_MODES
+from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError, WhileaiError
 from whileai_datasets.export import overwrite, pipeline, reports
 from whileai_datasets.ray_engine import output as ray_output
@@ -21,7 +22,6 @@ from whileai_datasets.ray_engine import source as ray_source
 from whileai_datasets.ray_engine.groups import GroupLookup, group_table, stamp_groups
 from whileai_datasets.rows.canonical import Options
 from whileai_datasets.rows.normalize import RowContext
-from whileai_datasets.transforms import _arrow
 
 #: The public row key: the file a row came from and its position in it.
 SOURCE_FILE = "source_file"

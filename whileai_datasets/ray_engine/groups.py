@@ -27,8 +27,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import ray
 
+from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.transforms import _arrow, groups
+from whileai_datasets.transforms import groups
 
 TASK = "_wai_task"
 BUCKET = "_wai_bucket"

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import ray
 
+from whileai_datasets.columnar import _portable
 from whileai_datasets.errors import PublishError, WhileaiError
 from whileai_datasets.hub import configs as repo_configs
 from whileai_datasets.hub import publishing, splits, streaming, trainer_gaps
@@ -35,7 +36,6 @@ from whileai_datasets.ray_engine import output as ray_output
 from whileai_datasets.ray_engine import report as ray_report
 from whileai_datasets.ray_engine import source as ray_source
 from whileai_datasets.ray_engine.engine import SOURCE_FILE, SOURCE_OFFSET, read_whileai
-from whileai_datasets.transforms import _portable
 from whileai_datasets.transforms.think import strip_think
 from whileai_datasets.transforms.tool_output import truncate_tool_output
 

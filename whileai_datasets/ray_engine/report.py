@@ -24,10 +24,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import ray
 
+from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import WhileaiError
 from whileai_datasets.export import reports
 from whileai_datasets.ray_engine import source
-from whileai_datasets.transforms import _arrow, gates
+from whileai_datasets.transforms import gates
 
 
 def first_last(table: pa.Table) -> tuple[tuple[int, int], tuple[int, int]]:

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from whileai_datasets._typing import OnBadRow
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.transforms.token_masks import Tokenize
+from whileai_datasets.tokenize.token_masks import Tokenize
 
 TokenizerSource = str | os.PathLike[str] | Callable[[], Any] | Any
 

@@ -26,12 +26,12 @@ types from Python values (TRL's argument values would lose their feature).
 
 from __future__ import annotations
 
-from whileai_datasets.transforms._types import TrlMessage
+from whileai_datasets.columnar._types import TrlMessage
+from whileai_datasets.tokenize import Tokenize, tokenize
 from whileai_datasets.transforms.gates import leak_report, tool_call_roundtrip
 from whileai_datasets.transforms.groups import stamp_groups
 from whileai_datasets.transforms.masks import LossMask, loss_mask
 from whileai_datasets.transforms.think import StripThink, strip_think
-from whileai_datasets.transforms.token_masks import Tokenize, tokenize
 from whileai_datasets.transforms.tool_output import TruncateToolOutput, truncate_tool_output
 from whileai_datasets.transforms.unrolling import Unroll, unroll
 from whileai_datasets.transforms.wire import ToFireworks, ToOpenAI, ToTrl, to_fireworks, to_openai, to_trl

@@ -23,11 +23,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from whileai_datasets.columnar import _arguments, _arrow
 from whileai_datasets.errors import ExportFormatError, SchemaError
 from whileai_datasets.rows import file_kind
 from whileai_datasets.rows.leaks import LEAK_MIN_QUOTE_CHARS, LeakScan
 from whileai_datasets.rows.leaks import row_leak as row_leak  # the gates module is where callers find it
-from whileai_datasets.transforms import _arguments, _arrow
 
 EXPORT_FORMATS = ("openai", "trl", "fireworks")
 ENCODINGS = {"openai": "json_string", "trl": "dict", "fireworks": "json_string"}

@@ -23,9 +23,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from whileai_datasets.columnar import _arrow
+from whileai_datasets.columnar._batches import GROUP_TYPES
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.transforms import _arrow
-from whileai_datasets.transforms._batches import GROUP_TYPES
 
 PASS_THRESHOLD = 0.5
 GROUP_COLUMNS = tuple(GROUP_TYPES)

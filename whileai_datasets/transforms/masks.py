@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from whileai_datasets._typing import MASK_MODES, Batch
+from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.transforms import _arrow
 
 
 def mask_values(lists: pa.Array, mode: str) -> pa.Array:

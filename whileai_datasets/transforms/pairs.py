@@ -18,8 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from whileai_datasets.transforms import _arrow, _json
-from whileai_datasets.transforms._types import trl_message_from_storage
+from whileai_datasets.columnar import _arrow, _json
+from whileai_datasets.columnar._types import trl_message_from_storage
 
 
 @dataclass

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from whileai_datasets._typing import Batch
-from whileai_datasets.transforms import _arrow, _parts
+from whileai_datasets.columnar import _arrow, _parts
 
 #: Every code point Python's ``str.strip()`` and ``re``'s ``\s`` treat as whitespace.
 PY_WHITESPACE = "".join(chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace())

@@ -19,8 +19,8 @@ import pyarrow.compute as pc
 
 from whileai_datasets._options import check_count
 from whileai_datasets._typing import Batch
+from whileai_datasets.columnar import _arrow, _parts
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.transforms import _arrow, _parts
 
 TRUNCATED = "tool_output_truncated"
 CHARS_CUT = "tool_output_chars_cut"

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from whileai_datasets._typing import Batch
-from whileai_datasets.transforms import _arrow, _json
+from whileai_datasets.columnar import _arrow, _json
 
 UNROLL_TYPE = pa.struct([("turn", pa.int64()), ("turns", pa.int64())])
 _EMPTY_OBJECT = r"^\s*\{\s*\}\s*$"

@@ -31,9 +31,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from whileai_datasets._typing import Batch
+from whileai_datasets.columnar import _arguments, _arrow, _parts, _types
 from whileai_datasets.errors import SchemaError
 from whileai_datasets.rows.schema import CARRY_KEYS, PAIR_KEYS, SOURCE_KEYS
-from whileai_datasets.transforms import _arguments, _arrow, _parts, _types, pairs
+from whileai_datasets.transforms import pairs
 from whileai_datasets.transforms.groups import GROUP_COLUMNS
 
 SCHEMA_VERSION = "1"

@@ -1,0 +1,397 @@
+"""Token-level masks: one render, one tokenization, spans mapped to tokens."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.conftest import DATA, SYSTEM_PROMPT, TOOLS, read_jsonl, seeded_rows, write_jsonl
+from tests.prefix_diff import prefix_diff_mask
+from tests.tiny_lm import train_tokenizer, trl_template
+from whileai_datasets import ChatTemplate, SchemaError
+from whileai_datasets.tokenize import mask_report
+from whileai_datasets.tokenize.token_masks import UnsupervisedRowsWarning, spans_to_token_mask, tokenize
+
+
+def test_spans_to_token_mask_marks_tokens_overlapping_a_span() -> None:
+    offsets = np.array([[0, 3], [3, 5], [5, 9], [9, 9], [9, 12], [12, 15]])
+    assert spans_to_token_mask(offsets, [(4, 9), (12, 13)]).tolist() == [0, 1, 1, 0, 0, 1]
+
+
+def test_spans_to_token_mask_without_spans_is_all_zero() -> None:
+    assert spans_to_token_mask(np.array([[0, 2], [2, 4]]), []).tolist() == [0, 0]
+
+
+@pytest.fixture(scope="module")
+def rows_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    rows = seeded_rows(seed=5, mode="rl", repeats=2) + read_jsonl(DATA / "engine_multiturn.jsonl")
+    return write_jsonl(tmp_path_factory.mktemp("tok") / "rows.jsonl", rows)
+
+
+@pytest.fixture(scope="module")
+def qwen_tokenizer(rows_file: Path) -> Any:
+    texts = [json.dumps(row) for row in read_jsonl(rows_file)]
+    return train_tokenizer(texts, chat_template=trl_template("qwen2_5"))
+
+
+def test_tokenize_one_example_at_a_time_is_refused_with_the_fix(load: Any, rows_file: Path, qwen_tokenizer: Any) -> None:
+    ds = _canonical(load, rows_file).select(range(3))
+    transform = tokenize(qwen_tokenizer)
+    for formatted in (ds, ds.with_format("arrow")):
+        with pytest.raises(SchemaError, match=r"tokenize changes the number of rows.*Pass batched=True"):
+            formatted.map(transform)
+
+
+def _canonical(load: Any, rows_file: Path, **kwargs: Any) -> Any:
+    return load(rows_file, system_prompt=SYSTEM_PROMPT, tools=TOOLS, **kwargs)
+
+
+def _supervised_text(tokenizer: Any, row: dict[str, Any]) -> list[str]:
+    return [tokenizer.decode([i]) for i, m in zip(row["input_ids"], row["assistant_masks"]) if m]
+
+
+def test_tokenize_equals_the_prefix_diff_method_on_a_prefix_preserving_template(
+    load: Any, rows_file: Path, qwen_tokenizer: Any
+) -> None:
+    ds = _canonical(load, rows_file)
+    ours = ds.map(tokenize(qwen_tokenizer), batched=True)
+    template = ChatTemplate(trl_template("qwen2_5")).with_generation().text
+    from whileai_datasets.tokenize.token_masks import template_messages
+
+    checked = 0
+    for source, row in zip(ds, ours):
+        messages = template_messages(source["messages"])
+        if any(a["role"] == b["role"] == "tool" for a, b in zip(messages, messages[1:])):
+            continue  # parallel tool results: qwen2_5 is not prefix-preserving there
+        ids, mask = prefix_diff_mask(qwen_tokenizer, template, messages, source["loss_mask"], tools=source["tools"])
+        assert row["input_ids"] == ids
+        assert row["assistant_masks"] == mask
+        checked += 1
+    assert checked >= len(ds) - 1
+
+
+def test_supervised_tokens_are_the_assistant_output_and_end_of_turn(load: Any, rows_file: Path, qwen_tokenizer: Any) -> None:
+    ds = _canonical(load, rows_file)
+    row = ds.map(tokenize(qwen_tokenizer), batched=True)[0]
+    text = "".join(_supervised_text(qwen_tokenizer, row))
+    assistant = [m for m in ds[0]["messages"] if m["role"] == "assistant"]
+    assert text.count("<|im_end|>") == len(assistant)
+    assert "<|im_start|>" not in text
+    assert SYSTEM_PROMPT not in text
+    assert ds[0]["prompt"] not in text
+
+
+def test_final_mask_mode_supervises_only_the_last_assistant_turn(load: Any, rows_file: Path, qwen_tokenizer: Any) -> None:
+    every = _canonical(load, rows_file).map(tokenize(qwen_tokenizer), batched=True)
+    final = _canonical(load, rows_file, mask_mode="final").map(tokenize(qwen_tokenizer), batched=True)
+    for a, f in zip(every, final):
+        assert a["input_ids"] == f["input_ids"]
+        assert sum(f["assistant_masks"]) <= sum(a["assistant_masks"])
+        assert "".join(_supervised_text(qwen_tokenizer, f)).count("<|im_end|>") == 1
+
+
+def test_a_hand_edited_mask_survives_to_the_tokens(load: Any, rows_file: Path, qwen_tokenizer: Any) -> None:
+    ds = _canonical(load, rows_file).select(range(1))
+
+    def silence(batch: dict[str, Any]) -> dict[str, Any]:
+        batch["loss_mask"] = [[0] * len(mask) for mask in batch["loss_mask"]]
+        return batch
+
+    with pytest.warns(UnsupervisedRowsWarning, match=r"dropped 1 of 1 rows in this batch: no token of theirs"):
+        out = ds.map(silence, batched=True).map(tokenize(qwen_tokenizer), batched=True)
+    assert out.num_rows == 0
+
+
+def test_arrow_and_python_batches_and_batch_sizes_agree(load: Any, rows_file: Path, qwen_tokenizer: Any) -> None:
+    ds = _canonical(load, rows_file)
+    transform = tokenize(qwen_tokenizer)
+    python = ds.map(transform, batched=True)
+    arrow = ds.with_format("arrow").map(transform, batched=True).with_format(None)
+    one = ds.map(transform, batched=True, batch_size=1)
+    sliced = ds.select(range(1, len(ds))).with_format("arrow").map(transform, batched=True).with_format(None)
+    columns = ["input_ids", "attention_mask", "assistant_masks", "num_supervised_tokens"]
+    assert python.select_columns(columns).to_list() == arrow.select_columns(columns).to_list()
+    assert python.select_columns(columns).to_list() == one.select_columns(columns).to_list()
+    assert python.select_columns(columns).to_list()[1:] == sliced.select_columns(columns).to_list()
+
+
+def test_truncation_is_reported_and_rows_left_unsupervised_are_dropped(load: Any, rows_file: Path, qwen_tokenizer: Any) -> None:
+    ds = _canonical(load, rows_file)
+    full = ds.map(tokenize(qwen_tokenizer), batched=True)
+    # a limit that cuts some rows before their first supervised token and others after it
+    firsts = sorted(row["assistant_masks"].index(1) for row in full)
+    limit = firsts[len(firsts) // 2] + 1
+    assert firsts[0] < limit <= firsts[-1]
+    with pytest.warns(UnsupervisedRowsWarning, match=r"dropped \d+ of \d+ rows"):
+        cut = ds.map(tokenize(qwen_tokenizer, max_length=limit), batched=True)
+    report = mask_report(cut, len(ds))
+    kept_full = [row for row in full if sum(row["assistant_masks"][:limit]) > 0]
+    assert cut.num_rows == len(kept_full)
+    assert report["rows_dropped_unsupervised"] == len(ds) - len(kept_full)
+    assert all(len(row["input_ids"]) <= limit for row in cut)
+    for short, long in zip(cut, kept_full):
+        assert short["tokens_truncated"] == len(long["input_ids"]) - len(short["input_ids"])
+        assert short["supervised_tokens_truncated"] == sum(long["assistant_masks"][limit:])
+
+
+def test_mask_report_compares_with_the_naive_route(load: Any, rows_file: Path, qwen_tokenizer: Any) -> None:
+    out = _canonical(load, rows_file).map(tokenize(qwen_tokenizer), batched=True)
+    report = mask_report(out)
+    assert report["tokens"] == sum(len(r["input_ids"]) for r in out)
+    assert report["supervised_tokens"] == sum(sum(r["assistant_masks"]) for r in out)
+    assert report["naive_over_masked"] == report["tokens"] / report["supervised_tokens"] > 1
+
+
+def test_a_raw_tokenizers_tokenizer_gives_the_same_masks(load: Any, rows_file: Path, qwen_tokenizer: Any) -> None:
+    ds = _canonical(load, rows_file)
+    template = ChatTemplate(trl_template("qwen2_5"))
+    fast = ds.map(tokenize(qwen_tokenizer), batched=True)
+    raw = ds.map(tokenize(qwen_tokenizer.backend_tokenizer, template=template), batched=True)
+    assert fast["assistant_masks"] == raw["assistant_masks"]
+    assert fast["input_ids"] == raw["input_ids"]
+
+
+def test_a_tokenizer_without_template_needs_one(qwen_tokenizer: Any) -> None:
+    with pytest.raises(SchemaError, match=r"no chat template: the tokenizer \(Tokenizer\) has none and none was given"):
+        tokenize(qwen_tokenizer.backend_tokenizer)
+
+
+def test_rows_of_a_wire_shape_are_refused_with_a_hint(qwen_tokenizer: Any) -> None:
+    import pyarrow as pa
+
+    with pytest.raises(SchemaError, match=r"no 'messages' and 'loss_mask' columns .*Tokenize canonical rows"):
+        tokenize(qwen_tokenizer)(pa.table({"prompt": ["x"]}))
+
+
+def test_think_dropping_template_prefix_diff_misaligns_where_one_render_does_not(
+    tmp_path: Path, load: Any
+) -> None:
+    """Qwen3 drops <think> from assistant turns before the last user message,
+    so the conversation's rendering is not a prefix of its continuation. The
+    prefix-diff method then marks token positions computed on other renderings;
+    one render marks exactly the turns as the final text shows them."""
+    rows = [{
+        "prompt": "first ask",
+        "messages": [
+            {"role": "user", "content": "first ask"},
+            {"role": "assistant", "content": "<think>\nplan A\n</think>\n\nanswer A"},
+            {"role": "user", "content": "second ask"},
+            {"role": "assistant", "content": "<think>\nplan B\n</think>\n\nanswer B"},
+        ],
+    }]
+    path = write_jsonl(tmp_path / "think.jsonl", rows)
+    ds = load(path)
+    texts = [m["content"] for m in rows[0]["messages"]] * 20
+    tokenizer = train_tokenizer(texts, chat_template=trl_template("qwen3"))
+    ours = ds.map(tokenize(tokenizer), batched=True)[0]
+    supervised = "".join(_supervised_text(tokenizer, ours))
+    # the final text shows turn 1 without its reasoning, turn 2 with it: that is what is trained
+    assert "answer A<|im_end|>" in supervised and "plan A" not in supervised
+    assert "plan B" in supervised and "answer B<|im_end|>" in supervised
+    template = ChatTemplate(trl_template("qwen3")).with_generation().text
+    from whileai_datasets.tokenize.token_masks import template_messages
+
+    ids, mask = prefix_diff_mask(tokenizer, template, template_messages(ds[0]["messages"]), ds[0]["loss_mask"])
+    assert ids == ours["input_ids"]
+    theirs = "".join(tokenizer.decode([i]) for i, m in zip(ids, mask) if m)
+    assert theirs != supervised  # prefix-diff marks positions taken from renderings the final text does not have
+
+
+def test_show_mask_highlights_the_supervised_text(
+    tmp_path: Path, rows_file: Path, qwen_tokenizer: Any, load: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from whileai_datasets import cli
+
+    tokenizer_dir = tmp_path / "tok"
+    qwen_tokenizer.save_pretrained(str(tokenizer_dir))
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(TOOLS))
+    page = tmp_path / "row.html"
+    args = ["show-mask", str(rows_file), "--tokenizer", str(tokenizer_dir), "--row", "1", "--no-color",
+            "--system-prompt", SYSTEM_PROMPT, "--tools", str(tools), "--html", str(page)]
+    assert cli.main(args) == 0
+    out = capsys.readouterr().out
+    row = _canonical(load, rows_file).map(tokenize(qwen_tokenizer), batched=True)[1]
+    assert f"{len(row['input_ids'])} tokens, {row['num_supervised_tokens']} supervised" in out
+    marked = [chunk.split("]]")[0] for chunk in out.split("[[")[1:]]
+    final = [m for m in _canonical(load, rows_file)[1]["messages"] if m["role"] == "assistant"][-1]["content"]
+    assert any(final in chunk for chunk in marked)
+    assert all(SYSTEM_PROMPT not in chunk for chunk in marked)
+    assert '<span class="sup">' in page.read_text() and "&lt;|im_end|&gt;" in page.read_text()
+
+
+def test_num_proc_gives_the_same_rows_and_the_transform_hashes_the_same_after_use(
+    load: Any, rows_file: Path, qwen_tokenizer: Any
+) -> None:
+    from datasets.fingerprint import Hasher
+
+    ds = _canonical(load, rows_file)
+    transform = tokenize(qwen_tokenizer)
+    before = Hasher.hash(transform)
+    one = ds.map(transform, batched=True, batch_size=4)
+    assert Hasher.hash(transform) == before  # the piece cache it filled is not part of its identity
+    two = ds.map(transform, batched=True, batch_size=4, num_proc=2)
+    columns = ["input_ids", "assistant_masks", "mask_method"]
+    assert one.select_columns(columns).to_list() == two.select_columns(columns).to_list()
+
+
+def test_piece_reuse_gives_the_tokenizers_own_ids_and_offsets(qwen_tokenizer: Any) -> None:
+    from whileai_datasets.tokenize.token_encode import REUSED_CHARS, PieceEncoder
+
+    system = "<|im_start|>system\nYou are kind, " + "and careful " * 8 + "always.<|im_end|>\n"
+    long_reply = "<|im_start|>assistant\n" + "Sure thing, let me look that up for you. " * 3 + "<|im_end|>"
+    texts = [system + "<|im_start|>user\nhi there<|im_end|>\n" + long_reply,
+             system + "<|im_start|>user\nbye<|im_end|>\n<|im_end|>" + long_reply + "\n",
+             system + long_reply, "plain", "", "<|im_end|>", system]
+    backend = qwen_tokenizer.backend_tokenizer
+    encoder = PieceEncoder()
+    encoder.encode(backend, texts[:1])  # the first batch is checked against whole encodes
+    for _ in range(2):  # the second time round every long piece is reused
+        for (ids, offsets), text in zip(encoder.encode(backend, texts), texts):
+            whole = backend.encode(text, add_special_tokens=False)
+            assert ids.tolist() == whole.ids and offsets.tolist() == [list(o) for o in whole.offsets]
+    assert encoder._pattern is not None
+    assert sorted(encoder._pieces) == sorted({system[12:-11], long_reply[12:-10]})  # the long repeats only
+    assert all(len(piece) >= REUSED_CHARS for piece in encoder._pieces)
+
+
+_BYTE_TEXTS = ["<|im_start|>user\nhi there, how are you?<|im_end|>\n<|im_start|>assistant\nFine.<|im_end|>",
+               "<|im_start|>user\ncaf\u00e9 na\u00efve \u2014 \u65e5\u672c\u8a9e \U0001f600<|im_end|>",  # not ASCII
+               "   spaces   and\ttabs\n\n\nnewlines  ", "", "<|im_end|><|im_start|>", "x" * 300]
+
+
+def _whole(backend: Any, text: str) -> tuple[list[int], list[list[int]]]:
+    encoding = backend.encode(text, add_special_tokens=False)
+    return encoding.ids, [list(o) for o in encoding.offsets]
+
+
+def test_offsets_from_byte_lengths_are_the_tokenizers_own(qwen_tokenizer: Any) -> None:
+    from whileai_datasets.tokenize.token_encode import PieceEncoder, byte_lengths
+
+    backend = qwen_tokenizer.backend_tokenizer
+    assert byte_lengths(backend) is not None  # a byte-level BPE: ASCII texts are encoded without offsets
+    encoder = PieceEncoder()
+    for _ in range(3):  # the first batch checked against whole encodes, then the fast path
+        for (ids, offsets), text in zip(encoder.encode(backend, _BYTE_TEXTS), _BYTE_TEXTS):
+            assert (ids.tolist(), offsets.tolist()) == _whole(backend, text)
+    assert encoder._lengths is not None and encoder._pattern is not None  # the check kept both
+
+
+def test_pieces_and_lengths_hold_under_a_unicode_normal_form(qwen_tokenizer: Any) -> None:
+    from tokenizers import Tokenizer, normalizers
+
+    from whileai_datasets.tokenize.token_encode import PieceEncoder
+
+    backend = Tokenizer.from_str(qwen_tokenizer.backend_tokenizer.to_str())
+    backend.normalizer = normalizers.NFC()  # Qwen2.5's and Qwen3's: composes "e" + U+0301 into one character
+    system = "<|im_start|>system\nBe brief, " + "cafe\u0301 " * 12 + "ok<|im_end|>\n"
+    texts = [system + text for text in _BYTE_TEXTS] + ["<|im_start|>user\nre\u0301sume\u0301<|im_end|>"]
+    encoder = PieceEncoder()
+    for _ in range(3):
+        for (ids, offsets), text in zip(encoder.encode(backend, texts), texts):
+            assert (ids.tolist(), offsets.tolist()) == _whole(backend, text)
+    assert encoder._pattern is not None and encoder._lengths is not None and encoder._pieces  # both paths ran
+
+
+@pytest.mark.parametrize("change", ["trimmed offsets", "prefix space", "removed characters"])
+def test_offsets_are_read_from_the_encoder_where_lengths_do_not_give_them(qwen_tokenizer: Any, change: str) -> None:
+    from tokenizers import Tokenizer, pre_tokenizers, processors
+
+    from whileai_datasets.tokenize.token_encode import PieceEncoder, byte_lengths
+
+    backend = Tokenizer.from_str(qwen_tokenizer.backend_tokenizer.to_str())
+    if change == "trimmed offsets":  # GPT-2's: a token's offsets leave out its leading space
+        backend.post_processor = processors.ByteLevel(trim_offsets=True)
+    elif change == "prefix space":
+        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    else:  # a split that drops what it splits on: the tokens no longer cover the text
+        backend.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split("\n", behavior="removed"),
+                                                         pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    assert byte_lengths(backend) is None
+    encoder = PieceEncoder()
+    for _ in range(2):
+        for (ids, offsets), text in zip(encoder.encode(backend, _BYTE_TEXTS), _BYTE_TEXTS):
+            assert (ids.tolist(), offsets.tolist()) == _whole(backend, text)
+
+
+def _arrow_rows(rows: list[dict[str, Any]]) -> Any:
+    import pyarrow as pa
+
+    from whileai_datasets.rows.features import MESSAGE_TYPE, message_to_storage, storage_type
+
+    return pa.table({
+        "messages": pa.array([[message_to_storage(m) for m in r["messages"]] for r in rows],
+                             pa.list_(storage_type(MESSAGE_TYPE))),
+        "loss_mask": pa.array([[int(m["role"] == "assistant") for m in r["messages"]] for r in rows],
+                              pa.list_(pa.int8())),
+        "tools": pa.array([json.dumps(r["tools"]) if r.get("tools") else None for r in rows], pa.string())})
+
+
+def _marker_rows(content: str = "fine", arguments: str = '{"city": "Paris"}', tool_name: str = "get_weather") -> Any:
+    call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": arguments}}
+    tool = {"type": "function", "function": {"name": tool_name, "parameters": {"type": "object"}}}
+    clean = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+             "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]}
+    marked = {"messages": [{"role": "user", "content": content},
+                           {"role": "assistant", "content": "", "tool_calls": [call]},
+                           {"role": "tool", "content": "sunny", "tool_call_id": "c1", "name": "get_weather"},
+                           {"role": "assistant", "content": "It is sunny."}], "tools": [tool]}
+    return _arrow_rows([clean, clean, marked])
+
+
+@pytest.mark.parametrize("where", ["content", "arguments", "tools"])
+def test_a_span_marker_character_anywhere_in_a_batch_is_refused_naming_the_row(qwen_tokenizer: Any, where: str) -> None:
+    from whileai_datasets import TemplateError
+    from whileai_datasets.chat_template.rendering.render import marker_free
+
+    batch = {"content": lambda: _marker_rows(content="a\ue000b"),
+             "arguments": lambda: _marker_rows(arguments='{"city": "Pa\\ue001ris"}'),  # a JSON escape, decoded later
+             "tools": lambda: _marker_rows(tool_name="get\ue000weather")}[where]()
+    assert marker_free(batch.column("messages")) is (where == "tools")  # the batch check only reads messages
+    with pytest.raises(TemplateError, match=r"row 2: the input contains the private-use character U\+E000 or U\+E001"):
+        tokenize(qwen_tokenizer)(batch)
+
+
+def test_a_clean_batch_is_checked_once_and_tokenized_like_row_by_row(qwen_tokenizer: Any) -> None:
+    from whileai_datasets.chat_template.rendering.render import marker_free
+
+    batch = _marker_rows()
+    assert marker_free(batch.column("messages"))
+    transform = tokenize(qwen_tokenizer)
+    whole = transform(batch)
+    one_by_one = [transform(batch.slice(i, 1)) for i in range(batch.num_rows)]
+    assert whole.column("input_ids").to_pylist() == [r.column("input_ids")[0].as_py() for r in one_by_one]
+    assert whole.column("assistant_masks").to_pylist() == [r.column("assistant_masks")[0].as_py() for r in one_by_one]
+
+
+def test_a_batch_of_many_chunks_keeps_its_rows_in_order_and_names_the_bad_one(qwen_tokenizer: Any) -> None:
+    import pyarrow as pa
+
+    from whileai_datasets import TemplateError
+    from whileai_datasets.tokenize.token_masks import RENDER_CHUNK, BadMaskRowsWarning
+
+    def row(i: int, content: str | None = None) -> dict[str, Any]:
+        return {"messages": [{"role": "user", "content": content or f"question {i}"},
+                             {"role": "assistant", "content": f"answer {i} " * (i % 7 + 1)}], "tools": None}
+
+    n = 2 * RENDER_CHUNK + 45  # three chunks, the last one short
+    batch = _arrow_rows([row(i) for i in range(n)])
+    transform = tokenize(qwen_tokenizer)
+    whole = transform(batch)
+    alone = [transform(batch.slice(i, 1)).column("input_ids")[0].as_py() for i in (0, RENDER_CHUNK, n - 1)]
+    assert [whole.column("input_ids")[i].as_py() for i in (0, RENDER_CHUNK, n - 1)] == alone
+    bad = RENDER_CHUNK + 7  # in the second chunk
+    rows = [row(i) for i in range(n)]
+    rows[bad] = row(bad, content="a\ue000b")
+    with pytest.raises(TemplateError, match=rf"row {bad}: the input contains the private-use character"):
+        transform(_arrow_rows(rows))
+    with pytest.warns(BadMaskRowsWarning, match=f"dropped 1 of {n} rows"):
+        skipped = tokenize(qwen_tokenizer, on_bad_row="skip")(_arrow_rows(rows))
+    assert skipped.num_rows == n - 1
+    assert pa.compute.sum(skipped.column("bad_rows_dropped")).as_py() == 1
+    kept = whole.column("input_ids").to_pylist()
+    assert skipped.column("input_ids").to_pylist() == kept[:bad] + kept[bad + 1:]

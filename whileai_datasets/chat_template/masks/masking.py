@@ -1,0 +1,188 @@
+"""How a template's rows get their supervised spans: the method, chosen once per template.
+
+* ``"template"``: the template's own ``{% generation %}`` blocks cover the
+  assistant output; one render per row.
+* ``"patched"``: ``with_generation()`` added verified blocks; one render per row.
+* ``"turns"``: no structural patch is possible (the role header and the content
+  in one expression, one output writing assistant text in some turns and other
+  text in others, tracing that changes the output, ...); each supervised turn
+  is located by per-turn rendering (``turns.py``), exact for any template that
+  renders the conversation, at two or three extra renders per turn.
+
+Whatever the method, each row's result is checked against its messages
+(``mask_check.py``) before it is used. Tool-call arguments are handed to the
+template in the encoding it renders: dicts, unless the template fails on them
+or prints them as a Python dict (then JSON text), found by rendering a tool
+call both ways.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from whileai_datasets.chat_template.analysis.classifier import refuse_classifier
+from whileai_datasets.chat_template.analysis.probes import PINNED_NOW, probe_set, with_string_arguments
+from whileai_datasets.chat_template.masks.turns import TurnRenderer
+from whileai_datasets.chat_template.rendering.render import render_plain
+from whileai_datasets.chat_template.rendering.spans import RenderedChat
+from whileai_datasets.errors import TemplateError
+
+# ``ChatTemplate`` (template.py) builds its plan through this module, so it is typed ``Any`` here
+# rather than imported back (no import circle).
+ChatTemplate = Any
+
+MaskMethod = Literal["template", "patched", "turns"]
+ArgumentEncoding = Literal["dict", "text"]
+
+
+def supervised_spans(rendered: RenderedChat, loss_mask: Sequence[int]) -> list[tuple[int, int]]:
+    """The generation spans of the messages whose loss_mask entry is 1.
+
+    A block opened outside the message loop (one block around the whole loop)
+    belongs to no message; it is split along the messages' rendered spans.
+    """
+    spans: list[tuple[int, int]] = []
+    flags = list(loss_mask)
+    for block in rendered.generation_blocks:
+        if block.message is not None:
+            if block.message < len(flags) and flags[block.message]:
+                spans.append((block.start, block.end))
+            continue
+        for index, (start, end) in enumerate(rendered.message_spans):
+            if index < len(flags) and flags[index] and end > start:
+                low, high = max(start, block.start), min(end, block.end)
+                if high > low:
+                    spans.append((low, high))
+    return sorted(spans)
+
+
+def _tool_probe_text(text: str, kwargs: Mapping[str, Any], name: str, string_arguments: bool) -> str | None:
+    probe = next(p for p in probe_set() if p.name == "tool_call")
+    if string_arguments:
+        probe = with_string_arguments(probe)
+    try:
+        return render_plain(text, probe.messages, tools=probe.tools, kwargs=kwargs, now=PINNED_NOW, name=name)
+    except TemplateError:
+        return None
+
+
+def argument_encoding(text: str, kwargs: Mapping[str, Any], name: str = "<template>") -> ArgumentEncoding:
+    """'dict' unless the template fails on dict arguments or prints them as a Python dict."""
+    as_dict = _tool_probe_text(text, kwargs, name, False)
+    if as_dict is not None and str({"city": "Paris"}) not in as_dict:
+        return "dict"
+    as_text = _tool_probe_text(text, kwargs, name, True)
+    return "text" if as_text is not None else "dict"
+
+
+def encode_arguments(messages: Sequence[Mapping[str, Any]], encoding: ArgumentEncoding) -> list[dict[str, Any]]:
+    """Canonical messages (arguments as JSON text) with arguments in ``encoding``.
+
+    Arguments that do not decode to a value stay text either way.
+    """
+    out = []
+    for message in messages:
+        message = dict(message)
+        calls = message.get("tool_calls")
+        if calls:
+            message["tool_calls"] = [_encode_call(call, encoding) for call in calls]
+        out.append(message)
+    return out
+
+
+def _encode_call(call: Mapping[str, Any], encoding: ArgumentEncoding) -> dict[str, Any]:
+    function = dict(call.get("function") or {})
+    arguments = function.get("arguments")
+    if encoding == "dict" and isinstance(arguments, str):
+        try:
+            function["arguments"] = json.loads(arguments)
+        except ValueError:
+            pass  # left as text on purpose: the round-trip gate reports it
+    elif encoding == "text" and not isinstance(arguments, str) and arguments is not None:
+        function["arguments"] = json.dumps(arguments, ensure_ascii=False)
+    return {**call, "function": function}
+
+
+@dataclass(frozen=True)
+class MaskPlan:
+    """The method a template's rows are masked with, and what it renders with.
+
+    ``reason`` says why a structural patch was not possible (method ``"turns"``).
+    """
+
+    method: MaskMethod
+    template: ChatTemplate
+    arguments: ArgumentEncoding
+    reason: str | None = None
+    tracking_exact: bool = True
+    generation_prompt: str = ""
+    original: ChatTemplate | None = None  # the template as given (``template`` is its patched copy)
+
+    def content_line(self, messages: list[dict[str, Any]], tools: Any, at: tuple[int, int]) -> int | None:
+        """The line of the given template whose output holds text ``at`` of the row's rendering (error path)."""
+        from whileai_datasets.chat_template.analysis.trace import TracedTemplate
+
+        chat = self.original or self.template
+        try:
+            traced = TracedTemplate(chat.text, chat.name)
+            trace = traced.run(messages, tools, False, dict(chat.special_tokens))
+        except TemplateError:
+            return None
+        holding = [e for e in trace.executions if e.start <= at[0] < e.end]
+        if not holding:
+            return None
+        return traced.unit(min(holding, key=lambda e: e.end - e.start).uid).line
+
+    def render_row(self, messages: list[dict[str, Any]], tools: Any, loss_mask: Sequence[int],
+                   now: datetime | None = None, *, method: MaskMethod | None = None,
+                   tracked: bool = True) -> tuple[RenderedChat, list[tuple[int, int]]]:
+        """One row rendered: its text with spans, and its supervised character spans.
+
+        ``method="turns"`` uses per-turn rendering whatever the plan's method
+        (the per-row fallback when a row's blocks fail the check);
+        ``tracked=False`` renders it without span markers.
+        """
+        if (method or self.method) != "turns":
+            rendered = self.template.render(messages, tools=tools, now=now)
+            return rendered, supervised_spans(rendered, loss_mask)
+        turns = self.turn_renderer(tracked)
+        moment = now or datetime.now()
+        rendered = turns.render(messages, tools, moment)
+        return rendered, turns.spans(rendered, messages, tools, loss_mask, moment)
+
+    def turn_renderer(self, tracked: bool = True) -> TurnRenderer:
+        chat = self.original or self.template
+        return TurnRenderer(chat.text, chat.special_tokens, chat.name, self.generation_prompt,
+                            self.tracking_exact and tracked)
+
+
+def plan_masks(chat: ChatTemplate) -> MaskPlan:
+    """The method for ``chat`` (see the module docstring).
+
+    Raises:
+        TemplateError: a syntax error, generation blocks that do not cover the assistant output, or a
+            guard/classifier template (``ClassifierTemplate``).
+    """
+    report = chat._structure()
+    if report.syntax_error:
+        chat.with_generation()  # raises, naming the line
+    analysis = chat._probe()
+    refuse_classifier(analysis)  # no mask method fits a template whose assistant turns are judged input
+    arguments = argument_encoding(chat.text, analysis.kwargs, chat.name)
+    exact = report.span_tracking_exact is True  # unknown counts as not exact: plain renders are always right
+    prompt = analysis.generation_prompt or ""
+    if not exact:
+        return MaskPlan("turns", chat, arguments, reason="span markers change this template's output",
+                        tracking_exact=False, generation_prompt=prompt)
+    if report.has_generation_block:
+        return MaskPlan("template", chat, arguments, generation_prompt=prompt)
+    try:
+        patched = chat.with_generation()
+    except TemplateError as err:
+        reason = f"{err.location}: {err.problem}" if err.location else err.problem
+        return MaskPlan("turns", chat, arguments, reason=reason, generation_prompt=prompt)
+    return MaskPlan("patched", patched, arguments, generation_prompt=prompt, original=chat)

@@ -1,0 +1,91 @@
+"""Per-turn rendering: the exact fallback for a template no structural patch fits.
+
+The model is prompted with ``render(messages[:k], add_generation_prompt=True)``
+and writes until ``render(messages[:k+1])`` ends: that is what it must learn
+for assistant turn ``k``. This module applies that definition to one row at a
+time with the rules ``probes.expect_turn`` uses for the probe conversations:
+the turn starts where the full rendering leaves the generation prompt (text
+that agrees with the prompt by chance is told apart by a copy of the turn
+whose content starts with another character), and ends where the rendering of
+the conversation up to the turn ends, clamped to the turn's own loop pass and
+cut before any other message's content. So the role header stays out, the
+end-of-turn marker is in, and templates that trim, rewrite or drop parts of a
+turn are measured on their real output.
+
+The price: two or three extra renders per supervised assistant turn, so it is
+used only where neither the template's own generation blocks nor a verified
+patch can serve.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from whileai_datasets.chat_template.analysis.probes import Probe, ProbeRun, expect_turn, foreign_spans
+from whileai_datasets.chat_template.masks.mask_check import content_text, rendered_forms
+from whileai_datasets.chat_template.rendering.render import render_chat, render_plain
+from whileai_datasets.chat_template.rendering.spans import RenderedChat
+
+
+class TurnRenderer:
+    """Renders one row and finds each supervised assistant turn's span by per-turn rendering."""
+
+    def __init__(self, text: str, kwargs: Mapping[str, Any], name: str, generation_prompt: str,
+                 tracking_exact: bool) -> None:
+        self.text = text
+        self.kwargs = dict(kwargs)
+        self.name = name
+        self.generation_prompt = generation_prompt
+        self.tracking_exact = tracking_exact
+
+    def _plain(self, messages: list[dict[str, Any]], tools: Any, agp: bool, now: datetime) -> str:
+        return render_plain(self.text, messages, tools=tools, add_generation_prompt=agp, kwargs=self.kwargs,
+                            now=now, name=self.name)
+
+    def render(self, messages: list[dict[str, Any]], tools: Any, now: datetime) -> RenderedChat:
+        """The row's text, with message spans when tracking does not change the output."""
+        if self.tracking_exact:
+            return render_chat(self.text, messages, tools=tools, kwargs=self.kwargs, now=now, name=self.name)
+        text = self._plain(messages, tools, False, now)
+        return RenderedChat(text, [(0, 0)] * len(messages))
+
+    def spans(self, rendered: RenderedChat, messages: list[dict[str, Any]], tools: Any,
+              loss_mask: Sequence[int], now: datetime) -> list[tuple[int, int]]:
+        """Supervised character spans of the loss-carrying assistant turns."""
+        run = ProbeRun(Probe("row", messages, tools), rendered.text, list(rendered.message_spans))
+
+        def render(prefix: list[dict[str, Any]], agp: bool) -> str:
+            return self._plain(prefix, tools, agp, now)
+
+        foreign = _outside_assistant_text(foreign_spans(run), rendered, messages)
+        out = []
+        for index, (message, flag) in enumerate(zip(messages, loss_mask)):
+            if not flag or message.get("role") != "assistant":
+                continue
+            turn = expect_turn(run, index, render, self.generation_prompt, foreign)
+            if turn is not None and turn.must[1] > turn.must[0]:
+                out.append(turn.must)
+        return sorted(out)
+
+
+def _outside_assistant_text(foreign: list[tuple[int, int]], rendered: RenderedChat,
+                            messages: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """``foreign`` without the places that lie inside an assistant's own rendered content.
+
+    An answer that quotes the question must not end its own turn at the quote.
+    """
+    own = []
+    for index, message in enumerate(messages):
+        content = content_text(message)
+        if message.get("role") != "assistant" or not content.strip():
+            continue
+        start, end = rendered.message_spans[index] if index < len(rendered.message_spans) else (0, 0)
+        low, high = (start, end) if end > start else (0, len(rendered.text))
+        for form in rendered_forms(content):
+            at = rendered.text.rfind(form, low, high)
+            if at >= 0:
+                own.append((at, at + len(form)))
+                break
+    return [(a, e) for a, e in foreign if not any(s <= a and e <= t for s, t in own)]

@@ -1,0 +1,168 @@
+"""Position markers: the loop tracker that emits them and the decoder that turns them into spans.
+
+See ``render.py`` for why spans are tracked with markers in the text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from itertools import count
+from typing import Any
+
+from whileai_datasets.chat_template.sandbox.environment import MARK_CLOSE, MARK_OPEN, marker, trusted
+from whileai_datasets.errors import TemplateError
+
+TRACKER_NAMES = ("__wai_loop_open", "__wai_iter", "__wai_loop_close")
+
+
+@dataclass(frozen=True)
+class GenerationBlock:
+    """One rendered ``{% generation %}`` block: text[start:end], its message and template line."""
+
+    start: int
+    end: int
+    message: int | None
+    line: int
+
+
+@dataclass(frozen=True)
+class RenderedChat:
+    """The rendered text with character spans.
+
+    ``message_spans[i]`` is where message ``i`` was rendered (``(p, p)`` when the
+    template rendered nothing for it); ``generation_blocks`` lists each block
+    with the index of the message it belongs to. Offsets index ``text``.
+    """
+
+    text: str
+    message_spans: list[tuple[int, int]]
+    generation_blocks: list[GenerationBlock] = field(default_factory=list)
+
+    @property
+    def generation_spans(self) -> list[tuple[int, int]]:
+        """(start, end) of every generation block, in render order."""
+        return [(block.start, block.end) for block in self.generation_blocks]
+
+    def generation_spans_of(self, message: int) -> list[tuple[int, int]]:
+        """The generation spans that belong to message ``message``."""
+        return [(b.start, b.end) for b in self.generation_blocks if b.message == message]
+
+
+class LoopTracker:
+    """The callbacks an instrumented template calls while it renders."""
+
+    def __init__(self, messages: Sequence[Any]) -> None:
+        self._messages = messages
+        self._index = {id(message): i for i, message in enumerate(messages)}
+        self._stack: list[list[int]] = []
+        self._frames = count()
+
+    def callbacks(self) -> dict[str, Callable[..., str]]:
+        return dict(zip(TRACKER_NAMES, (self.loop_open, self.iterate, self.loop_close)))
+
+    @trusted
+    def loop_open(self, uid: int) -> str:
+        self._stack.append([next(self._frames), uid, 0])
+        return ""
+
+    @trusted
+    def iterate(self, item: Any) -> str:
+        index = self._index.get(id(item))
+        if not self._stack or index is None or self._messages[index] is not item:
+            return ""
+        frame = self._stack[-1]
+        frame[2] = 1
+        return marker("I", frame[0], index, frame[1])
+
+    @trusted
+    def loop_close(self) -> str:
+        frame = self._stack.pop()
+        return marker("L", frame[0]) if frame[2] else ""
+
+
+Event = tuple[int, str, tuple[int, ...]]
+
+
+_MARKER = re.compile(f"{MARK_OPEN}([^{MARK_OPEN}{MARK_CLOSE}]*){MARK_CLOSE}")
+_DAMAGED_HINT = ("The template edits text that contains a generation block or message loop "
+                 "(for example `| trim` on a captured block); render it without spans.")
+
+
+def decode(raw: str) -> tuple[str, list[Event]]:
+    """Strip markers from ``raw``: (clean text, [(offset, kind, payload)])."""
+    parts = _MARKER.split(raw)
+    texts, bodies = parts[0::2], parts[1::2]
+    if any(MARK_OPEN in text or MARK_CLOSE in text for text in texts) or not all(bodies):
+        raise TemplateError("span markers came out of the template damaged", hint=_DAMAGED_HINT)
+    position = len(texts[0])
+    events: list[Event] = []
+    for body, text in zip(bodies, texts[1:]):
+        events.append((position, body[0], tuple(map(int, body[1:].split(","))) if len(body) > 1 else ()))
+        position += len(text)
+    return "".join(texts), events
+
+
+@dataclass
+class _SpanState:
+    frames: list[list[int]] = field(default_factory=list)  # [frame id, message]
+    open_blocks: list[tuple[int, int, int | None]] = field(default_factory=list)
+    last_owner: int | None = None
+
+    def owner(self) -> int | None:
+        return self.frames[-1][1] if self.frames else None
+
+
+def assemble(text: str, events: list[Event], n_messages: int) -> RenderedChat:
+    """Per-message and per-block spans from decoded events."""
+    state = _SpanState()
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    blocks: list[GenerationBlock] = []
+    previous = 0
+    for position, kind, payload in [*events, (len(text), "end", ())]:
+        owner = state.owner()
+        if owner is not None and position > previous:
+            first.setdefault(owner, previous)
+            last[owner] = position
+            state.last_owner = owner
+        previous = position
+        _apply_event(state, kind, payload, position, blocks)
+    blocks.sort(key=lambda block: (block.start, block.end))
+    return RenderedChat(text, _message_spans(first, last, n_messages, len(text)), blocks)
+
+
+def _apply_event(
+    state: _SpanState, kind: str, payload: tuple[int, ...], position: int, blocks: list[GenerationBlock]
+) -> None:
+    if kind == "I":
+        frame, message = payload[0], payload[1]
+        if state.frames and state.frames[-1][0] == frame:
+            state.frames[-1][1] = message
+        else:
+            state.frames.append([frame, message])
+    elif kind == "L":
+        while state.frames and state.frames.pop()[0] != payload[0]:
+            pass
+    elif kind == "G":
+        owner = state.owner()
+        state.open_blocks.append((position, payload[0], owner if owner is not None else state.last_owner))
+    elif kind == "g" and state.open_blocks:
+        start, line, owner = state.open_blocks.pop()
+        blocks.append(GenerationBlock(start, position, owner, line))
+
+
+def _message_spans(first: dict[int, int], last: dict[int, int], n: int, length: int) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    cursor = 0
+    for index in range(n):
+        if index in first:
+            spans.append((first[index], last[index]))
+            cursor = last[index]
+            continue
+        following = next((first[j] for j in range(index + 1, n) if j in first), length)
+        starts_gap = index == 0 or (index - 1) in first
+        spans.append((cursor, following) if starts_gap else (following, following))
+        cursor = max(cursor, following) if starts_gap else cursor
+    return spans

@@ -1,0 +1,20 @@
+"""Chat template to tokens: ``input_ids`` with the token-level masks a trainer applies.
+
+``token_columns`` (the output columns as Arrow arrays) and ``token_encode`` (batch
+encoding with offsets, on a thread) under ``token_masks`` (``tokenize``: render with
+spans, encode, map spans to tokens, check every row); ``report`` (``mask_report``)
+reads the result. It sits below the transforms so ``transforms.tokenize`` can name it.
+"""
+
+from __future__ import annotations
+
+from whileai_datasets.tokenize.report import mask_report
+from whileai_datasets.tokenize.token_masks import (
+    BadMaskRowsWarning,
+    Tokenize,
+    UnsupervisedRowsWarning,
+    spans_to_token_mask,
+    tokenize,
+)
+
+__all__ = ["BadMaskRowsWarning", "Tokenize", "UnsupervisedRowsWarning", "mask_report", "spans_to_token_mask", "tokenize"]

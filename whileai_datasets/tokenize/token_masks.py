@@ -1,0 +1,392 @@
+"""Per-message loss masks to token-level masks a trainer applies.
+
+whileai's ``loss_mask`` is one 0/1 per message, and no trainer reads it: TRL's
+``SFTTrainer`` labels every token of a ``messages`` row unless it is handed a
+token-level ``assistant_masks`` column. Here each row is rendered once with
+its chat template (character spans per message and per ``{% generation %}``
+block), tokenized once with offsets, and a token is supervised when its
+characters fall inside a generation span of a message whose ``loss_mask`` is
+1. So "final", unrolled and hand-edited masks all survive to the labels.
+
+A template without a generation block is patched first
+(``ChatTemplate.with_generation``), so only the assistant's own output (its
+content, tool calls and end-of-turn marker; never the role header) is trained.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from itertools import count
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from whileai_datasets._options import check_count
+from whileai_datasets._typing import ON_BAD_ROW, OnBadRow
+from whileai_datasets.chat_template.masks.mask_check import check_row
+from whileai_datasets.chat_template.masks.masking import MaskPlan, encode_arguments, supervised_spans
+from whileai_datasets.chat_template.rendering.render import batch_inputs, marker_free
+from whileai_datasets.chat_template.sandbox.budget import budget_scope
+from whileai_datasets.columnar._arrow import require_batched
+from whileai_datasets.errors import RenderBudgetError, SchemaError, TemplateError
+from whileai_datasets.rows.features import message_from_storage
+from whileai_datasets.tokenize.token_columns import arrow_columns, numpy_columns, set_column
+from whileai_datasets.tokenize.token_encode import Encoded, EncodeQueue, PieceEncoder
+
+__all__ = ["BadMaskRowsWarning", "Tokenize", "UnsupervisedRowsWarning", "spans_to_token_mask",
+           "supervised_spans", "template_messages", "tokenize"]
+
+
+#: Rows rendered before their texts go to the encoding thread (``Tokenize.rows``).
+RENDER_CHUNK = 128
+Found = tuple[str, list[tuple[int, int]], str]  # a row's text, supervised spans and mask method
+
+
+class UnsupervisedRowsWarning(UserWarning):
+    """Rows with no supervised token were dropped from a tokenized batch."""
+
+
+class BadMaskRowsWarning(UserWarning):
+    """Rows whose mask failed the check (or that did not render) were dropped, as asked (on_bad_row='skip')."""
+
+
+def spans_to_token_mask(offsets: np.ndarray, spans: Sequence[tuple[int, int]]) -> np.ndarray:
+    """1 for each token whose characters overlap one of ``spans``.
+
+    ``offsets`` is the tokenizer's ``(n, 2)`` character offsets; ``spans`` are
+    ``(start, end)`` pairs, sorted and disjoint. Empty tokens (start == end) are
+    never supervised. Vectorised: one binary search per token.
+    """
+    mask = np.zeros(len(offsets), dtype=np.int8)
+    if not len(spans) or not len(offsets):
+        return mask
+    bounds = np.asarray(spans, dtype=np.int64)
+    starts, ends = offsets[:, 0], offsets[:, 1]
+    # the first span that ends after the token starts
+    j = np.searchsorted(bounds[:, 1], starts, side="right")
+    inside = j < len(bounds)
+    j = np.minimum(j, len(bounds) - 1)
+    hit = inside & (bounds[j, 0] < ends) & (ends > starts)
+    mask[hit] = 1
+    return mask
+
+
+def template_messages(messages: Sequence[dict[str, Any]], arguments: str = "dict") -> list[dict[str, Any]]:
+    """Canonical messages as a chat template wants them: tool-call arguments
+    as dicts (templates render them with ``| tojson``; a JSON string would be
+    quoted twice), or as JSON text for a template that concatenates them
+    (``arguments="text"``; ``ChatTemplate.mask_plan().arguments`` says which)."""
+    return encode_arguments(messages, arguments)  # type: ignore[arg-type]
+
+
+@dataclass
+class RowMask:
+    """One row's tokens and mask, and what truncation cost."""
+
+    input_ids: Any  # int32 array (or list) of token ids
+    mask: np.ndarray  # int8, one per token
+    truncated_tokens: int = 0
+    supervised_lost: int = 0
+    method: str = ""  # the mask method that gave this row's spans
+
+    @property
+    def assistant_masks(self) -> list[int]:
+        return [int(flag) for flag in self.mask]
+
+    @property
+    def supervised(self) -> int:
+        return int(self.mask.sum())
+
+
+Decoded = tuple[list[list[dict[str, Any]]], list[Any], list[list[int]]]  # messages, tools, loss masks
+
+
+def _check_columns(batch: Any, column: str) -> None:
+    names = batch.column_names if isinstance(batch, pa.Table) else sorted(batch)
+    if column not in names or "loss_mask" not in names:
+        raise SchemaError(
+            f"the batch has no {column!r} and 'loss_mask' columns (it has {names})",
+            hint="Tokenize canonical rows (load_dataset('whileai/export', ...)), before any wire shape.",
+        )
+
+
+def _decode_table(batch: pa.Table, column: str, decoded: dict[str, Any]) -> Decoded:
+    """(messages, tools, loss masks) of Arrow rows; ``decoded`` holds each distinct tools text decoded once
+    (rows share their tool schemas, and so their prepared copies: ``render.batch_inputs``)."""
+    messages = [[message_from_storage(m) for m in row] for row in batch.column(column).to_pylist()]
+    tools_column = batch.column("tools").to_pylist() if "tools" in batch.column_names else [None] * batch.num_rows
+    tools = [(decoded[t] if t in decoded else decoded.setdefault(t, json.loads(t))) if isinstance(t, str) else t
+             for t in tools_column]
+    return messages, tools, batch.column("loss_mask").to_pylist()
+
+
+def _batch_chunks(batch: Any, column: str) -> Iterator[Decoded]:
+    """The batch decoded ``RENDER_CHUNK`` rows at a time, whichever kind it is (an Arrow batch is decoded
+    chunk by chunk, so the encoding thread already works while later chunks are decoded)."""
+    if isinstance(batch, pa.Table):
+        decoded: dict[str, Any] = {}
+        for start in range(0, batch.num_rows, RENDER_CHUNK):
+            yield _decode_table(batch.slice(start, RENDER_CHUNK), column, decoded)
+        return
+    n = len(batch[column])
+    yield from _list_chunks(list(batch[column]), list(batch.get("tools") or [None] * n), list(batch["loss_mask"]))
+
+
+def _list_chunks(messages: list[Any], tools: list[Any], masks: list[Any]) -> Iterator[Decoded]:
+    for start in range(0, len(messages), RENDER_CHUNK):
+        end = start + RENDER_CHUNK
+        yield messages[start:end], tools[start:end], masks[start:end]
+
+
+def dropped_warning(dropped: int, total: int) -> None:
+    if dropped:
+        warnings.warn(
+            f"dropped {dropped} of {total} rows in this batch: no token of theirs is supervised "
+            "(no assistant turn with loss, or truncation cut it off). Training on an all-masked row "
+            "teaches nothing and skews the loss average.",
+            UnsupervisedRowsWarning,
+            stacklevel=3,
+        )
+
+
+def _resolve_template(tokenizer: Any, template: Any) -> Any:
+    """The template to render with, carrying the tokenizer's special tokens when it has none."""
+    from whileai_datasets.chat_template import ChatTemplate
+
+    if template is None:
+        if getattr(tokenizer, "chat_template", None) is None:
+            raise SchemaError(
+                f"no chat template: the tokenizer ({type(tokenizer).__name__}) has none and none was given",
+                hint="Pass template=ChatTemplate.shipped('qwen2_5') (or a template string / file).",
+            )
+        return ChatTemplate.from_tokenizer(tokenizer)
+    chat = template if isinstance(template, ChatTemplate) else ChatTemplate(str(template))
+    tokens = getattr(tokenizer, "special_tokens_map", None)
+    if not chat.special_tokens and tokens:
+        chat = ChatTemplate(chat.text, name=chat.name, special_tokens=dict(tokens), budget=chat.budget)
+    return chat
+
+
+@dataclass(frozen=True)
+class Tokenize:
+    """Render, tokenize and mask each row: ``input_ids``, ``attention_mask`` and
+    ``assistant_masks`` that TRL's ``SFTTrainer`` applies.
+
+    Args:
+        tokenizer: A transformers fast tokenizer or a ``tokenizers.Tokenizer``.
+        template: A ``ChatTemplate``, template text, or None for the
+            tokenizer's own. Its mask method (``ChatTemplate.mask_plan()``):
+            its own generation blocks, blocks added by ``with_generation()``,
+            or per-turn rendering where no structural patch fits.
+        max_length: Cut rows to this many tokens; the cut is counted per row
+            (``tokens_truncated``, ``supervised_tokens_truncated``).
+        column: The canonical messages column.
+        on_bad_row: Every row's supervised text is checked against its
+            messages (each loss-carrying assistant content supervised, no
+            masked content supervised). ``"raise"`` (default) raises on the
+            first row that fails, or that the template cannot render;
+            ``"skip"`` drops it, warns with the count, and counts it in
+            ``bad_rows_dropped`` (see ``mask_report``).
+    Returns:
+        The batch without the rows that have no supervised token left, plus
+        ``input_ids``, ``attention_mask``, ``assistant_masks``, ``num_tokens``,
+        ``num_supervised_tokens``, the two truncation counts, ``mask_method``
+        and ``bad_rows_dropped``.
+    Raises:
+        TemplateError: a row's mask fails the check (naming the row, the
+            message and the template line), or the template cannot render it.
+    Example:
+        >>> ds = ds.map(wai_transforms.tokenize(tok), batched=True)  # doctest: +SKIP
+    """
+
+    tokenizer: Any
+    template: Any = None
+    max_length: int | None = None
+    column: str = "messages"
+    on_bad_row: OnBadRow = "raise"
+    chat: Any = field(default=None, init=False, repr=False, compare=False)
+    plan: MaskPlan = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
+    encoder: PieceEncoder = field(default_factory=PieceEncoder, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        check_count(self.max_length, "max_length", minimum=1, error=SchemaError, location="tokenize",
+                    hint="Pass a positive number of tokens, or None to keep whole rows.")
+        if self.on_bad_row not in ON_BAD_ROW:
+            raise SchemaError(f"on_bad_row must be one of {', '.join(map(repr, ON_BAD_ROW))}, got {self.on_bad_row!r}",
+                              hint="Pass on_bad_row='raise' or on_bad_row='skip'.")
+        plan = _resolve_template(self.tokenizer, self.template).mask_plan()
+        object.__setattr__(self, "plan", plan)
+        object.__setattr__(self, "chat", plan.template)
+
+    def row_spans(self, messages: list[dict[str, Any]], tools: Any, mask: list[int],
+                  row: int | None = None) -> tuple[str, list[tuple[int, int]]]:
+        """One row's rendered text and supervised character spans, checked.
+
+        Raises:
+            TemplateError: the spans fail the check (see ``chat_template.mask_check``).
+        """
+        text, spans, _ = self.checked_spans(messages, tools, mask, row)
+        return text, spans
+
+    def checked_spans(self, messages: list[dict[str, Any]], tools: Any, mask: list[int],
+                      row: int | None = None) -> tuple[str, list[tuple[int, int]], str]:
+        """``row_spans`` plus the method that gave them.
+
+        A row whose generation blocks fail the check is measured again by
+        per-turn rendering; that result is used (and reported as ``"turns"``)
+        when it passes.
+        """
+        shaped = template_messages(messages, self.plan.arguments)
+        try:
+            rendered, spans = self.plan.render_row(shaped, tools or None, mask)
+        except TemplateError as err:
+            return self._untracked(shaped, tools, mask, err)
+        violation = check_row(rendered, shaped, mask, spans, spans_known=self.plan.tracking_exact)
+        if violation is None:
+            return rendered.text, spans, self.plan.method
+        if self.plan.method != "turns":
+            again, turn_spans = self.plan.render_row(shaped, tools or None, mask, method="turns")
+            if check_row(again, shaped, mask, turn_spans) is None:
+                return again.text, turn_spans, "turns"
+        raise self._violation_error(violation, shaped, tools, row)
+
+    def _untracked(self, shaped: list[dict[str, Any]], tools: Any, mask: list[int],
+                   err: TemplateError) -> tuple[str, list[tuple[int, int]], str]:
+        """Per-turn rendering over plain renders, for a row the tracked render failed on.
+
+        A template can trip over the span markers on one row only (it measures or
+        edits captured text); a row the template itself cannot render raises ``err``.
+        """
+        try:
+            rendered, spans = self.plan.render_row(shaped, tools or None, mask, method="turns", tracked=False)
+        except TemplateError:
+            raise err from None
+        if check_row(rendered, shaped, mask, spans, spans_known=False) is not None:
+            raise err
+        return rendered.text, spans, "turns"
+
+    def _violation_error(self, violation: Any, shaped: list[dict[str, Any]], tools: Any,
+                         row: int | None) -> TemplateError:
+        where = "" if row is None else f"row {row}, "
+        number = violation.line
+        if violation.at is not None:
+            number = self.plan.content_line(shaped, tools or None, violation.at) or number
+        line = f":{number}" if number else ""
+        return TemplateError(
+            f"{where}messages[{violation.message}] ({violation.role}): {violation.problem} "
+            f"(mask method {self.plan.method!r}, and per-turn rendering does not find it either)",
+            location=f"{(self.plan.original or self.plan.template).name}{line}",
+            hint="The template renders this message in a way no mask method follows; report the "
+                 "template and the row, or pass on_bad_row='skip' to drop such rows.")
+
+    def rows(self, messages: list[list[dict[str, Any]]], tools: list[Any], masks: list[list[int]],
+             indices: Sequence[int] | None = None, *, messages_clean: bool = False) -> list[RowMask | None]:
+        """One ``RowMask`` per conversation (None: dropped under ``on_bad_row='skip'``).
+
+        Rows are rendered in chunks; each chunk's texts are encoded on a
+        background thread while the next chunk renders (``EncodeQueue``).
+        ``messages_clean``: no text of ``messages`` holds a span-marker
+        character (checked on the Arrow batch, ``marker_free``).
+        """
+        return self._chunk_rows(_list_chunks(messages, tools, masks), indices, messages_clean)
+
+    def _chunk_rows(self, chunks: Iterable[Decoded], indices: Sequence[int] | None,
+                    messages_clean: bool) -> list[RowMask | None]:
+        """``rows`` over decoded chunks: chunk k+1 is decoded and rendered while chunk k is encoded, and each
+        chunk's masks are made as soon as its encoding is done."""
+        out: list[RowMask | None] = []
+        pending: deque[tuple[list[Found | None], Future[list[Encoded]] | None]] = deque()
+
+        def finish() -> None:
+            found, future = pending.popleft()
+            encoded = iter(future.result() if future is not None else ())
+            for item in found:
+                if item is None:
+                    out.append(None)
+                    continue
+                ids, offsets = next(encoded)
+                out.append(self._truncate(ids, spans_to_token_mask(offsets, item[1]), item[2]))
+
+        position = 0
+        with EncodeQueue(self.tokenizer, self.encoder) as queue, batch_inputs(messages_clean=messages_clean):
+            for messages, tools, masks in chunks:
+                found = [self._found(m, t, k, indices[p] if indices is not None else p)
+                         for p, m, t, k in zip(count(position), messages, tools, masks)]
+                position += len(found)
+                pending.append((found, queue.submit([f[0] for f in found if f is not None])))
+                while pending and (pending[0][1] is None or pending[0][1].done()):
+                    finish()
+            while pending:
+                finish()
+        return out
+
+    def _found(self, messages: list[dict[str, Any]], tools: Any, mask: list[int],
+               row: int) -> tuple[str, list[tuple[int, int]], str] | None:
+        """``checked_spans`` of one row; None for a bad row under ``on_bad_row='skip'``."""
+        try:
+            with budget_scope(self.chat.budget):  # per row: one row over the budget spoils no other
+                return self.checked_spans(messages, tools, mask, row)
+        except RenderBudgetError as err:
+            raise _at_row(err, row) from None  # the template, not the row: skipping would not help
+        except TemplateError as err:
+            if self.on_bad_row == "raise":
+                raise _at_row(err, row) from err
+            return None
+
+    def _truncate(self, ids: Any, mask: np.ndarray, method: str) -> RowMask:
+        limit = self.max_length
+        if limit is None or len(ids) <= limit:
+            return RowMask(ids, mask, method=method)
+        return RowMask(ids[:limit], mask[:limit], len(ids) - limit, int(mask[limit:].sum()), method)
+
+    def __call__(self, batch: Any, indices: list[int] | None = None) -> Any:
+        require_batched(batch, "tokenize")  # rows left with no supervised token are dropped
+        _check_columns(batch, self.column)
+        chunks = _batch_chunks(batch, self.column)
+        clean = isinstance(batch, pa.Table) and marker_free(batch.column(self.column))
+        rows = self._chunk_rows(chunks, indices, messages_clean=clean)
+        bad = sum(row is None for row in rows)
+        keep = [i for i, row in enumerate(rows) if row is not None and row.supervised > 0]
+        bad_rows_warning(bad, len(rows), indices)
+        dropped_warning(len(rows) - len(keep) - bad, len(rows))
+        kept = [row for row in (rows[i] for i in keep) if row is not None]
+        if isinstance(batch, pa.Table):
+            table = batch.take(pa.array(keep, pa.int64())) if len(keep) != batch.num_rows else batch
+            for name, array in arrow_columns(kept, bad).items():
+                table = set_column(table, name, array)
+            return table
+        out: dict[str, Any] = {name: [values[i] for i in keep] for name, values in batch.items()}
+        out.update(numpy_columns(kept, bad))
+        return out
+
+
+def _at_row(err: TemplateError, row: int) -> TemplateError:
+    """``err`` with the row named (render failures name only the template line)."""
+    if err.problem.startswith("row "):
+        return err
+    return type(err)(f"row {row}: {err.problem}", location=err.location, hint=err.hint)
+
+
+def bad_rows_warning(bad: int, total: int, indices: Sequence[int] | None) -> None:
+    if bad:
+        warnings.warn(
+            f"dropped {bad} of {total} rows in this batch whose token mask failed the check or that the "
+            "template could not render (on_bad_row='skip'); mask_report counts them as bad_rows_dropped. "
+            "Run with on_bad_row='raise' to see the first one.",
+            BadMaskRowsWarning,
+            stacklevel=3,
+        )
+
+
+
+
+def tokenize(tokenizer: Any, template: Any = None, max_length: int | None = None, *, column: str = "messages",
+             on_bad_row: OnBadRow = "raise") -> Tokenize:
+    """The ``Tokenize`` transform, for ``ds.map(tokenize(tok), batched=True)``."""
+    return Tokenize(tokenizer, template, max_length, column, on_bad_row)
