@@ -6,7 +6,7 @@ import pytest
 
 from whileai_datasets import cli
 
-COMMANDS = ("demo", "export", "push", "template", "show-mask")
+COMMANDS = ("demo", "export", "push", "template", "show-mask", "audit")
 
 
 def test_main_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:

@@ -31,6 +31,7 @@ STAGES = (
     ("hub", ("whileai_datasets.hub",)),
     ("export", ("whileai_datasets.export",)),
     ("ray_engine", ("whileai_datasets.ray_engine",)),
+    ("auditing", ("whileai_datasets.auditing",)),
     ("front door", ("whileai_datasets",)),
     ("cli", ("whileai_datasets.cli",)),
 )

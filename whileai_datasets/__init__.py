@@ -20,12 +20,15 @@ with _warnings.catch_warnings():
     from whileai_datasets.rows.features import Message
 
 from whileai_datasets._version import __version__ as __version__
+from whileai_datasets.auditing import Audit, audit
 from whileai_datasets.builders import registry as _registry
 from whileai_datasets.builders.bad_rows import bad_rows
 from whileai_datasets.builders.whileai_export import BadRowsWarning, WhileaiExportConfig
 from whileai_datasets.chat_template import ChatTemplate, RenderBudget, TemplateReport
 from whileai_datasets.errors import (
+    DuplicateSystemWarning,
     ExportFormatError,
+    NothingToTrainWarning,
     PublishError,
     RenderBudgetError,
     SchemaError,
@@ -37,14 +40,18 @@ from whileai_datasets.errors import (
 from whileai_datasets.export import export_dataset, export_preference, export_training
 from whileai_datasets.hub import publish, split_by
 from whileai_datasets.rows.schema import EXPORT_FEATURES, PREFERENCE_FEATURES, RAW_FEATURES
+from whileai_datasets.tokenize import mask_report
 from whileai_datasets.transforms.groups import stamp_groups
 
 __all__ = [
+    "Audit",
     "BadRowsWarning",
     "ChatTemplate",
+    "DuplicateSystemWarning",
     "EXPORT_FEATURES",
     "ExportFormatError",
     "Message",
+    "NothingToTrainWarning",
     "PREFERENCE_FEATURES",
     "PublishError",
     "RAW_FEATURES",
@@ -57,10 +64,12 @@ __all__ = [
     "WhileaiError",
     "WhileaiExportConfig",
     "WriteError",
+    "audit",
     "bad_rows",
     "export_dataset",
     "export_preference",
     "export_training",
+    "mask_report",
     "publish",
     "split_by",
     "stamp_groups",

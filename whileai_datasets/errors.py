@@ -67,3 +67,14 @@ class ParseWorkerError(WhileaiError, BrokenProcessPool):
 
 class UnsupportedVersionError(WhileaiError, RuntimeError):
     """An installed dependency is outside the range this package supports."""
+
+
+class NothingToTrainWarning(UserWarning):
+    """Rows that carry no loss: a trainer sees them, learns nothing from them, and (averaging the loss per
+    row or per batch) trains the rest a little less. The message gives the count, the cause and the first
+    location; ``whileai_datasets.audit`` lists every cause over a whole dataset."""
+
+
+class DuplicateSystemWarning(UserWarning):
+    """Rows that open with two system messages (``system_prompt=`` given for rows that already carry their own):
+    the model is trained to expect both. The message gives the count and the first location."""

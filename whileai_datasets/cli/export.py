@@ -119,7 +119,7 @@ def _export(args: argparse.Namespace) -> dict[str, Any]:
             drop_ties=not args.keep_ties,
             format=args.format,
         )
-    with _Progress(enabled=not args.json) as progress:
+    with Progress(enabled=not args.json) as progress:
         return exporters.run_training(
             str(args.source),
             str(args.output),
@@ -188,14 +188,14 @@ def _pairs(path: Path) -> list[Any]:
     return pairs
 
 
-class _Progress:
+class Progress:
     """A tqdm bar on stderr, shown only once a run has taken a second."""
 
-    def __init__(self, *, enabled: bool) -> None:
-        self.enabled = enabled
+    def __init__(self, *, enabled: bool, desc: str = "export") -> None:
+        self.enabled, self.desc = enabled, desc
         self.bar: Any = None
 
-    def __enter__(self) -> _Progress:
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -208,7 +208,7 @@ class _Progress:
         if self.bar is None:
             from tqdm.auto import tqdm  # type: ignore[import-untyped]
 
-            self.bar = tqdm(total=total, unit="rows", desc="export", delay=1.0, file=sys.stderr, leave=False)
+            self.bar = tqdm(total=total, unit="rows", desc=self.desc, delay=1.0, file=sys.stderr, leave=False)
         self.bar.update(done)
 
 

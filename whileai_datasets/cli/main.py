@@ -9,6 +9,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from whileai_datasets.cli import audit as audit_cli
 from whileai_datasets.cli import export as export_cli
 from whileai_datasets.cli import push as hub_cli
 from whileai_datasets.cli import show_mask
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     hub_cli.add_parser(commands)
     template_cli.add_parser(commands)
     show_mask.add_parser(commands)
+    audit_cli.add_parser(commands)
     return parser
 
 

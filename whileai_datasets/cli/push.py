@@ -84,7 +84,7 @@ def _push(args: argparse.Namespace) -> Any:
         data = split_by(data, args.split_by, test_size=args.test_size, seed=args.seed)
     return publish(data, args.repo_id, private=not args.public, revision=args.revision,
                    commit_message=args.message, report=_read_report(args.report), sources=[args.source],
-                   split_key=args.split_by, preference=pairs, tokenizer=_tokenizer(args.tokenizer))
+                   split_key=args.split_by, preference=pairs, tokenizer=load_tokenizer(args.tokenizer))
 
 
 def _push_on_ray(args: argparse.Namespace) -> Any:
@@ -199,18 +199,20 @@ def _load_whileai_export(path: Path, config: str, given: dict[str, Any]) -> Data
     return ds
 
 
-def _tokenizer(folder: str | None) -> Any:
+def load_tokenizer(folder: str | None, error: type[WhileaiError] = PublishError) -> Any:
+    """``AutoTokenizer.from_pretrained(folder)`` for a command's ``--tokenizer`` (None: none given); a missing
+    transformers or a folder it cannot read raises ``error`` naming the option."""
     if folder is None:
         return None
     try:
         from transformers import AutoTokenizer
     except ImportError:
-        raise PublishError("--tokenizer needs transformers, which is not installed", location="--tokenizer",
+        raise error("--tokenizer needs transformers, which is not installed", location="--tokenizer",
                            hint="pip install transformers") from None
     try:
         return AutoTokenizer.from_pretrained(folder)
     except (OSError, ValueError) as err:
-        raise PublishError(f"could not load a tokenizer from {folder!r}: {err}", location="--tokenizer",
+        raise error(f"could not load a tokenizer from {folder!r}: {err}", location="--tokenizer",
                            hint="Pass a folder written by tokenizer.save_pretrained") from err
 
 

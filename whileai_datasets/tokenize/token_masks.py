@@ -34,7 +34,7 @@ from whileai_datasets.chat_template.masks.masking import MaskPlan, encode_argume
 from whileai_datasets.chat_template.rendering.render import batch_inputs, marker_free
 from whileai_datasets.chat_template.sandbox.budget import budget_scope
 from whileai_datasets.columnar._arrow import require_batched
-from whileai_datasets.errors import RenderBudgetError, SchemaError, TemplateError
+from whileai_datasets.errors import NothingToTrainWarning, RenderBudgetError, SchemaError, TemplateError
 from whileai_datasets.rows.features import message_from_storage
 from whileai_datasets.tokenize.token_columns import arrow_columns, numpy_columns, set_column
 from whileai_datasets.tokenize.token_encode import Encoded, EncodeQueue, PieceEncoder
@@ -48,8 +48,8 @@ RENDER_CHUNK = 128
 Found = tuple[str, list[tuple[int, int]], str]  # a row's text, supervised spans and mask method
 
 
-class UnsupervisedRowsWarning(UserWarning):
-    """Rows with no supervised token were dropped from a tokenized batch."""
+class UnsupervisedRowsWarning(NothingToTrainWarning):
+    """Rows with no supervised token were dropped from a tokenized batch (the message says why and which first)."""
 
 
 class BadMaskRowsWarning(UserWarning):
@@ -144,15 +144,24 @@ def _list_chunks(messages: list[Any], tools: list[Any], masks: list[Any]) -> Ite
         yield messages[start:end], tools[start:end], masks[start:end]
 
 
-def dropped_warning(dropped: int, total: int) -> None:
-    if dropped:
-        warnings.warn(
-            f"dropped {dropped} of {total} rows in this batch: no token of theirs is supervised "
-            "(no assistant turn with loss, or truncation cut it off). Training on an all-masked row "
-            "teaches nothing and skews the loss average.",
-            UnsupervisedRowsWarning,
-            stacklevel=3,
-        )
+def dropped_warning(rows: Sequence[RowMask | None], indices: Sequence[int] | None) -> None:
+    """Warn (``UnsupervisedRowsWarning``) when rows of a batch have no supervised token: how many, why (the
+    mask marks nothing in the render, or ``max_length`` cut all of it) and the first such row."""
+    empty = [i for i, row in enumerate(rows) if row is not None and row.supervised == 0]
+    if not empty:
+        return
+    cut = sum(1 for i in empty if rows[i].supervised_lost)  # type: ignore[union-attr]
+    first = empty[0] if indices is None else indices[empty[0]]
+    first_cause = "max_length cut all of its supervision" if rows[empty[0]].supervised_lost else (  # type: ignore[union-attr]
+        "its loss_mask marks no assistant turn the template renders")
+    warnings.warn(
+        f"dropped {len(empty)} of {len(rows)} rows in this batch: no token of theirs is supervised "
+        f"({len(empty) - cut} with no assistant turn with loss in the render, {cut} whose supervision "
+        f"max_length cut off); first: row {first} ({first_cause}). Training on an all-masked row "
+        "teaches nothing and skews the loss average; whileai_datasets.audit lists every such row's cause.",
+        UnsupervisedRowsWarning,
+        stacklevel=3,
+    )
 
 
 def _resolve_template(tokenizer: Any, template: Any) -> Any:
@@ -193,8 +202,13 @@ class Tokenize:
             first row that fails, or that the template cannot render;
             ``"skip"`` drops it, warns with the count, and counts it in
             ``bad_rows_dropped`` (see ``mask_report``).
+        keep_unsupervised: Keep the rows that have no supervised token (with
+            ``num_supervised_tokens`` 0) instead of dropping them with an
+            ``UnsupervisedRowsWarning``: for a report that counts them
+            (``whileai_datasets.audit``), not for a trainer.
     Returns:
-        The batch without the rows that have no supervised token left, plus
+        The batch without the rows that have no supervised token left (unless
+        ``keep_unsupervised``), plus
         ``input_ids``, ``attention_mask``, ``assistant_masks``, ``num_tokens``,
         ``num_supervised_tokens``, the two truncation counts, ``mask_method``
         and ``bad_rows_dropped``.
@@ -210,6 +224,7 @@ class Tokenize:
     max_length: int | None = None
     column: str = "messages"
     on_bad_row: OnBadRow = "raise"
+    keep_unsupervised: bool = False
     chat: Any = field(default=None, init=False, repr=False, compare=False)
     plan: MaskPlan = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
     encoder: PieceEncoder = field(default_factory=PieceEncoder, init=False, repr=False, compare=False)
@@ -352,9 +367,10 @@ class Tokenize:
         clean = isinstance(batch, pa.Table) and marker_free(batch.column(self.column))
         rows = self._chunk_rows(chunks, indices, messages_clean=clean)
         bad = sum(row is None for row in rows)
-        keep = [i for i, row in enumerate(rows) if row is not None and row.supervised > 0]
+        keep = [i for i, row in enumerate(rows) if row is not None and (self.keep_unsupervised or row.supervised > 0)]
         bad_rows_warning(bad, len(rows), indices)
-        dropped_warning(len(rows) - len(keep) - bad, len(rows))
+        if not self.keep_unsupervised:
+            dropped_warning(rows, indices)
         kept = [row for row in (rows[i] for i in keep) if row is not None]
         if isinstance(batch, pa.Table):
             table = batch.take(pa.array(keep, pa.int64())) if len(keep) != batch.num_rows else batch
@@ -387,6 +403,6 @@ def bad_rows_warning(bad: int, total: int, indices: Sequence[int] | None) -> Non
 
 
 def tokenize(tokenizer: Any, template: Any = None, max_length: int | None = None, *, column: str = "messages",
-             on_bad_row: OnBadRow = "raise") -> Tokenize:
+             on_bad_row: OnBadRow = "raise", keep_unsupervised: bool = False) -> Tokenize:
     """The ``Tokenize`` transform, for ``ds.map(tokenize(tok), batched=True)``."""
-    return Tokenize(tokenizer, template, max_length, column, on_bad_row)
+    return Tokenize(tokenizer, template, max_length, column, on_bad_row, keep_unsupervised)

@@ -1,0 +1,152 @@
+"""What the audit finds in the messages themselves, before any token: column-wise over each chunk.
+
+Two views of a chunk: the canonical rows as read (after ``system_prompt=`` was prepended) and the
+training rows the export's pipeline makes of them (think blocks stripped, tool output cut, the mask
+recomputed, unrolled). A row that trains nothing at this level (no messages, only a system message,
+no assistant turn) is named here with its cause; what the template and ``max_length`` do to the rest
+is ``token_figures``' part.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from whileai_datasets.columnar import _arrow
+from whileai_datasets.transforms import think, tool_output
+
+#: Roles whose content characters are counted (per-role shares of the trained rows' text).
+ROLES = ("system", "user", "assistant", "tool")
+
+
+@dataclass
+class Messages:
+    """Per-message columns of one message-list array, computed once."""
+
+    lists: pa.Array
+    flat: pa.Array
+    parent: np.ndarray
+    lens: np.ndarray
+    starts: np.ndarray
+    role: pa.Array
+
+    @classmethod
+    def of(cls, table: pa.Table) -> Messages:
+        lists = _arrow.message_column(table, "messages")
+        flat = _arrow.flat(lists)
+        lens = _arrow.lengths(lists)
+        return cls(lists, flat, _arrow.parents(lists), lens, _arrow.offsets_of(lens)[:-1],
+                   pc.struct_field(flat, "role"))
+
+    def is_role(self, role: str) -> np.ndarray:
+        return _arrow.to_numpy_bool(pc.equal(self.role, role))
+
+    def per_row(self, flags: np.ndarray) -> np.ndarray:
+        """How many flagged messages each row has."""
+        return np.bincount(self.parent[flags], minlength=len(self.lens)).astype(np.int64)
+
+    def flag_at(self, flags: np.ndarray, position: np.ndarray, present: np.ndarray) -> np.ndarray:
+        """Per row: ``flags`` of its message at ``position`` (an index into ``flat``) where ``present``, else False."""
+        out = np.zeros(len(self.lens), dtype=bool)
+        out[present] = flags[position[present]]
+        return out
+
+    def present(self, name: str) -> np.ndarray:
+        """Per message: the optional field ``name`` is set."""
+        if name not in self.flat.type.names:
+            return np.zeros(len(self.flat), dtype=bool)
+        return ~_arrow.null_mask(pc.struct_field(self.flat, name))
+
+    def content_chars(self) -> np.ndarray:
+        content = pc.struct_field(self.flat, "content")
+        if not (pa.types.is_string(content.type) or pa.types.is_large_string(content.type)):
+            return np.zeros(len(self.flat), dtype=np.int64)
+        return np.asarray(pc.fill_null(pc.utf8_length(content), 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def source_flags(table: pa.Table, options: dict[str, Any]) -> dict[str, Any]:
+    """Per row of canonical rows as read: the flags and amounts the audit counts.
+
+    Keys (each a numpy array, one entry per row): ``no_messages``, ``only_system`` (only system
+    messages: the conversation may sit under a key this package does not read), ``no_assistant``
+    (other messages but no assistant turn), ``duplicate_system`` (opens with two system messages),
+    ``missing_system``, ``think`` (assistant messages holding a ``<think>`` block), ``emptied_by_think``
+    (assistant turns that were only a think block: stripping leaves them empty), ``final_not_last``,
+    ``assistant_turns``, ``has_tools``, ``reasoning`` and ``parts`` (messages carrying those fields).
+    """
+    m = Messages.of(table)
+    n = table.num_rows
+    system, assistant = m.is_role("system"), m.is_role("assistant")
+    systems, assistants = m.per_row(system), m.per_row(assistant)
+    has = m.lens > 0
+    first_system = m.flag_at(system, m.starts, has)
+    second_system = m.flag_at(system, m.starts + 1, m.lens > 1)
+    last_assistant = m.flag_at(assistant, m.starts + m.lens - 1, has)
+    think_flags = _think_messages(m, assistant)
+    emptied = think_flags & _only_think(m)
+    tools = _arrow.column(table, "tools") if "tools" in table.column_names else None
+    return {
+        "no_messages": ~has,
+        "only_system": has & (systems == m.lens),
+        "no_assistant": has & (systems < m.lens) & (assistants == 0),
+        "duplicate_system": first_system & second_system,
+        "missing_system": has & ~first_system,
+        "think": m.per_row(think_flags),
+        "emptied_by_think": m.per_row(emptied) if options["strip_think"] else np.zeros(n, np.int64),
+        "final_not_last": (assistants > 0) & ~last_assistant if options["mask_mode"] == "final"
+        else np.zeros(n, dtype=bool),
+        "assistant_turns": assistants,
+        "has_system": systems > 0,
+        "has_tools": np.zeros(n, dtype=bool) if tools is None else ~_arrow.null_mask(tools),
+        "reasoning": m.per_row(m.present("reasoning_content")) > 0,
+        "parts": m.per_row(m.present("parts")) > 0,
+        "think_before_last": _think_before_last(m, think_flags, assistant),
+    }
+
+
+def _think_messages(m: Messages, assistant: np.ndarray) -> np.ndarray:
+    content = pc.struct_field(m.flat, "content")
+    if not (pa.types.is_string(content.type) or pa.types.is_large_string(content.type)):
+        return np.zeros(len(m.flat), dtype=bool)
+    found = _arrow.to_numpy_bool(pc.fill_null(pc.match_substring_regex(content, think._HAS_OPEN_TAG), False))
+    return found & assistant
+
+
+def _only_think(m: Messages) -> np.ndarray:
+    """Per message: its content is nothing but think blocks (and it has no tool call)."""
+    content = pc.struct_field(m.flat, "content")
+    if not (pa.types.is_string(content.type) or pa.types.is_large_string(content.type)):
+        return np.zeros(len(m.flat), dtype=bool)
+    stripped = pc.utf8_trim_whitespace(pc.fill_null(think.remove_think_blocks(content), ""))
+    empty = _arrow.to_numpy_bool(pc.equal(pc.utf8_length(stripped), 0))
+    calls = np.asarray(pc.fill_null(pc.list_value_length(pc.struct_field(m.flat, "tool_calls")), 0))
+    return empty & (calls == 0)
+
+
+def _think_before_last(m: Messages, flags: np.ndarray, assistant: np.ndarray) -> np.ndarray:
+    """Per row: a think block in an assistant turn before its last one (what "drops reasoning in history"
+    templates leave out)."""
+    last = _arrow.first_true_per_row(assistant, m.parent, len(m.lens), last=True)
+    earlier = flags.copy()
+    earlier[last[last >= 0]] = False
+    return m.per_row(earlier) > 0
+
+
+def training_figures(rows: pa.Table) -> dict[str, Any]:
+    """Per row of the pipeline's training rows: tool outputs cut, characters cut, content characters per role."""
+    m = Messages.of(rows)
+    chars = m.content_chars()
+    roles = {role: int(chars[m.is_role(role)].sum()) for role in ROLES}
+    zero = np.zeros(rows.num_rows, dtype=np.int64)
+
+    def counts(name: str) -> np.ndarray:
+        if name not in rows.column_names:
+            return zero
+        return np.asarray(pc.fill_null(_arrow.column(rows, name), 0).to_numpy(zero_copy_only=False), np.int64)
+
+    return {"tool_outputs_cut": counts(tool_output.TRUNCATED), "tool_chars_cut": counts(tool_output.CHARS_CUT),
+            "role_chars": roles, "assistant_turns": m.per_row(m.is_role("assistant"))}

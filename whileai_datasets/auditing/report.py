@@ -1,0 +1,178 @@
+"""``Audit``: what a dataset will train, as figures, a dict and a text report.
+
+The catalogue of findings (``FINDINGS``) is the one list of names the audit, its ``--fail-on`` option
+and its readers share; ``Audit.to_dict()`` is the stable form other reports (the HTML one) build on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from whileai_datasets.auditing.tally import COUNT_EDGES, SHARE_EDGES, Finding, Histogram, Worst
+
+#: Schema version of ``Audit.to_dict()``; bumped when a key changes meaning or goes away.
+SCHEMA_VERSION = 1
+#: Every finding: name -> (what it means, whether it is a problem, the unit of its amount).
+#: Findings counted in training rows (``TRAINING_LEVEL``) count unrolled samples with ``unroll``; the
+#: others count source rows. Either way, ``first`` holds source row numbers.
+FINDINGS: dict[str, tuple[str, bool, str]] = {
+    "zero_loss": ("rows that train nothing (any cause below)", True, ""),
+    "no_messages": ("rows with no message at all", True, ""),
+    "only_system": ("rows holding only a system message: their conversation may sit under a key this package "
+                    "does not read (e.g. 'conversations', 'question'/'reply')", True, ""),
+    "no_assistant": ("rows with messages but no assistant turn", True, ""),
+    "render_unsupervised": ("rows whose mask marks a turn but no token of the render is supervised", True, ""),
+    "truncated_to_nothing": ("rows max_length left with no supervised token", True, "supervised tokens lost"),
+    "truncated": ("rows max_length cut", True, "tokens cut"),
+    "supervision_truncated": ("rows max_length cut supervised tokens from", True, "supervised tokens lost"),
+    "emptied_by_think": ("assistant turns that were only a <think> block: stripping leaves them empty", True,
+                         "turns"),
+    "final_not_last": ("mask_mode='final' on rows whose last turn is not the assistant's: the trained turn is "
+                       "not the last, and TRL's completion shape trains the messages after it too", True, ""),
+    "completion_turns_lost": ("rows with several assistant turns in TRL's completion shape (format='trl' with "
+                              "mask_mode='final'): only the last is trained, the others become context", True,
+                              "turns not trained"),
+    "duplicate_system": ("rows opening with two system messages (system_prompt= given on rows that carry their "
+                         "own)", True, ""),
+    "missing_system": ("rows with no system message first", True, ""),
+    "think_stripped": ("rows whose <think> blocks the export strips (strip_think=True)", False, "messages"),
+    "think_kept": ("rows whose <think> blocks are kept and trained (strip_think=False)", False, "messages"),
+    "tool_output_cut": ("rows whose tool outputs max_tool_output_chars cut", False, "characters cut"),
+    "template_drops_system": ("rows with a system message the template leaves out of the render", True, ""),
+    "template_drops_tools": ("rows with tool schemas the template leaves out of the render", True, ""),
+    "template_drops_reasoning": ("rows with reasoning (reasoning_content, or <think> kept in an earlier turn) "
+                                 "the template leaves out of the render", True, ""),
+    "template_adds_system": ("rows without a system message, given the template's own default one", True, ""),
+    "bad_rows": ("rows whose mask failed the check or that did not render, skipped (on_bad_row='skip')",
+                 True, ""),
+}
+TRAINING_LEVEL = frozenset(("zero_loss", "render_unsupervised", "truncated_to_nothing", "truncated",
+                            "supervision_truncated", "completion_turns_lost", "tool_output_cut", "bad_rows"))
+#: ``--fail-on`` names that stand for several findings.
+GROUPS = {"template_drops": ("template_drops_system", "template_drops_tools", "template_drops_reasoning")}
+#: Per-row histograms: name -> edges.
+HISTOGRAMS = {"tokens_per_row": COUNT_EDGES, "supervised_tokens_per_row": COUNT_EDGES,
+              "supervised_share_per_row": SHARE_EDGES}
+
+
+def _findings() -> dict[str, Finding]:
+    return {name: Finding(name, text, problem, unit=unit) for name, (text, problem, unit) in FINDINGS.items()}
+
+
+@dataclass
+class Audit:
+    """What a dataset will train, counted over every row.
+
+    Attributes (figures): ``source``, ``options`` (the export options it was audited with), ``rows``
+    (source rows), ``training_rows`` (rows the pipeline makes: unrolled samples with ``unroll``, plus
+    rows with no message, which the export refuses),
+    ``tokenized`` (whether token figures exist), ``tokens``, ``supervised_tokens``,
+    ``tokens_before_cut``, ``naive_ratio`` (tokens / supervised tokens: what a trainer that trains every
+    token, e.g. TRL on ``format="trl"`` messages rows, trains against the mask), ``role_chars``
+    (content characters per role of the training rows: a character share, not a token share),
+    ``mask_methods``, ``template`` (``TemplateFacts.to_dict()`` or None), ``trainers``, ``findings``
+    (name -> ``Finding``), ``histograms``, ``worst``, ``locations`` (row -> file and line).
+
+    ``to_dict()`` (schema version ``SCHEMA_VERSION``), every key always present:
+
+    * ``schema_version``, ``source`` (str), ``options`` (dict), ``rows``, ``training_rows``,
+      ``tokenized`` (bool), ``row_unit`` ("row", or "sample" with ``unroll``: the unit the training-level
+      findings and the per-row figures count; every ``row`` number is a source row either way)
+    * ``tokens``: ``{"total", "supervised", "before_cut", "naive_ratio", "supervised_share"}`` (None
+      without a tokenizer)
+    * ``roles``: per role ``{"chars", "share"}``; ``role_measure`` says "content characters"
+    * ``findings``: name -> ``{"description", "problem" (bool), "rows", "share" (of ``training_rows``
+      for the findings in ``TRAINING_LEVEL``, else of ``rows``), "amount", "unit", "first": [{"row", "file", "line"}]}``,
+      for every name of ``FINDINGS``, zero or not
+    * ``problems``: names of the problem findings with rows > 0, in catalogue order
+    * ``histograms``: name -> ``{"edges", "counts", "n", "min", "max", "mean"}`` (``counts[i]`` rows with
+      ``edges[i] <= value < edges[i+1]``; the last bin also holds larger values); names:
+      ``tokens_per_row``, ``supervised_tokens_per_row``, ``supervised_share_per_row``
+    * ``worst``: ``least_supervised`` (lowest supervised share: ``{"row", "supervised_share",
+      "num_tokens", "num_supervised_tokens"}``) and ``most_cut`` (``{"row", "tokens_cut",
+      "supervised_lost"}``), at most 10 each, with ``file``/``line``
+    * ``mask_methods``: method -> rows; ``template``: ``TemplateFacts.to_dict()`` or None
+    * ``trainers``: trainer -> ``{"config", "unit", "exact", "inexact": shape -> {"rows", "first",
+      "effect"}, "trains_tokens", "how"}``
+    """
+
+    source: str
+    options: dict[str, Any]
+    rows: int = 0
+    training_rows: int = 0
+    tokenized: bool = False
+    tokens: int = 0
+    supervised_tokens: int = 0
+    tokens_before_cut: int = 0
+    role_chars: dict[str, int] = field(default_factory=dict)
+    mask_methods: dict[str, int] = field(default_factory=dict)
+    template: dict[str, Any] | None = None
+    trainers: dict[str, Any] = field(default_factory=dict)
+    findings: dict[str, Finding] = field(default_factory=_findings)
+    histograms: dict[str, Histogram] = field(
+        default_factory=lambda: {name: Histogram(edges) for name, edges in HISTOGRAMS.items()})
+    worst: dict[str, Worst] = field(
+        default_factory=lambda: {"least_supervised": Worst("supervised_share"), "most_cut": Worst("tokens_cut", highest=True)})
+    locations: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def naive_ratio(self) -> float | None:
+        return self.tokens / self.supervised_tokens if self.supervised_tokens else None
+
+    @property
+    def rows_without_loss(self) -> int:
+        return self.findings["zero_loss"].rows
+
+    @property
+    def problems(self) -> list[str]:
+        return [name for name, found in self.findings.items() if found.problem and found.rows]
+
+    def count(self, name: str) -> int:
+        """Rows of a finding or of a group (``template_drops``); hyphens read as underscores."""
+        key = name.replace("-", "_")
+        return sum(self.findings[n].rows for n in GROUPS.get(key, (key,)))
+
+    def _where(self, row: int) -> dict[str, Any]:
+        return self.locations.get(row, {"row": row, "file": None, "line": None})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The whole audit as JSON-ready data (see the class docstring for every key)."""
+        total_chars = sum(self.role_chars.values())
+        worst = {name: [{**entry, **{k: v for k, v in self._where(entry["row"]).items() if k != "row"}}
+                        for entry in kept.to_list()] for name, kept in self.worst.items()}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "source": self.source,
+            "options": self.options,
+            "rows": self.rows,
+            "training_rows": self.training_rows,
+            "row_unit": "sample" if self.options.get("unroll") else "row",
+            "tokenized": self.tokenized,
+            "tokens": {"total": self.tokens, "supervised": self.supervised_tokens,
+                       "before_cut": self.tokens_before_cut, "naive_ratio": self.naive_ratio,
+                       "supervised_share": self.supervised_tokens / self.tokens if self.tokens else None}
+            if self.tokenized else None,
+            "role_measure": "content characters",
+            "roles": {role: {"chars": chars, "share": chars / total_chars if total_chars else 0.0}
+                      for role, chars in self.role_chars.items()},
+            "findings": {name: self._finding(found) for name, found in self.findings.items()},
+            "problems": self.problems,
+            "histograms": {name: h.to_dict() for name, h in self.histograms.items()},
+            "worst": worst,
+            "mask_methods": dict(self.mask_methods),
+            "template": self.template,
+            "trainers": self.trainers,
+        }
+
+    def _finding(self, found: Finding) -> dict[str, Any]:
+        base = self.training_rows if found.name in TRAINING_LEVEL else self.rows
+        return {"description": found.description, "problem": found.problem, "rows": found.rows,
+                "share": found.rows / base if base else 0.0, "amount": found.amount, "unit": found.unit,
+                "first": [self._where(r) for r in found.first]}
+
+    def format(self) -> str:
+        """A readable text report (what the ``audit`` command prints)."""
+        from whileai_datasets.auditing.text import format_audit
+
+        return format_audit(self.to_dict())

@@ -1,0 +1,95 @@
+"""What a chat template leaves out of (or adds to) the render, found by rendering probes.
+
+``ChatTemplate.inspect()`` already renders probe conversations and says whether a system message, the
+tool schemas and reasoning in earlier turns reach the text; this adds two probes of its own: a
+``reasoning_content`` field (rendered or not) and a default system prompt the template writes when a
+conversation has none (Qwen2.5's "You are Qwen, created by Alibaba Cloud..."), found by rendering a
+user turn with and without a system message and comparing what precedes it. The audit then counts
+the rows each finding touches.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from whileai_datasets.errors import TemplateError
+
+_USER, _SYSTEM, _REASONING = "PROBE-USER-7f3a", "PROBE-SYSTEM-7f3a", "PROBE-REASONING-7f3a"
+
+
+@dataclass(frozen=True)
+class TemplateFacts:
+    """What the template does with each kind of content (None: the probes could not tell)."""
+
+    name: str
+    mask_method: str | None
+    renders_system: bool | None
+    renders_tools: bool | None
+    renders_reasoning_content: bool | None
+    think_in_history: str  # "keeps", "drops" or "unknown"
+    default_system_prompt: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "mask_method": self.mask_method, "renders_system": self.renders_system,
+                "renders_tools": self.renders_tools, "renders_reasoning_content": self.renders_reasoning_content,
+                "think_in_history": self.think_in_history, "default_system_prompt": self.default_system_prompt}
+
+
+def resolve(tokenizer: Any, template: Any) -> Any:
+    """The ``ChatTemplate`` the audit renders with: ``template`` (a ``ChatTemplate``, its text, a file or a
+    shipped family name), else the tokenizer's own; None when there is neither."""
+    from whileai_datasets.chat_template import ChatTemplate
+
+    if template is None:
+        if tokenizer is None or getattr(tokenizer, "chat_template", None) is None:
+            return None
+        return ChatTemplate.from_tokenizer(tokenizer)
+    if isinstance(template, ChatTemplate):
+        return template
+    text = str(template)
+    if "{" not in text and os.path.exists(text):
+        return ChatTemplate.from_file(text)
+    if "{" not in text:
+        return ChatTemplate.shipped(text)
+    return ChatTemplate(text)
+
+
+def template_facts(chat: Any) -> TemplateFacts:
+    report = chat.inspect()
+    return TemplateFacts(
+        name=chat.name, mask_method=report.mask_method, renders_system=report.supports_system,
+        renders_tools=report.supports_tools, renders_reasoning_content=_renders_reasoning(chat),
+        think_in_history=report.think_in_history, default_system_prompt=default_system_prompt(chat),
+    )
+
+
+def _text(chat: Any, messages: list[dict[str, Any]]) -> str | None:
+    try:
+        return str(chat.render(messages).text)
+    except TemplateError:
+        return None
+
+
+def _renders_reasoning(chat: Any) -> bool | None:
+    text = _text(chat, [{"role": "user", "content": _USER},
+                        {"role": "assistant", "content": "ok", "reasoning_content": _REASONING}])
+    return None if text is None else _REASONING in text
+
+
+def default_system_prompt(chat: Any) -> str | None:
+    """The text a template writes in place of a missing system message, or None when it writes none.
+
+    What precedes the user turn rendered alone is compared with what precedes it after a system
+    message: past their common head and tail, the lone render holds the default, the other the probe's
+    own system text."""
+    alone = _text(chat, [{"role": "user", "content": _USER}])
+    framed = _text(chat, [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": _USER}])
+    if alone is None or framed is None or _USER not in alone or _SYSTEM not in framed:
+        return None
+    a, b = alone[: alone.index(_USER)], framed[: framed.index(_USER)]
+    head = len(os.path.commonprefix([a, b]))
+    tail = len(os.path.commonprefix([a[head:][::-1], b[head:][::-1]]))
+    middle, probe = a[head: len(a) - tail], b[head: len(b) - tail]
+    return middle.strip() or None if _SYSTEM in probe and middle.strip() else None

@@ -1,0 +1,98 @@
+"""The audit as text for a terminal: the figures, then each problem with its count and first locations.
+
+Built from ``Audit.to_dict()`` only, so the text and the JSON can never disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Locations shown per finding in the text report (``to_dict()`` keeps up to five).
+SHOWN = 3
+
+
+def _where(entry: dict[str, Any]) -> str:
+    if entry.get("file"):
+        return f"{entry['file']} line {entry['line']} (row {entry['row']})"
+    return f"row {entry['row']}"
+
+
+def _finding_line(name: str, finding: dict[str, Any], width: int) -> str:
+    amount = f", {finding['amount']:,} {finding['unit']}" if finding["unit"] and finding["amount"] else ""
+    first = "; ".join(_where(e) for e in finding["first"][:SHOWN])
+    more = ", ..." if len(finding["first"]) > SHOWN else ""
+    line = f"  {name.replace('_', '-').ljust(width)}  {finding['rows']:,} rows ({finding['share']:.1%}){amount}"
+    return f"{line}\n  {''.ljust(width)}  {finding['description']}" + (
+        f"\n  {''.ljust(width)}  first: {first}{more}" if first else "")
+
+
+def _tokens(data: dict[str, Any]) -> list[str]:
+    tokens = data["tokens"]
+    if tokens is None:
+        return ["tokens               - (no tokenizer given: message-level figures only)"]
+    ratio = tokens["naive_ratio"]
+    share = tokens["supervised_share"]
+    lines = [f"tokens               {tokens['total']:,}"
+             + (f" ({tokens['before_cut']:,} before max_length)" if tokens["before_cut"] != tokens["total"] else ""),
+             f"supervised tokens    {tokens['supervised']:,}" + (f" ({share:.1%} of tokens)" if share is not None else "")]
+    if ratio is not None:
+        lines.append(f"naive ratio          {ratio:.1f}x: training every token (TRL on format='trl' messages rows) "
+                     "trains that many times the tokens the mask marks")
+    per_row = data["histograms"]["supervised_tokens_per_row"]
+    if per_row["n"]:
+        lines.append(f"supervised per row   min {per_row['min']:.0f}, mean {per_row['mean']:.1f}, max {per_row['max']:.0f}")
+    methods = ", ".join(f"{k} {v:,}" for k, v in data["mask_methods"].items())
+    if methods:
+        lines.append(f"mask method          {methods}")
+    return lines
+
+
+def _template(data: dict[str, Any]) -> list[str]:
+    facts = data["template"]
+    if facts is None:
+        return []
+    said = [f"system message {'rendered' if facts['renders_system'] else 'DROPPED'}"
+            if facts["renders_system"] is not None else "system message: unknown",
+            f"tool schemas {'rendered' if facts['renders_tools'] else 'DROPPED'}"
+            if facts["renders_tools"] is not None else "tool schemas: unknown",
+            f"reasoning in earlier turns {facts['think_in_history']}"]
+    if facts["default_system_prompt"]:
+        said.append(f"adds a default system prompt {facts['default_system_prompt'][:60]!r}")
+    return [f"template             {facts['name']} (mask method {facts['mask_method']}): " + "; ".join(said)]
+
+
+def _trainers(data: dict[str, Any]) -> list[str]:
+    lines = ["trainers"]
+    for name, entry in data["trainers"].items():
+        tokens = f", trains {entry['trains_tokens']:,} tokens" if entry.get("trains_tokens") is not None else ""
+        state = "exact" if entry["exact"] else "inexact"
+        lines.append(f"  {name.ljust(14)} {entry['config']}: {state}{tokens} ({entry['how']})")
+        for shape, hit in entry["inexact"].items():
+            lines.append(f"  {''.ljust(14)} {hit['rows']:,} {entry['unit']}: {shape} (first: {hit['first']})")
+    return lines
+
+
+def format_audit(data: dict[str, Any]) -> str:
+    """The text report of ``Audit.to_dict()``."""
+    options = data["options"]
+    shown = ", ".join(f"{k}={v!r}" for k, v in options.items() if k not in ("system_prompt",))
+    unit = " samples" if data["row_unit"] == "sample" else ""
+    lines = [f"audit of {data['source']} ({shown})",
+             f"rows                 {data['rows']:,} ({data['training_rows']:,} training rows{unit})",
+             *_tokens(data)]
+    roles = data["roles"]
+    if roles:
+        lines.append("role shares          " + ", ".join(f"{r} {v['share']:.0%}" for r, v in roles.items())
+                     + f" ({data['role_measure']})")
+    lines += _template(data)
+    findings = data["findings"]
+    width = max(len(n) for n in findings)
+    problems = [n for n in data["problems"]]
+    lines.append("")
+    lines.append("problems" if problems else "problems: none found")
+    lines += [_finding_line(n, findings[n], width) for n in problems]
+    notes = [n for n, f in findings.items() if not f["problem"] and f["rows"]]
+    if notes:
+        lines += ["", "notes"] + [_finding_line(n, findings[n], width) for n in notes]
+    lines += ["", *_trainers(data)]
+    return "\n".join(lines)

@@ -1,0 +1,85 @@
+"""``whileai-datasets audit SOURCE``: what every row will train, before training.
+
+Takes the ``export`` command's row options (same flags, same defaults) plus ``--tokenizer`` /
+``--template`` and ``--max-length``, and prints the audit as text (``--json``: ``Audit.to_dict()``).
+``--fail-on NAMES`` makes it a gate: the exit status is ``EXIT_PROBLEMS`` when any named finding
+has rows, and stderr says which.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from whileai_datasets.auditing.report import FINDINGS, GROUPS
+from whileai_datasets.cli import export as export_cli
+from whileai_datasets.cli import push as push_cli
+from whileai_datasets.errors import SchemaError
+
+EXIT_OK = 0
+#: The exit status when a finding named by ``--fail-on`` has rows (1 is an error, 2 a usage error).
+EXIT_PROBLEMS = 3
+KNOWN = sorted(name.replace("_", "-") for name in (*FINDINGS, *GROUPS))
+
+
+def fail_names(text: str) -> list[str]:
+    """argparse type: comma-separated finding names (hyphens or underscores), each known."""
+    names = [n.strip().replace("_", "-") for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in KNOWN]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown finding {', '.join(map(repr, unknown)) or repr(text)}; known: {', '.join(KNOWN)}")
+    return names
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "audit", help="count what every row will train (rows that train nothing, what max_length cuts, "
+        "what the template drops), before training",
+        description="Run SOURCE through the export's pipeline (the same options as export) and, given a "
+        "tokenizer, through tokenize; report every row that trains nothing and why, the supervised tokens, "
+        "what max_length cuts and what the template leaves out.",
+    )
+    parser.add_argument("source", metavar="SOURCE", help="whileai rows (.jsonl, .jsonl.gz, .parquet, or a glob)")
+    parser.add_argument("--tokenizer", metavar="DIR", help="a local tokenizer directory (AutoTokenizer)")
+    parser.add_argument("--template", metavar="FILE",
+                        help="a chat template file or a shipped family (default: the tokenizer's own)")
+    parser.add_argument("--max-length", metavar="N", type=int, help="cut rows to N tokens, as tokenize does")
+    export_cli.add_row_options(parser)
+    parser.add_argument("--format", choices=export_cli.FORMATS, default="openai",
+                        help="the export's wire shape (default: %(default)s)")
+    parser.add_argument("--unroll", action="store_true", help="one sample per assistant turn")
+    parser.add_argument("--skip-bad-rows", action="store_true",
+                        help="count rows whose mask fails the check instead of stopping (on_bad_row='skip')")
+    parser.add_argument("--json", action="store_true", help="print the audit as JSON (Audit.to_dict())")
+    parser.add_argument("--fail-on", metavar="NAMES", type=fail_names, default=[],
+                        help=f"exit {EXIT_PROBLEMS} when any of these comma-separated findings has rows: "
+                        f"{', '.join(KNOWN)}")
+    parser.set_defaults(run=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    from whileai_datasets.auditing import audit
+
+    system, tools = export_cli.row_inputs(args)
+    template = args.template
+    if template is not None and Path(template).exists():
+        template = str(Path(template))
+    with export_cli.Progress(enabled=not args.json, desc="audit") as progress:
+        found = audit(
+            args.source, tokenizer=push_cli.load_tokenizer(args.tokenizer, SchemaError), template=template, max_length=args.max_length,
+            system_prompt=system, tools=tools, strip_think=not args.keep_think, mask_mode=args.mask_mode,
+            unroll=args.unroll, max_tool_output_chars=args.max_tool_output_chars, format=args.format,
+            on_bad_row="skip" if args.skip_bad_rows else "raise", progress=progress,
+        )
+    print(json.dumps(found.to_dict(), indent=2, default=str) if args.json else found.format())
+    failed = [name for name in args.fail_on if found.count(name)]
+    if failed:
+        said = ", ".join(f"{name} ({found.count(name):,} rows)" for name in failed)
+        print(f"whileai-datasets audit: --fail-on: {said}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    return EXIT_OK
