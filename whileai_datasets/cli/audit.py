@@ -55,6 +55,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--skip-bad-rows", action="store_true",
                         help="count rows whose mask fails the check instead of stopping (on_bad_row='skip')")
     parser.add_argument("--json", action="store_true", help="print the audit as JSON (Audit.to_dict())")
+    parser.add_argument("--html", metavar="PATH", type=Path,
+                        help="also write the audit as one self-contained HTML page (plots, the worst rows); "
+                        "needs matplotlib: pip install 'whileai-datasets[report]'")
     parser.add_argument("--fail-on", metavar="NAMES", type=fail_names, default=[],
                         help=f"exit {EXIT_PROBLEMS} when any of these comma-separated findings has rows: "
                         f"{', '.join(KNOWN)}")
@@ -62,21 +65,39 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def _write_html(args: argparse.Namespace, found: Any, tokenizer: Any, tools: Any) -> None:
+    """The HTML page of the audit, with its worst rows fetched again and rendered whole."""
+    from whileai_datasets import _files
+    from whileai_datasets.auditing.examples import worst_examples
+    from whileai_datasets.auditing.html import audit_html
+
+    examples = worst_examples(args.source, found, tokenizer=tokenizer, template=args.template, tools=tools)
+    _files.write_text(args.html, audit_html(found.to_dict(), examples=examples))
+
+
 def run(args: argparse.Namespace) -> int:
     from whileai_datasets.auditing import audit
+    from whileai_datasets.export.overwrite import refuse_overwrite
 
+    if args.html:  # before anything is read: the page may not be written over an input
+        refuse_overwrite(args.html, [args.source, args.template, args.tools, args.system_prompt_file])
     system, tools = export_cli.row_inputs(args)
+    tokenizer = push_cli.load_tokenizer(args.tokenizer, SchemaError)
     template = args.template
     if template is not None and Path(template).exists():
         template = str(Path(template))
     with export_cli.Progress(enabled=not args.json, desc="audit") as progress:
         found = audit(
-            args.source, tokenizer=push_cli.load_tokenizer(args.tokenizer, SchemaError), template=template, max_length=args.max_length,
+            args.source, tokenizer=tokenizer, template=template, max_length=args.max_length,
             system_prompt=system, tools=tools, strip_think=not args.keep_think, mask_mode=args.mask_mode,
             unroll=args.unroll, max_tool_output_chars=args.max_tool_output_chars, format=args.format,
             on_bad_row="skip" if args.skip_bad_rows else "raise", progress=progress,
         )
+    if args.html:
+        _write_html(args, found, tokenizer, tools)
     print(json.dumps(found.to_dict(), indent=2, default=str) if args.json else found.format())
+    if args.html and not args.json:
+        print(f"\nHTML report: {args.html}")
     failed = [name for name in args.fail_on if found.count(name)]
     if failed:
         said = ", ".join(f"{name} ({found.count(name):,} rows)" for name in failed)

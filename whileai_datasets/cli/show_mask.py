@@ -8,72 +8,14 @@ many tokens the naive ``messages`` route would train instead.
 from __future__ import annotations
 
 import argparse
-import html
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.tokenize.token_masks import Tokenize, spans_to_token_mask
-
-GREEN, DIM, RESET = "\x1b[30;42m", "\x1b[2m", "\x1b[0m"
-
-
-@dataclass
-class MaskView:
-    """A rendered row as runs of (text, supervised) and its counts."""
-
-    runs: list[tuple[str, bool]]
-    tokens: int
-    supervised: int
-
-    def terminal(self, colour: bool = True) -> str:
-        if not colour:
-            return "".join(f"[[{text}]]" if sup else text for text, sup in self.runs)
-        return "".join(f"{GREEN if sup else DIM}{text}{RESET}" for text, sup in self.runs)
-
-    def html_page(self, title: str) -> str:
-        body = "".join(
-            f'<span class="{"sup" if sup else "ctx"}">{html.escape(text)}</span>' for text, sup in self.runs
-        )
-        return (
-            "<!doctype html><html><head><meta charset='utf-8'>"
-            f"<title>{html.escape(title)}</title><style>"
-            "body{font-family:ui-monospace,monospace} pre{white-space:pre-wrap}"
-            ".sup{background:#b7f5c4} .ctx{color:#777}</style></head><body>"
-            f"<h1>{html.escape(title)}</h1><p>{self.summary()}</p><pre>{body}</pre></body></html>\n"
-        )
-
-    def summary(self) -> str:
-        share = self.supervised / self.tokens if self.tokens else 0.0
-        return (
-            f"{self.tokens} tokens, {self.supervised} supervised ({share:.0%}); "
-            f"the naive messages route would train all {self.tokens}"
-        )
-
-
-def mask_view(transform: Tokenize, row: dict[str, Any]) -> MaskView:
-    """The runs of supervised and unsupervised text of one canonical row."""
-    text, spans = transform.row_spans(row["messages"], row.get("tools") or None, row["loss_mask"])
-    from whileai_datasets.tokenize.token_encode import encode_texts
-
-    (ids, offsets), = encode_texts(transform.tokenizer, [text])
-    mask = spans_to_token_mask(offsets, spans)
-    chars = np.zeros(len(text), dtype=bool)
-    for (start, end), flag in zip(offsets.tolist(), mask.tolist()):
-        if flag:
-            chars[start:end] = True
-    runs: list[tuple[str, bool]] = []
-    start = 0
-    for i in range(1, len(text) + 1):
-        if i == len(text) or chars[i] != chars[start]:
-            runs.append((text[start:i], bool(chars[start])))
-            start = i
-    return MaskView(runs, len(ids), int(mask.sum()))
+from whileai_datasets.tokenize.token_masks import Tokenize
+from whileai_datasets.tokenize.views import mask_view
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -1,0 +1,131 @@
+"""A row as a person reads it: its rendered text in runs of trained and untrained characters.
+
+``show-mask`` prints one such view and the audit's HTML report shows its worst rows the same
+way, so both are built here, from the same spans and token offsets ``tokenize`` trains on: a
+character is trained when a supervised token covers it, and where ``max_length`` cuts the row,
+``cut`` is the first character the trainer never sees.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from whileai_datasets.tokenize.token_encode import encode_texts
+from whileai_datasets.tokenize.token_masks import Tokenize, _decode_table, spans_to_token_mask
+
+__all__ = ["MaskView", "mask_view", "table_views"]
+
+GREEN, DIM, RED, RESET = "\x1b[30;42m", "\x1b[2m", "\x1b[31m", "\x1b[0m"
+#: Where a view marks the ``max_length`` cut.
+CUT_MARK = "✂ max_length"
+
+
+@dataclass
+class MaskView:
+    """A rendered row as runs of (text, supervised), its counts, and where ``max_length`` cuts it.
+
+    ``tokens`` and ``supervised`` count what the trainer sees (after the cut); ``cut`` is the
+    character offset of the first token past ``max_length`` (None when the row fits), and
+    ``supervised_cut`` the supervised tokens the cut drops.
+    """
+
+    runs: list[tuple[str, bool]]
+    tokens: int
+    supervised: int
+    cut: int | None = None
+    tokens_cut: int = 0
+    supervised_cut: int = 0
+
+    def pieces(self) -> list[tuple[str, bool, bool]]:
+        """(text, supervised, past the cut) runs: the runs split at ``cut``."""
+        out: list[tuple[str, bool, bool]] = []
+        at = 0
+        for text, sup in self.runs:
+            end = at + len(text)
+            if self.cut is not None and at < self.cut < end:
+                out += [(text[: self.cut - at], sup, False), (text[self.cut - at:], sup, True)]
+            else:
+                out.append((text, sup, self.cut is not None and at >= self.cut))
+            at = end
+        return out
+
+    def terminal(self, colour: bool = True) -> str:
+        parts: list[str] = []
+        for text, sup, lost in self.pieces():
+            if lost and (not parts or not parts[-1].startswith("\n" + CUT_MARK)):
+                parts.append(f"\n{CUT_MARK} (the trainer sees nothing below)\n")
+            if not colour:
+                parts.append(f"[[{text}]]" if sup and not lost else text)
+            else:
+                parts.append(f"{RED if lost else GREEN if sup else DIM}{text}{RESET}")
+        return "".join(parts)
+
+    def html_fragment(self) -> str:
+        """The runs as ``<span>``s (``sup`` trained, ``ctx`` context, ``cut`` past ``max_length``)."""
+        parts: list[str] = []
+        for text, sup, lost in self.pieces():
+            if lost and not any('class="cutmark"' in p for p in parts):
+                parts.append(f'<span class="cutmark">{html.escape(CUT_MARK)}</span>')
+            kind = "cut" if lost else "sup" if sup else "ctx"
+            parts.append(f'<span class="{kind}">{html.escape(text)}</span>')
+        return f"<pre>{''.join(parts)}</pre>"
+
+    def html_page(self, title: str) -> str:
+        return (
+            "<!doctype html><html><head><meta charset='utf-8'>"
+            f"<title>{html.escape(title)}</title><style>{VIEW_CSS}</style></head><body>"
+            f"<h1>{html.escape(title)}</h1><p>{html.escape(self.summary())}</p>{self.html_fragment()}</body></html>\n"
+        )
+
+    def summary(self) -> str:
+        share = self.supervised / self.tokens if self.tokens else 0.0
+        text = (f"{self.tokens} tokens, {self.supervised} supervised ({share:.0%}); "
+                f"the naive messages route would train all {self.tokens}")
+        if self.cut is not None:
+            text += f"; max_length cut {self.tokens_cut} tokens ({self.supervised_cut} supervised)"
+        return text
+
+
+VIEW_CSS = ("body{font-family:ui-monospace,monospace} pre{white-space:pre-wrap}"
+            ".sup{background:#b7f5c4} .ctx{color:#777} .cut{color:#b00;text-decoration:line-through}"
+            ".cutmark{display:block;color:#b00;font-weight:bold;margin:.3em 0}")
+
+
+def _view(text: str, spans: list[tuple[int, int]], ids: Any, offsets: np.ndarray,
+          max_length: int | None) -> MaskView:
+    mask = spans_to_token_mask(offsets, spans)
+    chars = np.zeros(len(text), dtype=bool)
+    for (start, end), flag in zip(offsets.tolist(), mask.tolist()):
+        if flag:
+            chars[start:end] = True
+    runs: list[tuple[str, bool]] = []
+    if len(text):
+        edges = np.flatnonzero(np.diff(chars.astype(np.int8))) + 1
+        bounds = [0, *edges.tolist(), len(text)]
+        runs = [(text[a:b], bool(chars[a])) for a, b in zip(bounds, bounds[1:])]
+    total, supervised = len(ids), int(mask.sum())
+    if max_length is None or total <= max_length:
+        return MaskView(runs, total, supervised)
+    kept = int(mask[:max_length].sum())
+    return MaskView(runs, max_length, kept, cut=int(offsets[max_length][0]), tokens_cut=total - max_length,
+                    supervised_cut=supervised - kept)
+
+
+def mask_view(transform: Tokenize, row: dict[str, Any], max_length: int | None = None) -> MaskView:
+    """The runs of supervised and unsupervised text of one canonical row (a ``ds[i]`` dict)."""
+    text, spans = transform.row_spans(row["messages"], row.get("tools") or None, row["loss_mask"])
+    (ids, offsets), = encode_texts(transform.tokenizer, [text])
+    return _view(text, spans, ids, offsets, max_length)
+
+
+def table_views(transform: Tokenize, table: pa.Table, max_length: int | None = None) -> list[MaskView]:
+    """One view per row of an Arrow table of canonical rows (``messages``, ``tools``, ``loss_mask``)."""
+    messages, tools, masks = _decode_table(table, "messages", {})
+    found = [transform.row_spans(m, t or None, k) for m, t, k in zip(messages, tools, masks)]
+    encoded = encode_texts(transform.tokenizer, [text for text, _ in found])
+    return [_view(text, spans, ids, offsets, max_length) for (text, spans), (ids, offsets) in zip(found, encoded)]
