@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from whileai_datasets.errors import SchemaError
+from whileai_datasets.errors import SchemaError, TemplateError
 from whileai_datasets.tokenize.token_masks import Tokenize, spans_to_token_mask
 
 GREEN, DIM, RESET = "\x1b[30;42m", "\x1b[2m", "\x1b[0m"
@@ -124,7 +124,11 @@ def run(args: argparse.Namespace) -> int:
         raise SchemaError(f"row {args.row} is out of range: the source has {len(ds)} rows", location=args.source,
                           hint=f"Pass --row between 0 and {len(ds) - 1}.")
     transform = Tokenize(AutoTokenizer.from_pretrained(args.tokenizer), _template(args.template))
-    view = mask_view(transform, ds[args.row])
+    try:
+        view = mask_view(transform, ds[args.row])
+    except TemplateError as err:  # the template's line is known; say which row it could not render
+        raise TemplateError(f"{args.source} row {args.row}: {err.problem}", location=err.location,
+                            hint=f"{err.hint} Or show another row with --row.") from err
     if args.html:
         _files.write_text(args.html, view.html_page(f"{args.source} row {args.row}"))
     if args.json:
