@@ -8,7 +8,8 @@ Configs: ``default`` (training rows: what whileai's ``training_rows`` builds
 before think-stripping, unrolling and truncation, which are transforms here),
 ``preference`` (chosen/rejected pairs as whole conversations) and ``raw``
 (every key kept, for analysis). Files are ``.jsonl``, ``.jsonl.gz`` (any
-compression ``datasets`` extracts) or ``.parquet``, read a chunk at a time.
+compression ``datasets`` extracts), ``.json`` (a JSON array of rows, read element by
+element, or JSONL) or ``.parquet``, read a chunk at a time.
 
 A local, uncompressed JSONL file larger than ``shard_bytes`` is split into
 byte-range shards, so ``num_proc`` parses one big export in parallel (and a
@@ -20,7 +21,6 @@ numbers stay exact. Compressed files and Parquet are one shard per file.
 from __future__ import annotations
 
 import glob
-import io
 import itertools
 import json
 import os
@@ -39,8 +39,9 @@ from whileai_datasets._options import check_count, check_flag
 from whileai_datasets._typing import MASK_MODES, ON_BAD_ROW
 from whileai_datasets.builders import cache_space, inputs
 from whileai_datasets.errors import ExportFormatError, WhileaiError
-from whileai_datasets.rows import file_kind, parallel, read_errors
+from whileai_datasets.rows import file_kind, option_names, parallel, read_errors
 from whileai_datasets.rows.canonical import Normalizer, Options
+from whileai_datasets.rows.json_array import iter_json_array_rows
 from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.reader import (
     DEFAULT_CHUNK_ROWS,
@@ -231,7 +232,7 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         if not self.config.data_files:
             raise ExportFormatError(
                 "no data files given",
-                hint='Pass data_files="run.jsonl" (or a dict of splits) to load_dataset("whileai/export", ...).',
+                hint=option_names.files_hint(),
             )
         for split, given in self.config.data_files.items():
             for name in given:
@@ -273,8 +274,8 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
             return [None]
         if not streaming and self._jobs == 1 and parallel.resolve_workers(self.config.parse_workers, size) > 1:
             return [None]
-        with open(file, "rb") as handle:
-            if file_kind.is_parquet(original, handle):
+        with open(file, "rb") as handle:  # a JSON array is read element by element from its start
+            if file_kind.is_parquet(original, handle) or file_kind.is_json_array(original, handle):
                 return [None]
         count = -(-size // limit)
         count = -(-count // self._jobs) * self._jobs
@@ -298,10 +299,10 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
             for shard, (file, original, byte_range) in enumerate(zip(files, originals, ranges)):
                 name = os.path.basename(str(original).split("::")[-1])
                 reopen = partial(open, file, "rb")
-                _refuse_cut_zstd(name, file, reopen)
+                inputs.refuse_cut_zstd(name, file, reopen)
                 skipped_before, rows_read = self.bad_rows.count, 0
                 with read_errors.read_failures(name, file, reopen), open(file, "rb") as opened:
-                    handle = _line_reader(opened)
+                    handle = inputs.line_reader(opened)
                     tables, position = self._shard_tables(handle, file, str(original), name, byte_range, normalizer)
                     yielded = 0
                     for yielded, table in enumerate(tables, 1):
@@ -341,6 +342,8 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
 
         if byte_range is None and file_kind.is_parquet(original, handle):
             return canonical(iter_parquet_rows(handle, name, config.chunk_rows)), None
+        if byte_range is None and file_kind.is_json_array(original, handle):
+            return canonical(iter_json_array_rows(handle, name)), None
         if byte_range is not None:
             position, end = self._position_before(handle, file, byte_range[0]), byte_range[1]
         else:
@@ -428,31 +431,20 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
     def _warn_bad_rows(self) -> None:
         bad = self.bad_rows
         warnings.warn(
-            f"skipped {bad.count} bad row(s) (on_bad_row='skip'); first: {bad.first_error}. "
-            "whileai_datasets.bad_rows(ds) lists where.",
+            f"skipped {bad.count} bad row(s) ({option_names.spell('on_bad_row', 'skip')}); first: "
+            f"{str(bad.first_error).rstrip('.')}."
+            + ("" if option_names.in_command_line() else " whileai_datasets.bad_rows(ds) lists where."),
             BadRowsWarning,
             stacklevel=3,
         )
 
 
-def _refuse_cut_zstd(name: str, file: str, reopen: Any) -> None:
-    """A zstd file whose last frame is cut short, refused before it is read:
-    fsspec's zstd reader would hand on the cut last line as if it were whole."""
-    if read_errors.codec_of(file) == "zstd" and read_errors.zstd_stops_early(file):
-        cut = EOFError("the last zstd frame is incomplete")
-        raise read_errors.truncated_error(name, file, reopen, cut) from cut
-
-
-def _line_reader(handle: Any) -> Any:
-    """``handle``, buffered when it is a raw stream (fsspec's zstd reader has no ``readline``)."""
-    return io.BufferedReader(handle) if isinstance(handle, io.RawIOBase) else handle
-
-
 def _all_rows_skipped(split: str, bad: BadRows) -> ExportFormatError:
     """A split left with no rows: every row was bad and skipped (an empty file raises earlier)."""
     return ExportFormatError(
-        f"no rows in split {split!r}: all {bad.count} row(s) were bad and skipped (on_bad_row='skip'); "
+        f"no rows in split {split!r}: all {bad.count} row(s) were bad and skipped ({option_names.spell('on_bad_row', 'skip')}); "
         f"first: {bad.first_error}",
         location=f"split {split!r}",
-        hint="Fix the rows (the first error says what is wrong), or check that data_files names the right export.",
+        hint="Fix the rows (the first error says what is wrong), or check that "
+        f"{'the input' if option_names.in_command_line() else 'data_files'} names the right export.",
     )

@@ -75,7 +75,8 @@ def test_a_bad_line_in_a_later_piece_names_its_exact_line_and_row(
 
 
 def test_skip_mode_reports_equal_one_process(tmp_path: Path, load: Any, lines: list[str]) -> None:
-    bad = {i: "{oops" if i % 2 else '{"reward": true}' for i in range(10, len(lines), 41)}
+    wrong_reward = '{"messages": [{"role": "user", "content": "x"}], "reward": true}'
+    bad = {i: "{oops" if i % 2 else wrong_reward for i in range(10, len(lines), 41)}
     path = write_jsonl(tmp_path / "run.jsonl", [bad.get(i, line) for i, line in enumerate(lines)])
     with pytest.warns(BadRowsWarning, match=rf"skipped {len(bad)} bad row\(s\)") as warned_one:
         one = load(path, parse_workers=1, on_bad_row="skip", cache_dir=str(tmp_path / "one"))

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from whileai_datasets.errors import ParseWorkerError, WhileaiError
+from whileai_datasets.rows import option_names
 from whileai_datasets.rows.canonical import Normalizer, Options
 from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.lifeline import (
@@ -213,6 +214,13 @@ def _scratch_root(workers: int) -> str | None:
     return shm if room >= 4 * (workers + 2) * PIECE_MAX_BYTES else None
 
 
+def _memory_hint() -> str:
+    """What to do when a worker ran out of memory, in the words of the surface shown."""
+    if option_names.has_flag("parse_workers"):
+        return "If the machine ran out of memory, load with parse_workers=1 (one process) or a smaller chunk_rows"
+    return "If the machine ran out of memory, free some (or split the input into smaller files) and run again"
+
+
 def _context() -> Any:
     """``fork`` where it is safe and cheap (Linux, Python < 3.12, which
     warns when a threaded process forks); else ``forkserver`` or ``spawn``."""
@@ -298,7 +306,7 @@ class RangeReader:
             raise ParseWorkerError(
                 f"a worker process parsing the file died ({self._death()})",
                 location=source,
-                hint="If the machine ran out of memory, load with parse_workers=1 (one process) or a smaller chunk_rows",
+                hint=_memory_hint(),
             ) from err
         finally:
             for _, future in pending:
