@@ -37,9 +37,9 @@ import pyarrow.compute as pc
 from whileai_datasets._options import check_count, check_flag
 from whileai_datasets._typing import ON_BAD_ROW, MessageWeights, OnBadRow
 from whileai_datasets.errors import ExportFormatError
-from whileai_datasets.rows import option_names
 from whileai_datasets.export import overwrite, pipeline, pushing, refusals, reports, sources
 from whileai_datasets.export import writer as export_writer
+from whileai_datasets.rows import option_names
 from whileai_datasets.transforms import _arrow, gates, think, wire
 from whileai_datasets.transforms import groups as grouping
 

@@ -176,18 +176,20 @@ class TrainingChunk(Chunk):
         source = shaped.get("messages")
         if source and not isinstance(source, list):
             raise ctx.error("messages", f"expected a list of messages, got {type(source).__name__}", "Fix the row.")
-        column, system = "messages", self.options.system_prompt
+        column, system, own = "messages", self.options.system_prompt, ""
         if not source and "conversations" in shaped:
             source = conversations.from_conversations(shaped, ctx)
-            column, system = "conversations", _systems(system, shaped, source or [], ctx)
+            column, own = "conversations", conversations.row_system(shaped, source or [], ctx)
+            if not system:  # the row's system leads as the option's would (error paths keep the turns' indices)
+                system, own = own, ""
         built = None if source else normalize.conversation(shaped)
         turns = source or built
         if not turns:
             raise conversations.no_conversation_error(shaped, ctx)
         if shaped.get("images") is not None:  # TRL's vision rows: placeholders + references
             turns = content_parts.fill_images(turns, shaped["images"], ctx.error)
-        if isinstance(system, list):  # the option's system prompt, then the row's own
-            turns, system = [{"role": "system", "content": system[1]}, *turns], system[0]
+        if own:  # the option's system prompt, then the row's own
+            turns = [{"role": "system", "content": own}, *turns]
         self.lists["messages"].add(turns, system=system, ctx=ctx, column=column)
         if self.options.tools_json is None:
             self.tools.append(self._tools_of(shaped, ctx))
@@ -271,16 +273,6 @@ class RawChunk(Chunk):
 
     def _columns(self) -> dict[str, pa.Array]:
         return {}
-
-
-def _systems(option: str, row: dict[str, Any], messages: list[Any], ctx: RowContext) -> str | list[str]:
-    """The system text ``MessageColumns.add`` leads a ``conversations`` row with: the option's
-    system prompt or the row's own ``system``, or both as a list (the option's first, as it is
-    prepended to every row)."""
-    own = conversations.row_system(row, messages, ctx)
-    if option and own:
-        return [option, own]
-    return option or own
 
 
 def _reshaped(row: dict[str, Any]) -> bool:

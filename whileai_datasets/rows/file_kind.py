@@ -88,8 +88,7 @@ def named_json(name: str) -> bool:
     """Whether ``name`` is a ``.json`` file, compressed or not (not ``.jsonl``)."""
     lower = name.lower()
     for suffix in _COMPRESSED:
-        if lower.endswith(suffix):
-            lower = lower[: -len(suffix)]
+        lower = lower.removesuffix(suffix)
     return lower.endswith(".json")
 
 
