@@ -26,14 +26,16 @@ class WhileaiExportConfig(datasets.BuilderConfig):
     Args:
         system_prompt: Prepended to every conversation as a system message
             (whileai's ``system_prompt=``); empty prepends nothing.
-        tools: Tool schemas put on every row, as a list or a path to a JSON
-            file; when absent, a row keeps the ``tools`` it carries.
+        tools: Tool schemas put on every row, as a list, its JSON text (a
+            string starting with ``[``) or a path to a JSON file; when absent, a
+            row keeps the ``tools`` it carries (a list, or JSON text of one).
         mask_mode: ``"assistant"`` (every assistant turn carries loss) or
             ``"final"`` (the last one only).
         on_bad_row: ``"raise"`` (the default) stops at the first bad row with
-            its file and line; ``"skip"`` skips bad rows, warns once with the
-            count and first location, and keeps the report
-            (``whileai_datasets.bad_rows(ds)``).
+            its file and line (a row with no conversation is one); ``"skip"``
+            skips bad rows, warns once with the count and first location, and
+            keeps the report (``whileai_datasets.bad_rows(ds)``). Text that is
+            not JSON in a ``.json`` array raises either way.
         keep_message_keys: Keep per-message keys whileai drops (``extra``).
         chunk_rows: Rows per Arrow chunk.
         shard_bytes: A local, uncompressed JSONL file larger than this is read
