@@ -6,7 +6,8 @@ Python says ``on_bad_row='skip'``; the same error printed by ``whileai-datasets 
 :func:`spell` (one option) or :func:`files_hint` (which files are read) instead of writing
 either spelling by hand, and the command line sets the surface once, around the command it
 runs (:func:`command_line`). The surface is a module global, not a context variable: parse
-workers forked by the command inherit it, so their errors are worded for the shell too.
+workers forked by the command inherit it, and spawned ones are told it with their work
+(``parallel.Job.surface``), so their errors are worded for the shell too.
 
 It lives with the rows (the first stage), so every later stage can word its hints through it.
 """
@@ -45,7 +46,7 @@ _surface = "python"
 
 @contextmanager
 def command_line(command: str) -> Iterator[None]:
-    """While the block runs, messages name options as ``command``'s flags."""
+    """While the block runs, messages name options as ``command``'s flags ("python": as keywords)."""
     global _surface
     before, _surface = _surface, command
     try:
@@ -56,6 +57,12 @@ def command_line(command: str) -> Iterator[None]:
 
 def in_command_line() -> bool:
     return _surface != "python"
+
+
+def current() -> str:
+    """The surface messages are worded for: "python" or the command running (what a worker
+    process that was not forked is told, so its errors read like its parent's)."""
+    return _surface
 
 
 def spell(name: str, value: Any = _NO_VALUE) -> str:

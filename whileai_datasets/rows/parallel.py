@@ -104,6 +104,8 @@ class Job:
     #: the Arrow IPC file the worker writes the piece's tables to
     output: str
     numbered: bool = True
+    #: where the errors are shown (``option_names.current()``): a spawned worker does not inherit it
+    surface: str = "python"
 
 
 @dataclass
@@ -161,6 +163,11 @@ def parse_piece(job: Job) -> Piece:
     """Parse one piece in a worker (also callable in process). The tables go
     to an Arrow IPC file, not back through the pipe: pickling them and
     pushing them through a pipe cost a tenth of the parse."""
+    with option_names.command_line(job.surface):
+        return _parse_piece(job)
+
+
+def _parse_piece(job: Job) -> Piece:
     normalizer = _normalizer(job.config, job.options)
     bad = BadRows()
     leaks = LeakScan() if job.leaks else None
@@ -371,7 +378,7 @@ class RangeReader:
             yield Job(
                 path, source, start, stop, line, row, self.normalizer.config_name,
                 self.normalizer.options, self.chunk_rows, self.on_bad_row, leaks,
-                os.path.join(scratch, f"piece-{self._pieces:06d}.arrow"), numbered,
+                os.path.join(scratch, f"piece-{self._pieces:06d}.arrow"), numbered, option_names.current(),
             )
             if numbered:
                 lines, rows = count_lines(handle, start, stop)
