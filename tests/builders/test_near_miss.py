@@ -127,7 +127,7 @@ def test_tools_that_are_not_schemas_are_refused(tmp_path: Path, load: Any, tools
         load(write_jsonl(tmp_path / "run.jsonl", [row]))
 
 
-@pytest.mark.parametrize(("tools", "expected"), [(TOOLS_TEXT, 2), ("", None), ("[]", None), ([], None)])
+@pytest.mark.parametrize(("tools", "expected"), [(TOOLS_TEXT, 2), ("", None), (" \n", None), ("[]", None), ([], None)])
 def test_tools_text_reads_as_its_list_and_empty_text_as_none(tmp_path: Path, load: Any, tools: Any,
                                                              expected: int | None) -> None:
     ds = load(write_jsonl(tmp_path / "run.jsonl", [{**LLAMA_FACTORY_ROWS[0], "tools": tools}]))

@@ -129,8 +129,8 @@ def _bad_call(ctx: RowContext, path: str, got: str) -> Exception:
 
 def tools_of(own: Any, ctx: RowContext) -> list[Any] | None:
     """A row's ``tools``: a list of tool schemas, or JSON text of one (LLaMA-Factory writes them so);
-    None when it has none (absent, empty, ``""`` or ``"[]"``)."""
-    if own is None or own == [] or own == "":
+    None when it has none (absent, empty, blank text or ``"[]"``)."""
+    if own is None or own == [] or isinstance(own, str) and not own.strip():
         return None
     if isinstance(own, str):
         try:
