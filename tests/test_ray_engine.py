@@ -174,6 +174,21 @@ def test_every_row_shape_reads_as_the_builder_reads_it(fixture: str, load: Any) 
     assert collect(ours) == load(str(path), system_prompt=SYSTEM, tools=TOOLS).with_format("arrow")[:].to_pylist()
 
 
+def test_conversations_rows_read_and_export_as_the_builder_reads_them(tmp_path: Path, load: Any) -> None:
+    """LLaMA-Factory's sharegpt rows (tools as JSON text) and OpenAI messages under `conversations`."""
+    from tests.near_miss_rows import LLAMA_FACTORY_ROWS, OPENAI_CONVERSATION_ROW
+
+    path = tmp_path / "conversations.jsonl"
+    rows = [*LLAMA_FACTORY_ROWS, OPENAI_CONVERSATION_ROW] * 30
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    ours = ray_engine.read_whileai(path, system_prompt=SYSTEM, row_key=True, range_bytes=4096)
+    assert collect(ours) == load(str(path), system_prompt=SYSTEM).with_format("arrow")[:].to_pylist()
+    local = whileai_datasets.export_dataset(str(path), str(tmp_path / "local.jsonl"), tools=TOOLS)
+    report = ray_engine.export_training(path, tmp_path / "ray.jsonl", tools=TOOLS, range_bytes=4096)
+    assert part_lines(str(tmp_path / "ray.jsonl")) == (tmp_path / "local.jsonl").read_bytes()
+    assert without_path(report) == without_path(local)
+
+
 def test_preference_pairs_read_as_the_builder_reads_them(tmp_path: Path, load: Any) -> None:
     from whileai.simulations.score.judging import build_preference_pairs
 

@@ -1,22 +1,25 @@
-"""The audit's worst rows, fetched again and rendered whole for the HTML report.
+"""Rows rendered whole through the real pipeline: the audit's worst rows, and what ``show-mask`` shows.
 
 The audit keeps only row numbers while it counts (its memory is flat in the row count), so the
-few rows it names as the least supervised or the most cut are read again here: one more pass
-over the source that keeps just those rows, through the same export pipeline and the same
-``tokenize`` transform, and each is turned into the view ``show-mask`` prints.
+rows it names as the least supervised or the most cut are read again here: one more pass over
+the source that keeps just those rows, through the export's own pipeline (think blocks stripped
+unless kept, tool output cut, the mask recomputed, unrolled) and the same ``tokenize`` transform,
+each turned into the view ``show-mask`` prints, with notes on what the template drops or adds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from whileai_datasets.auditing.html import RowExample
+from whileai_datasets.auditing.message_figures import source_flags
 from whileai_datasets.auditing.report import Audit
-from whileai_datasets.auditing.template_drops import resolve
+from whileai_datasets.auditing.template_drops import TemplateFacts, resolve, template_facts
+from whileai_datasets.errors import SchemaError, TemplateError
 from whileai_datasets.export import pipeline, sources
 from whileai_datasets.tokenize.token_masks import Tokenize
 from whileai_datasets.tokenize.views import table_views
@@ -24,46 +27,105 @@ from whileai_datasets.tokenize.views import table_views
 #: Rows shown from each of the audit's "worst" lists.
 SHOWN = 3
 TITLES = {"least_supervised": "least supervised", "most_cut": "most cut by max_length"}
+WORST = tuple(TITLES)
 
 
-def _wanted(found: Audit, shown: int) -> dict[int, str]:
-    """Row number -> title, the least supervised first, each row once."""
+def worst_rows(found: Audit, kinds: Sequence[str] = WORST, shown: int = SHOWN) -> dict[int, str]:
+    """Row number -> title: the first ``shown`` rows of each of the audit's ``kinds`` of worst, each once."""
     wanted: dict[int, str] = {}
-    for name, worst in found.worst.items():
-        for row in worst.rows[:shown].tolist():
-            wanted.setdefault(int(row), TITLES.get(name, name))
+    for name in kinds:
+        for row in found.worst[name].rows[:shown].tolist():
+            wanted.setdefault(int(row), TITLES[name])
     return wanted
 
 
 def worst_examples(source: Any, found: Audit, *, tokenizer: Any, template: Any = None,
                    tools: Sequence[dict[str, Any]] | None = None, shown: int = SHOWN) -> list[RowExample]:
-    """The rows ``found`` names as worst, rendered with the audit's options (``found.options``)."""
-    wanted = _wanted(found, shown)
+    """The rows ``found`` names as worst, rendered with the audit's own options (``found.options``)."""
+    wanted = worst_rows(found, shown=shown)
     if tokenizer is None or not wanted:
         return []
-    options = found.options
-    transform = Tokenize(tokenizer, resolve(tokenizer, template), on_bad_row="skip")
-    src = sources.Source(source, options["system_prompt"], tools)
-    shaped = {**options, "format": "openai"}
-    examples: dict[int, RowExample] = {}
+    return row_examples(source, wanted, tokenizer=tokenizer, template=template, options=found.options,
+                        tools=tools, locations=found.locations)
+
+
+def row_examples(source: Any, wanted: Mapping[int, str], *, tokenizer: Any, template: Any, options: dict[str, Any],
+                 tools: Sequence[dict[str, Any]] | None = None, locations: Mapping[int, dict[str, Any]] | None = None,
+                 on_bad_row: str = "raise") -> list[RowExample]:
+    """The source rows ``wanted`` (row number -> title) through the export's pipeline and ``tokenize``.
+
+    ``source`` is what the export takes, or a ``sources.Source`` already read (with its system prompt
+    and tools). ``options`` are the export's (``system_prompt``, ``strip_think``, ``mask_mode``,
+    ``unroll``, ``max_tool_output_chars``) plus ``max_length``. An unrolled row gives one example per sample.
+
+    Raises:
+        SchemaError: a wanted row is past the end of the source.
+        TemplateError: the template cannot render a row (the row is named).
+    """
+    src = source if isinstance(source, sources.Source) else sources.Source(
+        source, options.get("system_prompt"), tools, on_bad_row)
+    chat = resolve(tokenizer, template)
+    transform = Tokenize(tokenizer, chat, on_bad_row="skip")
+    facts = template_facts(chat) if chat is not None else None
+    found: dict[int, list[RowExample]] = {}
     offset = 0
     for chunk in src.chunks():
         numbers = offset + np.arange(chunk.num_rows)
         offset += chunk.num_rows
-        hits = np.flatnonzero(np.isin(numbers, list(wanted)))
-        if not len(hits):
-            continue
-        for at in hits.tolist():
-            examples[int(numbers[at])] = _example(chunk.slice(at, 1), int(numbers[at]), wanted, transform,
-                                                  src.tools_json, shaped, found)
-    return [examples[row] for row in wanted if row in examples and examples[row] is not None]
+        for at in np.flatnonzero(np.isin(numbers, list(wanted))).tolist():
+            number = int(numbers[at])
+            where = (locations or {}).get(number, {})
+            line = f"{where['file']} line {where['line']}" if where.get("file") else ""
+            found[number] = _examples(chunk.slice(at, 1), number, wanted[number], line, transform, src.tools_json,
+                                      options, facts)
+    missing = [row for row in wanted if row not in found]
+    if missing:
+        raise out_of_range(missing[0], offset, src.path)
+    return [example for row in wanted for example in found[row]]
 
 
-def _example(row: pa.Table, number: int, wanted: dict[int, str], transform: Tokenize, tools_json: str | None,
-             shaped: dict[str, Any], found: Audit) -> RowExample:
+def out_of_range(row: int, count: int, path: str) -> SchemaError:
+    """The error for a row number past the end of a source of ``count`` rows."""
+    return SchemaError(f"row {row} is out of range: the source has {count} rows", location=path or None,
+                       hint=f"Ask for rows 0 to {count - 1}." if count else "The source has no row to show.")
+
+
+def _examples(row: pa.Table, number: int, title: str, where: str, transform: Tokenize, tools_json: str | None,
+              options: dict[str, Any], facts: TemplateFacts | None) -> list[RowExample]:
+    shaped = {"strip_think": True, "mask_mode": "assistant", "unroll": False, "max_tool_output_chars": None,
+              **options, "format": "openai"}
+    notes = _notes(row, shaped, facts)
     rows, _, _ = pipeline.training_chunk(row, 0, None, tools_json, shaped, False)
-    sample = rows.slice(rows.num_rows - 1, 1)  # unrolled: the last sample holds the whole conversation
-    view, = table_views(transform, sample, shaped.get("max_length"))
-    where = found.locations.get(number, {})
-    at = f"{where['file']} line {where['line']}" if where.get("file") else ""
-    return RowExample(wanted[number], number, view, at)
+    if rows.num_rows == 0 or not len(rows.column("messages")[0]):
+        raise SchemaError(f"row {number} has no message to show", location=where or None,
+                          hint="Show another row; `whileai-datasets audit` counts such rows.")
+    try:
+        views = table_views(transform, rows, shaped.get("max_length"))
+    except TemplateError as err:  # the template's line is known; say which row it could not render
+        raise TemplateError(f"row {number}: {err.problem}", location=err.location, hint=err.hint) from err
+    n = len(views)
+    return [RowExample(title if n == 1 else f"{title}, sample {k + 1} of {n}", number, view, where, tuple(notes))
+            for k, view in enumerate(views)]
+
+
+def _notes(row: pa.Table, options: dict[str, Any], facts: TemplateFacts | None) -> list[str]:
+    """What happens to this row between the file and the tokens, said in words."""
+    flags = {name: value[0] if isinstance(value, np.ndarray) else value
+             for name, value in source_flags(row, options).items()}
+    notes = []
+    if flags["think"]:
+        notes.append(f"{int(flags['think'])} <think> block(s) kept and trained (--keep-think)"
+                     if not options["strip_think"] else
+                     f"{int(flags['think'])} <think> block(s) stripped, as the export does (--keep-think keeps them)")
+    if flags["duplicate_system"]:
+        notes.append("the row opens with two system messages (--system-prompt given on a row that has its own)")
+    if facts is not None:
+        if flags["has_system"] and facts.renders_system is False:
+            notes.append("the template leaves the system message out of the render: the model never sees it")
+        if not flags["has_system"] and facts.default_system_prompt:
+            notes.append(f"the template adds its own default system prompt: {facts.default_system_prompt[:80]!r}")
+        if flags["has_tools"] and facts.renders_tools is False:
+            notes.append("the template leaves the tool schemas out of the render")
+        if flags["reasoning"] and facts.renders_reasoning_content is False:
+            notes.append("the template leaves reasoning_content out of the render")
+    return notes

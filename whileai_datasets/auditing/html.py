@@ -20,7 +20,7 @@ from typing import Any
 from whileai_datasets.auditing import plots
 from whileai_datasets.tokenize.views import VIEW_CSS, MaskView
 
-__all__ = ["RowExample", "audit_html"]
+__all__ = ["RowExample", "audit_html", "rows_page"]
 
 CSS = VIEW_CSS + (
     "body{font-family:system-ui,sans-serif;max-width:72em;margin:1em auto;padding:0 1em;color:#222}"
@@ -37,12 +37,14 @@ CSS = VIEW_CSS + (
 
 @dataclass(frozen=True)
 class RowExample:
-    """One row to show whole: a title (which list it is from and why), its row number and its view."""
+    """One row to show whole: a title (which list it is from and why), its row number, its view, where it
+    is in its file, and notes on what the pipeline and the template do to it."""
 
     title: str
     row: int
     view: MaskView
     where: str = ""
+    notes: tuple[str, ...] = ()
 
 
 def _figure_row(name: str, label: str, value: Any, shown: str) -> str:
@@ -148,7 +150,15 @@ def _examples(examples: Sequence[RowExample]) -> str:
     return "".join(
         f'<section class="row" data-row="{e.row}"><h3>{html.escape(e.title)}: row {e.row}'
         f'{" (" + html.escape(e.where) + ")" if e.where else ""}</h3><p>{html.escape(e.view.summary())}</p>'
-        f"{e.view.html_fragment()}</section>" for e in examples)
+        + "".join(f'<p class="note">note: {html.escape(note)}</p>' for note in e.notes)
+        + f"{e.view.html_fragment()}</section>" for e in examples)
+
+
+def rows_page(title: str, examples: Sequence[RowExample]) -> str:
+    """A page of rows alone (``show-mask --html``): each with its summary, notes and trained text."""
+    return ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+            f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>"
+            f"<h1>{html.escape(title)}</h1>{_examples(examples)}</body></html>\n")
 
 
 def audit_html(data: dict[str, Any], *, examples: Sequence[RowExample] = ()) -> str:

@@ -1,8 +1,12 @@
-"""``whileai-datasets show-mask``: one row with its supervised tokens highlighted.
+"""``whileai-datasets show-mask``: rows as the trainer will see them, supervised tokens highlighted.
 
-The terminal view colours what the trainer trains on (green) and dims the rest;
-``--html`` writes the same view as a standalone page. The summary line says how
-many tokens the naive ``messages`` route would train instead.
+It previews the real pipeline, not the file: the rows go through what ``export`` does to them
+(think blocks stripped unless ``--keep-think``, tool output cut, the mask recomputed, unrolled),
+then through ``tokenize`` with ``--max-length`` (the cut is drawn). ``--row``/``--rows`` pick
+rows by their number in the source; ``--worst`` picks the least supervised (or the most cut)
+rows of an audit of the whole source. Each row comes with notes on what the template drops or
+adds. The terminal view colours what the trainer trains on (green), dims the rest and marks
+what the cut drops (red); ``--html`` writes the same rows as a page.
 """
 
 from __future__ import annotations
@@ -13,67 +17,102 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from whileai_datasets.auditing.examples import TITLES, WORST
+from whileai_datasets.cli import bad_rows as bad_rows_cli
+from whileai_datasets.cli import export as export_cli
+from whileai_datasets.cli import push as push_cli
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.tokenize.token_masks import Tokenize
-from whileai_datasets.tokenize.views import mask_view
+
+WORST_CHOICES = tuple(kind.replace("_", "-") for kind in WORST)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "show-mask", help="show one row with the tokens a trainer trains on highlighted",
-        description="Render one row of a whileai export with its chat template, tokenize it, and highlight the "
-        "supervised tokens (green) against the context (dim).",
+        "show-mask", help="show rows as the trainer will see them, the supervised tokens highlighted",
+        description="Run rows of a whileai export through the export's pipeline (the same options as export) and "
+        "tokenize, and highlight the supervised tokens (green) against the context (dim) and what --max-length "
+        "cuts (red).",
     )
-    parser.add_argument("source", metavar="SOURCE", help="a whileai export (.jsonl, .jsonl.gz, .parquet)")
+    parser.add_argument("source", metavar="SOURCE", help="a whileai export (.jsonl, .jsonl.gz, .json, .parquet)")
     parser.add_argument("--tokenizer", required=True, help="a local tokenizer directory (AutoTokenizer)")
     parser.add_argument("--template", help="a chat template file or a shipped family (default: the tokenizer's)")
-    parser.add_argument("--row", type=int, default=0, help="row index (default 0)")
-    parser.add_argument("--system-prompt", help="system prompt the builder prepends")
-    parser.add_argument("--tools", help="tool schemas JSON file")
-    parser.add_argument("--mask-mode", choices=("assistant", "final"), default="assistant")
-    parser.add_argument("--html", type=Path, help="also write the view as an HTML page")
+    parser.add_argument("--row", type=int, default=0, help="the first row to show, by its number in SOURCE (default 0)")
+    parser.add_argument("--rows", metavar="N", type=int, default=1, help="how many rows to show (default 1)")
+    parser.add_argument("--worst", nargs="?", const=WORST_CHOICES[0], choices=WORST_CHOICES,
+                        help="show the rows an audit of all of SOURCE finds least supervised (the default) or most "
+                        "cut by --max-length, instead of --row")
+    parser.add_argument("--max-length", metavar="N", type=int, help="cut rows to N tokens, as tokenize does")
+    export_cli.add_row_options(parser)
+    parser.add_argument("--unroll", action="store_true", help="one sample per assistant turn, as export --unroll")
+    parser.add_argument("--html", type=Path, help="also write the rows as an HTML page")
     parser.add_argument("--no-color", action="store_true", help="mark supervised text with [[...]] instead of colour")
-    parser.add_argument("--json", action="store_true", help="print runs and counts as JSON")
+    parser.add_argument("--json", action="store_true", help="print each row's runs, counts and notes as JSON")
+    bad_rows_cli.add_option(parser)
     parser.set_defaults(run=run)
     return parser
 
 
-def _template(spec: str | None) -> Any:
-    from whileai_datasets.chat_template import ChatTemplate
+def _options(args: argparse.Namespace, system: str | None) -> dict[str, Any]:
+    return {"system_prompt": system, "strip_think": not args.keep_think, "mask_mode": args.mask_mode,
+            "unroll": args.unroll, "max_tool_output_chars": args.max_tool_output_chars, "max_length": args.max_length}
 
-    if spec is None:
-        return None
-    return ChatTemplate.from_file(spec) if Path(spec).exists() else ChatTemplate.shipped(spec)
+
+def _wanted(args: argparse.Namespace, tokenizer: Any, options: dict[str, Any], tools: Any) -> tuple[dict[int, str], Any]:
+    """Row number -> title, and the audit that chose them (``--worst``) or None."""
+    if args.rows < 1:
+        raise SchemaError(f"--rows must be 1 or more, got {args.rows}", location="show-mask", hint="Pass --rows 1.")
+    if args.worst is None:
+        if args.row < 0:
+            raise SchemaError(f"--row must be 0 or more, got {args.row}", location="show-mask", hint="Pass --row 0.")
+        return {row: f"row {row}" for row in range(args.row, args.row + args.rows)}, None
+    from whileai_datasets.auditing import audit
+    from whileai_datasets.auditing.examples import worst_rows
+
+    found = audit(args.source, tokenizer=tokenizer, template=args.template, tools=tools,
+                  on_bad_row=bad_rows_cli.chosen(args), **{k: v for k, v in options.items()})
+    kind = args.worst.replace("-", "_")
+    wanted = worst_rows(found, (kind,), shown=args.rows)
+    if not wanted:
+        raise SchemaError(f"no row is {TITLES[kind]}", location=args.source,
+                          hint="Pass --max-length for --worst most-cut." if kind == "most_cut" else
+                          "The audit tokenized no row; run whileai-datasets audit to see why.")
+    return wanted, found
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        from transformers import AutoTokenizer
-    except ImportError:
-        raise SchemaError("show-mask needs transformers", hint="pip install transformers") from None
-    from datasets import load_dataset
-
-    import whileai_datasets  # noqa: F401
     from whileai_datasets import _files
+    from whileai_datasets.auditing.examples import out_of_range, row_examples
+    from whileai_datasets.auditing.html import rows_page
     from whileai_datasets.export.overwrite import refuse_overwrite
 
-    refuse_overwrite(args.html, [args.source, args.tools, args.template])
-    ds = load_dataset(
-        "whileai/export", data_files=args.source, split="train", system_prompt=args.system_prompt,
-        tools=args.tools, mask_mode=args.mask_mode,
-    )
-    if not 0 <= args.row < len(ds):
-        raise SchemaError(f"row {args.row} is out of range: the source has {len(ds)} rows", location=args.source,
-                          hint=f"Pass --row between 0 and {len(ds) - 1}.")
-    transform = Tokenize(AutoTokenizer.from_pretrained(args.tokenizer), _template(args.template))
-    view = mask_view(transform, ds[args.row])
+    refuse_overwrite(args.html, [args.source, args.tools, args.template, args.system_prompt_file])
+    from whileai_datasets.export import sources
+
+    system, tools = export_cli.row_inputs(args)
+    src = sources.Source(args.source, system, tools, bad_rows_cli.chosen(args))  # the rows first: their errors
+    if args.worst is None and args.row + args.rows > src.n_raw:
+        raise out_of_range(max(args.row, src.n_raw), src.n_raw, src.path)
+    tokenizer = push_cli.load_tokenizer(args.tokenizer, SchemaError)
+    options = _options(args, system)
+    wanted, found = _wanted(args, tokenizer, options, tools)
+    examples = row_examples(src, wanted, tokenizer=tokenizer, template=args.template, options=options,
+                            locations=found.locations if found is not None else None)
     if args.html:
-        _files.write_text(args.html, view.html_page(f"{args.source} row {args.row}"))
+        _files.write_text(args.html, rows_page(f"{args.source}: {len(examples)} row(s)", examples))
     if args.json:
-        print(json.dumps({"tokens": view.tokens, "supervised": view.supervised,
-                          "runs": [{"text": t, "supervised": s} for t, s in view.runs]}, indent=2))
+        print(json.dumps([{"row": e.row, "title": e.title, "tokens": e.view.tokens, "supervised": e.view.supervised,
+                           "tokens_cut": e.view.tokens_cut, "supervised_cut": e.view.supervised_cut, "notes": e.notes,
+                           "runs": [{"text": t, "supervised": s} for t, s in e.view.runs]} for e in examples],
+                         indent=2))
         return 0
     colour = not args.no_color and sys.stdout.isatty()
-    print(view.terminal(colour))
-    print(f"\nrow {args.row}: {view.summary()}" + (f"; HTML: {args.html}" if args.html else ""))
+    for example in examples:
+        print(f"== {example.title}" + (f" ({example.where})" if example.where else ""))
+        print(example.view.terminal(colour))
+        print(f"\nrow {example.row}: {example.view.summary()}")
+        for note in example.notes:
+            print(f"  note: {note}")
+        print()
+    if args.html:
+        print(f"HTML: {args.html}")
     return 0
