@@ -22,12 +22,15 @@ Shell blocks that install packages (`pip install`) or run another program are sk
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
+import shlex
 import shutil
-import subprocess
 import sys
+import time
 import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -95,6 +98,8 @@ def _shell_reason(code: str) -> str | None:
     others = sorted({command.split()[0] for command in commands if not command.startswith("whileai-datasets ")})
     if others:
         return f"runs {', '.join(others)}, not only whileai-datasets"
+    if any(char in command for command in commands for char in "|&;<>`$"):
+        return "uses the shell's pipes, redirections or substitutions"
     return None
 
 
@@ -141,11 +146,21 @@ def _run_python(example: Example, namespace: dict[str, object]) -> None:
 
 
 def _run_shell(example: Example) -> None:
+    """Each command runs through the console script's own entry point, in this process (a new
+    interpreter per command would spend seconds importing datasets and transformers again)."""
+    from whileai_datasets.cli import main
+
     for command in _commands(example.code):
-        done = subprocess.run(["bash", "-euo", "pipefail", "-c", command], capture_output=True, text=True)
-        if done.returncode != example.exit:
-            raise RuntimeError(f"`{command}` exited with {done.returncode}, expected {example.exit}:\n"
-                               f"{done.stdout}{done.stderr}")
+        argv = shlex.split(command)
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(argv[1:])
+            except SystemExit as stopped:  # argparse's usage errors
+                code = stopped.code if isinstance(stopped.code, int) else 1
+        if code != example.exit:
+            raise RuntimeError(f"`{command}` exited with {code}, expected {example.exit}:\n"
+                               f"{out.getvalue()}{err.getvalue()}")
 
 
 def run_pages(examples: list[Example], base: Path, work: Path) -> dict[str, dict[str, str]]:
@@ -168,6 +183,7 @@ def run_pages(examples: list[Example], base: Path, work: Path) -> dict[str, dict
             if failed is not None:
                 results[example.id] = {"status": "failed", "error": f"not run: {failed} failed before it"}
                 continue
+            started = time.perf_counter()
             try:
                 _run_python(example, namespace) if example.lang == "python" else _run_shell(example)
             except BaseException:  # noqa: BLE001 (SystemExit from a CLI example too)
@@ -175,6 +191,7 @@ def run_pages(examples: list[Example], base: Path, work: Path) -> dict[str, dict
                 results[example.id] = {"status": "failed", "error": traceback.format_exc(limit=-8)}
             else:
                 results[example.id] = {"status": "passed", "error": ""}
+            results[example.id]["seconds"] = round(time.perf_counter() - started, 2)
     return results
 
 

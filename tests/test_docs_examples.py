@@ -15,13 +15,14 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.docs_examples import ROOT, SETUP_PAGE, Example, collect, plan
+from tests.processes import stop
 
 EXAMPLES = collect()
 RUNNER = Path(__file__).with_name("docs_examples.py")
@@ -30,16 +31,27 @@ HUB_TOKEN, HUB_USER = "hf_docs_examples_token", "me"
 TIMEOUT = 900
 
 
-def _run(examples: list[Example], base: Path, work: Path, env: dict[str, str]) -> dict[str, dict[str, str]]:
+def _start(examples: list[Example], base: Path, work: Path, env: dict[str, str]) -> Callable[[], dict[str, Any]]:
+    """Start the runner on ``examples``; the returned function waits for it and gives its results."""
     work.mkdir(parents=True, exist_ok=True)
-    plan_file, results_file = work / "plan.json", work / "results.json"
+    plan_file, results_file, log = work / "plan.json", work / "results.json", work / "runner.log"
     plan_file.write_text(plan(examples, base, work), encoding="utf-8")
-    done = subprocess.run([sys.executable, str(RUNNER), str(plan_file), str(results_file)], env=env, cwd=work,
-                          capture_output=True, text=True, timeout=TIMEOUT)
-    if done.returncode != 0 or not results_file.exists():
-        pytest.fail(f"the docs examples runner exited with {done.returncode}:\n{done.stdout}\n{done.stderr}")
-    results: dict[str, dict[str, str]] = json.loads(results_file.read_text(encoding="utf-8"))
-    return results
+    with log.open("w") as output:
+        process = subprocess.Popen([sys.executable, str(RUNNER), str(plan_file), str(results_file)], env=env,
+                                   cwd=work, stdout=output, stderr=subprocess.STDOUT)
+
+    def finish() -> dict[str, Any]:
+        try:
+            code = process.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            stop(process)
+            raise
+        if code != 0 or not results_file.exists():
+            pytest.fail(f"the docs examples runner exited with {code}:\n{log.read_text()}")
+        results: dict[str, Any] = json.loads(results_file.read_text(encoding="utf-8"))
+        return results
+
+    return finish
 
 
 def _environment(home: Path) -> dict[str, str]:
@@ -69,12 +81,7 @@ class _LocalHub:
         self.url = f"http://127.0.0.1:{int(port_file.read_text())}"
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
+        stop(self.process)
 
 
 @pytest.fixture(scope="module")
@@ -83,10 +90,13 @@ def results(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
     base = root / "example-folder"
     base.mkdir()
     runnable = [e for e in EXAMPLES if e.skip is None]
-    local = [e for e in runnable if not e.hub]
-    if not any(e.page == SETUP_PAGE for e in local):
+    setup = [e for e in runnable if e.page == SETUP_PAGE]
+    if not setup:
         pytest.fail(f"{SETUP_PAGE} has no runnable example: it builds the folder every other page runs in")
-    found = _run(local, base, root / "local", _environment(root / "home"))
+    found = _start(setup, base, root / "setup", _environment(root / "home"))()
+    # then the other pages, and the Hub pages beside them (two processes, two cores)
+    local = _start([e for e in runnable if not e.hub and e.page != SETUP_PAGE], base, root / "local",
+                   _environment(root / "home"))
     hub_examples = [e for e in runnable if e.hub]
     if hub_examples:
         hub = _LocalHub(root)
@@ -94,9 +104,10 @@ def results(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
             env = _environment(root / "hub-home")
             env.update(HF_ENDPOINT=hub.url, HF_TOKEN=HUB_TOKEN, HF_HUB_DISABLE_XET="1")
             del env["HF_HUB_OFFLINE"]
-            found.update(_run(hub_examples, base, root / "hub", env))
+            found.update(_start(hub_examples, base, root / "hub", env)())
         finally:
             hub.stop()
+    found.update(local())
     yield found
     _summary(request, found)
 
@@ -122,6 +133,8 @@ def _write_summary(reporter: Any, found: dict[str, Any]) -> None:
                         f"of {len(EXAMPLES)} found on {pages} pages; {len(skipped)} skipped:")
     for example in skipped:
         reporter.write_line(f"  {example.id} ({example.lang}): {example.skip}")
+    slowest = sorted(ran, key=lambda e: -float(found[e.id].get("seconds", 0)))[:3]
+    reporter.write_line("slowest: " + ", ".join(f"{e.id} {found[e.id].get('seconds', 0):.1f}s" for e in slowest))
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.id for e in EXAMPLES])

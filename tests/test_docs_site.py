@@ -30,6 +30,8 @@ from typing import Any
 
 import pytest
 
+from tests.processes import stop
+
 ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOTS = ROOT / "build" / "docs-screenshots"
 PUBLIC_MODULES = ("whileai_datasets", "whileai_datasets.transforms", "whileai_datasets.chat_template",
@@ -70,7 +72,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
            "NO_MKDOCS_2_WARNING": "1"}
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=300)
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}\n{done.stderr}"
     return out
 
@@ -89,7 +91,7 @@ def served(site: Path) -> Iterator[str]:
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
@@ -143,12 +145,14 @@ class Browser:
         raise TimeoutError(event)
 
     def drain(self, seconds: float) -> None:
+        import websocket
+
         deadline = time.monotonic() + seconds
         while (left := deadline - time.monotonic()) > 0:
             self.socket.settimeout(left)
             try:
                 self.events.append(json.loads(self.socket.recv()))
-            except Exception:  # the websocket's timeout: nothing more arrived
+            except websocket.WebSocketTimeoutException:  # nothing more arrived
                 return
 
     def open(self, url: str) -> list[str]:
@@ -167,12 +171,7 @@ class Browser:
     def close(self) -> None:
         if getattr(self, "socket", None) is not None:
             self.socket.close()
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
+        stop(self.process)
 
 
 def _problem(event: dict[str, Any]) -> str | None:
@@ -251,3 +250,29 @@ def test_search_finds_every_public_name(site: Path, served: str, browser: Browse
             })();
         })""")["result"]["value"]
     assert "mask_report" in found
+
+
+def test_cli_reference_lists_every_command_and_flag_of_the_real_parser() -> None:
+    """The hook that writes docs/reference/cli.md walks the parser itself, so a new flag cannot be missing."""
+    import argparse
+
+    sys.path.insert(0, str(ROOT / "docs" / "hooks"))
+    try:
+        cli_reference = importlib.import_module("cli_reference")
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "hooks"))
+    from whileai_datasets.cli import build_parser
+
+    text = cli_reference.cli_reference()
+    pending = [(["whileai-datasets"], build_parser())]
+    while pending:
+        words, parser = pending.pop()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                pending += [([*words, name], sub) for name, sub in action.choices.items()]
+                for name in action.choices:
+                    assert f"`{' '.join([*words, name])}`" in text
+            elif not isinstance(action, argparse._HelpAction):
+                for flag in action.option_strings:
+                    assert f"`{flag}`" in text, f"{' '.join(words)} {flag} is missing from the CLI reference"
+    assert "<!-- cli-reference -->" in (ROOT / "docs" / "reference" / "cli.md").read_text(encoding="utf-8")

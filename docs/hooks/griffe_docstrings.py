@@ -17,8 +17,8 @@ from typing import Any
 
 import griffe
 
-_EXAMPLE = re.compile(r"^(\s*)Example:\s*$", re.M)
-_SHARED_ARGS = re.compile(r"^(?P<indent>[ \t]+)(?P<names>\w+(?:, \w+)+):(?P<rest>.*(?:\n(?P=indent)[ \t]+.*)*)", re.M)
+_EXAMPLE = re.compile(r"^(\s*)Example:\s*$", re.MULTILINE)
+_SHARED_ARGS = re.compile(r"^(?P<indent>[ \t]+)(?P<names>\w+(?:, \w+)+):(?P<rest>.*(?:\n(?P=indent)[ \t]+.*)*)", re.MULTILINE)
 
 
 def _one_entry_per_name(match: re.Match[str]) -> str:
