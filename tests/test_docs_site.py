@@ -39,7 +39,7 @@ PUBLIC_MODULES = ("whileai_datasets", "whileai_datasets.transforms", "whileai_da
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run", "--no-default-browser-check",
                   "--disable-extensions", "--remote-debugging-port=0", "--window-size=1280,900"]
-SETTLE = 0.3  # seconds after the load event, for the theme's scripts and the search worker to run
+SETTLE = 0.15  # seconds after the load event, for the theme's scripts and the search worker to run
 
 
 def _chromium() -> str | None:

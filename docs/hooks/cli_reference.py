@@ -20,7 +20,8 @@ def _subcommands(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str, ar
     """(name, one-line help, parser) of each sub-command, in the order they were added."""
     for action in parser._actions:  # argparse keeps no public list of its sub-parsers
         if isinstance(action, argparse._SubParsersAction):
-            helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
+            # argparse %-formats help text: a literal % is written %%
+            helps = {choice.dest: (choice.help or "").replace("%%", "%") for choice in action._choices_actions}
             for name, sub in action.choices.items():
                 yield name, helps.get(name, ""), sub
 
@@ -38,7 +39,7 @@ def _arguments(parser: argparse.ArgumentParser) -> list[str]:
         if action.option_strings and action.nargs != 0 and not action.choices:
             names += f" `{action.metavar or action.dest.upper()}`"
         help_text = action.help or ""
-        if "%(" in help_text:
+        if "%" in help_text:  # as argparse formats it: %(default)s and friends, %% for a literal %
             help_text = help_text % {**vars(action), "prog": parser.prog}
         if action.choices and not isinstance(action.choices, dict):
             help_text += f" (one of: {', '.join(f'`{choice}`' for choice in action.choices)})"
