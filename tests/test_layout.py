@@ -227,3 +227,13 @@ def test_every_room_lists_its_public_names() -> None:
                        for node in tree.body):
                 missing.append(module)
     assert missing == []
+
+
+def test_every_package_folder_is_listed_for_the_wheel() -> None:
+    """A room missing from pyproject's ``packages`` is left out of the wheel and fails only once installed."""
+    import tomllib
+
+    listed = set(tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+                 ["tool"]["setuptools"]["packages"])
+    packages = {module for module, path in MODULES.items() if path.name == "__init__.py"}
+    assert sorted(packages - listed) == []
