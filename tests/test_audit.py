@@ -176,4 +176,6 @@ def test_on_whileai_demo_rows_as_trl_the_naive_ratio_is_what_mask_report_measure
     assert (found.tokens, found.supervised_tokens) == (report["tokens"], report["supervised_tokens"])
     assert found.naive_ratio == pytest.approx(report["naive_over_masked"]) and found.naive_ratio > 3
     assert found.trainers["trl"]["trains_tokens"] == found.tokens  # messages rows: every token
+    naive = found.findings["trains_every_token"]
+    assert (naive.rows, naive.amount) == (len(rows), found.tokens - found.supervised_tokens)
     assert f"naive ratio          {found.naive_ratio:.1f}x" in found.format()
