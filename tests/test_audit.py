@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import write_jsonl
-from tests.tiny_lm import train_tokenizer
-from whileai_datasets import Audit, audit, cli
+from tests.conftest import SYSTEM_PROMPT, TOOLS, seeded_rows, write_jsonl
+from tests.tiny_lm import train_tokenizer, trl_template
+from whileai_datasets import Audit, audit, cli, mask_report
+from whileai_datasets.tokenize import tokenize
 from whileai_datasets.auditing.report import FINDINGS
 
 CHATML = (
@@ -163,3 +164,18 @@ def test_audit_refuses_the_ray_engine_with_a_hint(tmp_path: Path) -> None:
     source = write_jsonl(tmp_path / "rows.jsonl", [_talk(("user", "hello"), ("assistant", "four"))])
     with pytest.raises(ValueError, match="engine must be 'local' for the audit, got 'ray'"):
         audit(str(source), engine="ray")
+
+
+def test_on_whileai_demo_rows_as_trl_the_naive_ratio_is_what_mask_report_measures(tmp_path: Path, load: Any) -> None:
+    rows = seeded_rows(seed=7, mode="rl", repeats=1, budget=8)
+    source = write_jsonl(tmp_path / "rows.jsonl", rows)
+    tok = train_tokenizer([json.dumps(r) for r in rows], chat_template=trl_template("qwen2_5"))
+    found = audit(str(source), tokenizer=tok, system_prompt=SYSTEM_PROMPT, tools=TOOLS, format="trl")
+    canonical = load(source, system_prompt=SYSTEM_PROMPT, tools=TOOLS)
+    report = mask_report(canonical.map(tokenize(tok), batched=True, remove_columns=canonical.column_names))
+    assert (found.tokens, found.supervised_tokens) == (report["tokens"], report["supervised_tokens"])
+    assert found.naive_ratio == pytest.approx(report["naive_over_masked"]) and found.naive_ratio > 3
+    assert found.trainers["trl"]["trains_tokens"] == found.tokens  # messages rows: every token
+    naive = found.findings["trains_every_token"]
+    assert (naive.rows, naive.amount) == (len(rows), found.tokens - found.supervised_tokens)
+    assert f"naive ratio          {found.naive_ratio:.1f}x" in found.format()

@@ -14,10 +14,13 @@ from typing import Any
 import datasets
 import pytest
 from transforms.conftest import SYSTEM, TOOLS, all_rows, edge_rows, read_jsonl, seeded_rows, without_none, write_jsonl
+from transforms.conftest import QUIET_LOSS_WARNINGS, with_rows_without_loss
 
 import whileai_datasets
 from whileai_datasets.cli import export as export_cli
 from whileai_datasets.export import sources as _sources
+
+pytestmark = QUIET_LOSS_WARNINGS
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +32,8 @@ def _theirs(rows: Any, path: Path, **options: Any) -> tuple[dict[str, Any], list
     from whileai.simulations import export_dataset
 
     report = json.loads(json.dumps(export_dataset(rows, str(path), **options)))
-    return report, read_jsonl(path)
+    written = read_jsonl(path)
+    return with_rows_without_loss(report, written), written
 
 
 def test_same_names_and_signatures_as_whileai() -> None:

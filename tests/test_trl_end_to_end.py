@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import SYSTEM_PROMPT, TOOLS, read_jsonl, seeded_rows, write_jsonl
 from tests.tiny_lm import tiny_causal_lm, train_tokenizer, trl_template
-from whileai_datasets import ChatTemplate
+from whileai_datasets import ChatTemplate, audit
 from whileai_datasets.tokenize import mask_report
 from whileai_datasets.tokenize.token_masks import tokenize
 
@@ -76,8 +76,14 @@ def test_sft_trainer_trains_exactly_the_tokens_our_mask_marks(tmp_path: Path, lo
     assert naive_labelled == report["tokens"]  # the naive route labels every token of the same renders
     ratio = naive_labelled / marked
     assert ratio > 1.5
+    # the audit of the same file with the export's options says both figures before any training
+    found = audit(str(source), tokenizer=tokenizer, system_prompt=SYSTEM_PROMPT, tools=TOOLS, format="trl")
+    assert found.supervised_tokens == marked  # what SFTTrainer labels on the tokenized rows
+    assert found.tokens == naive_labelled and found.naive_ratio == pytest.approx(ratio)
+    assert found.trainers["trl"]["trains_tokens"] == naive_labelled
     with capsys.disabled():
-        print(f"\nnaive messages route trains {naive_labelled} tokens; our mask {marked}: {ratio:.1f}x")
+        print(f"\nnaive messages route trains {naive_labelled} tokens; our mask {marked}: {ratio:.1f}x "
+              f"(the audit: {found.naive_ratio:.1f}x)")
 
 
 def _labelled_sequences(trainer: Any) -> list[tuple[int, ...]]:

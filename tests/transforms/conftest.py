@@ -207,6 +207,24 @@ def all_rows() -> list[dict[str, Any]]:
     return seeded_rows(0, "sft") + seeded_rows(1, "rl", repeats=3, budget=12) + edge_rows()
 
 
+#: The warnings of rows that train nothing (or open with two system messages): the parity modules export
+#: fixtures that hold such rows on purpose; tests/test_nothing_to_train.py checks the warnings themselves.
+QUIET_LOSS_WARNINGS = [
+    pytest.mark.filterwarnings("ignore::whileai_datasets.errors.NothingToTrainWarning"),
+    pytest.mark.filterwarnings("ignore::whileai_datasets.errors.DuplicateSystemWarning"),
+]
+
+
+def with_rows_without_loss(report: dict[str, Any], rows: list[Any]) -> dict[str, Any]:
+    """whileai's ``report`` plus the one key ours adds (``rows_without_loss``, present when not 0), counted here
+    from whileai's written ``rows``: rows whose messages hold no assistant turn, plus the rows TRL's completion
+    shape dropped."""
+    empty = sum(1 for row in rows if "messages" in row
+                and not any(m.get("role") == "assistant" for m in row["messages"]))
+    count = empty + int(report.get("no_completion_dropped", 0))
+    return {**report, "rows_without_loss": count} if count else dict(report)
+
+
 def write_jsonl(path: Path, rows: list[Any]) -> Path:
     with open(path, "w", encoding="utf-8") as handle:
         for row in rows:

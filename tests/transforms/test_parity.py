@@ -13,7 +13,10 @@ import pytest
 import whileai_datasets
 from whileai_datasets import ExportFormatError
 
-from .conftest import SYSTEM, TOOLS, all_rows, edge_rows, read_jsonl, seeded_rows, write_jsonl
+from .conftest import QUIET_LOSS_WARNINGS, SYSTEM, TOOLS, all_rows, edge_rows, read_jsonl, seeded_rows, write_jsonl
+from .conftest import with_rows_without_loss
+
+pytestmark = QUIET_LOSS_WARNINGS
 
 GRID = list(
     itertools.product(
@@ -37,11 +40,12 @@ def _both(tmp_path: Path, rows: Any, source: Any = None, **options: Any) -> tupl
     )
     for report in (ref_report, our_report):
         report.pop("path")
+    their_rows = read_jsonl(tmp_path / "theirs.jsonl")
     return (
         our_report,
         read_jsonl(tmp_path / "ours.jsonl"),
-        json.loads(json.dumps(ref_report)),
-        read_jsonl(tmp_path / "theirs.jsonl"),
+        with_rows_without_loss(json.loads(json.dumps(ref_report)), their_rows),
+        their_rows,
     )
 
 

@@ -12,7 +12,9 @@ import pytest
 import whileai_datasets
 from whileai_datasets.errors import ExportFormatError
 
-from .conftest import SYSTEM, TOOLS, all_rows, read_jsonl
+from .conftest import QUIET_LOSS_WARNINGS, SYSTEM, TOOLS, all_rows, read_jsonl
+
+pytestmark = QUIET_LOSS_WARNINGS
 
 
 @pytest.fixture(scope="module")

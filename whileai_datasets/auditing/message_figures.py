@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from whileai_datasets.columnar import _arrow
+from whileai_datasets.export.loss_facts import row_flags
 from whileai_datasets.transforms import think, tool_output
 
 #: Roles whose content characters are counted (per-role shares of the trained rows' text).
@@ -49,12 +50,6 @@ class Messages:
         """How many flagged messages each row has."""
         return np.bincount(self.parent[flags], minlength=len(self.lens)).astype(np.int64)
 
-    def flag_at(self, flags: np.ndarray, position: np.ndarray, present: np.ndarray) -> np.ndarray:
-        """Per row: ``flags`` of its message at ``position`` (an index into ``flat``) where ``present``, else False."""
-        out = np.zeros(len(self.lens), dtype=bool)
-        out[present] = flags[position[present]]
-        return out
-
     def present(self, name: str) -> np.ndarray:
         """Per message: the optional field ``name`` is set."""
         if name not in self.flat.type.names:
@@ -71,41 +66,30 @@ class Messages:
 def source_flags(table: pa.Table, options: dict[str, Any]) -> dict[str, Any]:
     """Per row of canonical rows as read: the flags and amounts the audit counts.
 
-    Keys (each a numpy array, one entry per row): ``no_messages``, ``only_system`` (only system
-    messages: the conversation may sit under a key this package does not read), ``no_assistant``
-    (other messages but no assistant turn), ``duplicate_system`` (opens with two system messages),
-    ``missing_system``, ``think`` (assistant messages holding a ``<think>`` block), ``emptied_by_think``
-    (assistant turns that were only a think block: stripping leaves them empty), ``final_not_last``,
-    ``assistant_turns``, ``has_tools``, ``reasoning`` and ``parts`` (messages carrying those fields).
+    ``export.loss_facts.row_flags`` (``no_messages``, ``only_system``, ``no_assistant``,
+    ``duplicate_system``, ``missing_system``, ``has_system``, ``assistant_turns``) plus ``think``
+    (assistant messages holding a ``<think>`` block), ``emptied_by_think`` (assistant turns that were only
+    a think block: stripping leaves them empty), ``final_not_last``, ``has_tools``, ``reasoning`` and
+    ``parts`` (messages carrying those fields) and ``think_before_last``; each a numpy array, one entry
+    per row.
     """
     m = Messages.of(table)
     n = table.num_rows
-    system, assistant = m.is_role("system"), m.is_role("assistant")
-    systems, assistants = m.per_row(system), m.per_row(assistant)
-    has = m.lens > 0
-    first_system = m.flag_at(system, m.starts, has)
-    second_system = m.flag_at(system, m.starts + 1, m.lens > 1)
-    last_assistant = m.flag_at(assistant, m.starts + m.lens - 1, has)
+    flags: dict[str, Any] = row_flags(m.lists)
+    assistant = m.is_role("assistant")
     think_flags = _think_messages(m, assistant)
-    emptied = think_flags & _only_think(m)
     tools = _arrow.column(table, "tools") if "tools" in table.column_names else None
-    return {
-        "no_messages": ~has,
-        "only_system": has & (systems == m.lens),
-        "no_assistant": has & (systems < m.lens) & (assistants == 0),
-        "duplicate_system": first_system & second_system,
-        "missing_system": has & ~first_system,
+    final = options["mask_mode"] == "final"
+    flags.update({
         "think": m.per_row(think_flags),
-        "emptied_by_think": m.per_row(emptied) if options["strip_think"] else np.zeros(n, np.int64),
-        "final_not_last": (assistants > 0) & ~last_assistant if options["mask_mode"] == "final"
-        else np.zeros(n, dtype=bool),
-        "assistant_turns": assistants,
-        "has_system": systems > 0,
+        "emptied_by_think": m.per_row(think_flags & _only_think(m)) if options["strip_think"] else np.zeros(n, np.int64),
+        "final_not_last": (flags["assistant_turns"] > 0) & ~flags["last_assistant"] if final else np.zeros(n, bool),
         "has_tools": np.zeros(n, dtype=bool) if tools is None else ~_arrow.null_mask(tools),
         "reasoning": m.per_row(m.present("reasoning_content")) > 0,
         "parts": m.per_row(m.present("parts")) > 0,
         "think_before_last": _think_before_last(m, think_flags, assistant),
-    }
+    })
+    return flags
 
 
 def _think_messages(m: Messages, assistant: np.ndarray) -> np.ndarray:

@@ -33,6 +33,9 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
     "completion_turns_lost": ("rows with several assistant turns in TRL's completion shape (format='trl' with "
                               "mask_mode='final'): only the last is trained, the others become context", True,
                               "turns not trained"),
+    "trains_every_token": ("format='trl' messages rows: TRL's default SFTTrainer trains every token of them, "
+                           "not the mask (tokenize them, or export with mask_mode='final' / unroll for prompt/"
+                           "completion rows)", True, "tokens trained outside the mask"),
     "duplicate_system": ("rows opening with two system messages (system_prompt= given on rows that carry their "
                          "own)", True, ""),
     "missing_system": ("rows with no system message first", True, ""),
@@ -48,7 +51,8 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
                  True, ""),
 }
 TRAINING_LEVEL = frozenset(("zero_loss", "render_unsupervised", "truncated_to_nothing", "truncated",
-                            "supervision_truncated", "completion_turns_lost", "tool_output_cut", "bad_rows"))
+                            "supervision_truncated", "completion_turns_lost", "tool_output_cut", "bad_rows",
+                            "trains_every_token"))
 #: ``--fail-on`` names that stand for several findings.
 GROUPS = {"template_drops": ("template_drops_system", "template_drops_tools", "template_drops_reasoning")}
 #: Per-row histograms: name -> edges.

@@ -85,7 +85,8 @@ def audit(
     chat = template_drops.resolve(tokenizer, template)
     transform = (Tokenize(tokenizer, chat, max_length, on_bad_row=on_bad_row, keep_unsupervised=True)  # type: ignore[arg-type]
                  if tokenizer is not None else None)
-    facts = template_drops.template_facts(chat) if chat is not None else None
+    own = f"{getattr(tokenizer, 'name_or_path', '') or type(tokenizer).__name__}'s chat template"
+    facts = template_drops.template_facts(chat, own if template is None else None) if chat is not None else None
     found = Audit(source=_name(source), options={k: v for k, v in options.items() if k != "tools"},
                   rows=src.n_raw, tokenized=transform is not None,
                   template=facts.to_dict() if facts is not None else None)
@@ -120,6 +121,8 @@ class _Run:
         self.gaps: list[Any] = []
         self.marked_rows = self.marked_turns = 0
         self.training_offset = 0
+        #: format="trl" messages rows: TRL's default SFTTrainer trains every token of them
+        self.naive = options["format"] == "trl" and not options["unroll"] and options["mask_mode"] != "final"
 
     def add(self, name: str, flags: np.ndarray, rows: np.ndarray, amounts: np.ndarray | None = None) -> None:
         self.found.findings[name].add(flags, rows, amounts)
@@ -174,6 +177,8 @@ class _Run:
         turns = figures["assistant_turns"]
         if self.options["format"] == "trl" and self.options["mask_mode"] == "final" and not self.options["unroll"]:
             self.add("completion_turns_lost", turns > 1, sample_source, np.maximum(turns - 1, 0))
+        if self.naive and self.transform is None:
+            self.add("trains_every_token", np.ones(rows.num_rows, dtype=bool), sample_source)
         marked = np.asarray(_arrow.flat(_arrow.column(rows, "loss_mask")).to_numpy(zero_copy_only=False))
         per_row = np.bincount(_arrow.parents(_arrow.column(rows, "loss_mask")), weights=marked,
                               minlength=rows.num_rows)
@@ -206,6 +211,9 @@ class _Run:
                    figures["supervised_tokens_truncated"], "truncated_to_nothing": figures["supervised_tokens_truncated"]}
         for name, flags in token_figures.token_flags(figures, marked[position]).items():
             self.add(name, flags, source, amounts.get(name))
+        if self.naive:
+            self.add("trains_every_token", np.ones(len(position), dtype=bool), source,
+                     figures["num_tokens"] - figures["num_supervised_tokens"])
         share = token_figures.supervised_share(figures)
         found.histograms["tokens_per_row"].add(figures["num_tokens"])
         found.histograms["supervised_tokens_per_row"].add(figures["num_supervised_tokens"])
@@ -229,8 +237,7 @@ class _Run:
         for entry in report.values():
             entry["trains_tokens"] = supervised
             entry["how"] = "the mask exactly, except the rows listed as inexact"
-        fmt, final = self.options["format"], self.options["unroll"] or self.options["mask_mode"] == "final"
-        naive = fmt == "trl" and not final
+        fmt, naive = self.options["format"], self.naive
         report["trl"] = {
             "config": "this export (format='trl')" if fmt == "trl" else "tokenized (assistant_masks)",
             "unit": "rows", "rows": found.training_rows, "exact": not naive, "inexact": {},

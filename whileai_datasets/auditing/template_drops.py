@@ -56,10 +56,11 @@ def resolve(tokenizer: Any, template: Any) -> Any:
     return ChatTemplate(text)
 
 
-def template_facts(chat: Any) -> TemplateFacts:
+def template_facts(chat: Any, name: str | None = None) -> TemplateFacts:
+    """What ``chat`` renders and drops; ``name`` (default: the template's own) is how the report names it."""
     report = chat.inspect()
     return TemplateFacts(
-        name=chat.name, mask_method=report.mask_method, renders_system=report.supports_system,
+        name=name or chat.name, mask_method=report.mask_method, renders_system=report.supports_system,
         renders_tools=report.supports_tools, renders_reasoning_content=_renders_reasoning(chat),
         think_in_history=report.think_in_history, default_system_prompt=default_system_prompt(chat),
     )

@@ -19,6 +19,10 @@ count. Differences, on purpose:
 * Rows whileai would silently drop or mangle (a message with an unknown role,
   a non-object tool call) raise ``ExportFormatError`` with their location:
   that is the builder's contract.
+* Rows that train nothing (only a system message, no assistant turn) are written as whileai writes
+  them, but not in silence: the report gains ``rows_without_loss`` (only when there are some) and a
+  ``NothingToTrainWarning`` names the cause and the first row; rows opening with two system messages
+  warn (``DuplicateSystemWarning``). See ``export.loss_facts``.
 * ``push_to`` publishes the exported rows with ``whileai_datasets.hub.publish``
   (a private repo whose default config a trainer trains exactly, with the
   canonical rows beside it and a dataset card) where whileai uploads the file.
@@ -38,7 +42,7 @@ from whileai_datasets._options import check_count, check_flag
 from whileai_datasets._typing import ON_BAD_ROW, MessageWeights, OnBadRow
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError
-from whileai_datasets.export import overwrite, pipeline, pushing, refusals, reports, sources
+from whileai_datasets.export import loss_facts, overwrite, pipeline, pushing, refusals, reports, sources
 from whileai_datasets.export import writer as export_writer
 from whileai_datasets.rows import option_names
 from whileai_datasets.transforms import gates, think, wire
@@ -100,7 +104,13 @@ def export_training(
         ``max_tool_output_chars``, ``tool_output_truncated``,
         ``tool_output_chars_cut``, ``trained_messages``, ``masked_messages``,
         ``privileged_leaks``, ``rewards``, and when they apply ``warnings``,
-        ``no_completion_dropped``, ``path``, ``n_written``.
+        ``no_completion_dropped``, ``path``, ``n_written``; and (not whileai's) ``rows_without_loss``
+        when some rows carry no loss, with a ``NothingToTrainWarning``.
+    Warns:
+        NothingToTrainWarning: rows train nothing (only a system message, no assistant turn); the
+            count, the cause and the first row.
+        DuplicateSystemWarning: rows open with two system messages (``system_prompt=`` on rows that
+            carry their own).
     Raises:
         ExportFormatError: ``output`` is the source file (or its cache file),
             however spelled or linked; refused before anything is read.
@@ -203,6 +213,7 @@ def _write_training(
     keys = src.keys()
     groups = None if options["unroll"] else grouping.group_columns(*grouping._key_columns(keys))
     stats = reports.TrainingStats(options)
+    facts = loss_facts.LossFacts()
     memoize = writer is not None and not writer.parquet
 
     def work(chunk: pa.Table, offset: int) -> tuple[pa.Table, Any, int, int]:
@@ -212,6 +223,7 @@ def _write_training(
     with pipeline.reused_memory():
         for rows, payload, before, done in pipeline.pipelined(work, src.chunks()):
             refusals.check_messages(rows, before, stats.n)
+            facts.add(rows, stats.n)
             stats.add(rows, before)
             if writer is not None:
                 writer.write_encoded(payload)
@@ -220,6 +232,7 @@ def _write_training(
     report = stats.report(src.leaks, keys, src.n_raw)
     if src.bad_rows is not None:
         report["bad_rows"] = src.bad_rows
+    facts.finish(report, src.path or "the source")
     refusals.gate(report, options["validate"])
     if writer is not None:
         report["path"] = writer.commit()

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from whileai_datasets.columnar import _arrow
+from whileai_datasets.export.loss_facts import row_flags
 from whileai_datasets.transforms import gates, tool_output, wire
 
 PASS_THRESHOLD = 0.5
@@ -38,6 +39,7 @@ class TrainingStats:
         self.n = self.before = self.with_system = self.with_tools = 0
         self.truncated = self.chars_cut = self.trained = self.masked = 0
         self.n_pass = self.n_fail = 0
+        self.without_loss = 0  # rows with messages and no assistant turn (the mask marks none of them)
         self.group_ids: set[str] = set()
 
     def add(self, rows: pa.Table, before: int) -> None:
@@ -46,6 +48,9 @@ class TrainingStats:
         self.roundtrip.add_table(rows, self.n)
         self.n += rows.num_rows
         turns = gates.turn_columns(rows)
+        if turns == ["messages"]:
+            flags = row_flags(_arrow.column(rows, "messages"))
+            self.without_loss += int((flags["only_system"] | flags["no_assistant"]).sum())
         if turns:
             self.with_system += first_role_count(_arrow.column(rows, turns[0]), "system")
         if "tools" in rows.column_names:
@@ -103,6 +108,8 @@ class TrainingStats:
             )
         if warnings:
             report["warnings"] = warnings
+        if self.without_loss + max(dropped, 0):  # not whileai's: export.loss_facts
+            report["rows_without_loss"] = self.without_loss + max(dropped, 0)
         return report
 
     def _warnings(self, leaks: dict[str, Any], keys: pa.Table, n_raw: int) -> list[str]:

@@ -13,6 +13,7 @@ yet) and get their final ``{split}-{index:05d}-of-{count:05d}.parquet`` names wh
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from datasets import Dataset
 from datasets.utils import tqdm as progress_bar
 
 from whileai_datasets.columnar import _parts, _portable
-from whileai_datasets.errors import PublishError
+from whileai_datasets.errors import NothingToTrainWarning, PublishError
 from whileai_datasets.hub import configs as repo_configs
 from whileai_datasets.hub import facts as config_facts
 from whileai_datasets.hub import trainer_gaps
@@ -174,16 +175,25 @@ def survey(splits: Mapping[str, Dataset], extras: repo_configs.Extras) -> repo_c
     every chunk: whether the default config has TRL's `images` column."""
     images = False
     for name, ds in splits.items():
-        where, start, marked = f"split {name!r}", 0, 0
+        where, start, marked, unmarked, first = f"split {name!r}", 0, 0, 0, -1
         for chunk in chunks(ds, columns=("messages", "loss_mask")):
             canonical = repo_configs.canonical_chunk(chunk, where, start)
+            row_marks = config_facts.row_marks(canonical)
+            marked += int(row_marks.sum())
+            unmarked += int((row_marks == 0).sum())
+            if first < 0 and (row_marks == 0).any():
+                first = start + int((row_marks == 0).argmax())
             start += chunk.num_rows
-            marked += int(config_facts.marked(canonical).sum())
             images = images or _parts.images_column(canonical.column("messages").combine_chunks()) is not None
         if not marked:
             spec = repo_configs.REGISTRY[0]
-            raise PublishError(f"the {spec.name!r} config would have no rows in split {name!r}", location=where,
+            raise PublishError(f"the {spec.name!r} config would have no rows in split {name!r}: none of its "
+                               f"{start} rows trains anything (no loss_mask entry marks a message)", location=where,
                                hint=f"{spec.empty_hint}; nothing was sent")
+        if unmarked:
+            warnings.warn(f"{unmarked} of {start} rows of {where} train nothing (no loss_mask entry marks a message; "
+                          f"first: row {first}): the trainer-ready configs leave them out, the canonical config keeps "
+                          "them. whileai_datasets.audit says why each one does.", NothingToTrainWarning, stacklevel=3)
     return repo_configs.Extras(**{**extras.__dict__, "images": images})
 
 
