@@ -46,16 +46,18 @@ def _audit(path: Path, **options: Any) -> Audit:
 
 
 def test_eval_rows_under_keys_we_do_not_read_train_nothing_and_say_where(tmp_path: Path) -> None:
-    source = write_jsonl(tmp_path / "eval.jsonl", [{"question": f"q{i}", "reply": f"r{i}"} for i in range(3)])
+    """The builder refuses such rows with the keys they have; the audit counts them instead of stopping."""
+    rows = [{"question": f"q{i}", "reply": f"r{i}"} for i in range(3)] + [_talk(("user", "hi"), ("assistant", "fine"))]
+    source = write_jsonl(tmp_path / "eval.jsonl", rows)
     found = _audit(source, system_prompt="Be brief.")
     data = found.to_dict()
-    assert data["findings"]["only_system"]["rows"] == 3
-    assert data["findings"]["zero_loss"]["rows"] == 3
-    assert found.rows_without_loss == 3
-    assert data["findings"]["only_system"]["first"][0] == {"row": 0, "file": str(source), "line": 1}
-    assert "only_system" in data["problems"] and "zero_loss" in data["problems"]
+    unread = data["findings"]["unreadable"]
+    assert unread["rows"] == 3 and data["rows"] == 4
+    assert unread["first"][0] | {"at": None} == {"row": 0, "file": source.name, "line": 1, "at": None}
+    assert "'question', 'reply'" in unread["first_error"]
+    assert data["findings"]["zero_loss"]["rows"] == 3 and found.rows_without_loss == 3
+    assert "unreadable" in data["problems"] and "zero_loss" in data["problems"]
     assert "tokens" in data and data["tokens"] is None  # no tokenizer: message-level figures only
-
 
 def test_system_prompt_on_rows_with_their_own_system_message_is_a_duplicate(tmp_path: Path) -> None:
     rows = [_talk(("user", "hello there"), ("assistant", "fine thanks")),

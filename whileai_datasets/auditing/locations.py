@@ -10,8 +10,16 @@ from __future__ import annotations
 import glob
 import gzip
 import os
+import re
 from collections.abc import Iterable
 from typing import Any
+
+from whileai_datasets.auditing.report import Audit
+from whileai_datasets.rows import file_kind
+
+#: A reader's location: ``run.jsonl line 4 (row 3)``, ``rows.json line 9 (array index 2)``, ``run.parquet row 7``.
+_LOCATION = re.compile(r"^(?P<file>.+?)(?: line (?P<line>\d+))?(?: \((?:row (?P<row>\d+)|array index (?P<index>\d+))\)"
+                       r"| row (?P<bare>\d+))")
 
 
 def source_files(source: Any) -> list[str]:
@@ -20,7 +28,13 @@ def source_files(source: Any) -> list[str]:
         return []
     path = os.fspath(source)
     files = sorted(glob.glob(path)) if glob.has_magic(path) else [path]
-    return [f for f in files if f.endswith((".jsonl", ".jsonl.gz", ".json"))]
+    return [f for f in files if f.endswith((".jsonl", ".jsonl.gz", ".json")) and not _json_array(f)]
+
+
+def _json_array(path: str) -> bool:
+    """A ``.json`` file holding one array: its lines are not rows, so no line is counted for it."""
+    with open(path, "rb") as handle:
+        return file_kind.is_json_array(path, handle)
 
 
 def _open(path: str) -> Any:
@@ -49,3 +63,29 @@ def locate(source: Any, rows: Iterable[int]) -> dict[int, dict[str, Any]]:
                 if target is None:
                     return found
     return found
+
+
+def count_unreadable(found: Audit, bad: dict[str, Any] | None) -> int:
+    """Count the rows the reader left out (``sources.Source(..., "skip")``'s ``bad_rows``) as unreadable;
+    they train nothing. Returns how many; ``found.rows`` then counts every source row."""
+    count = int((bad or {}).get("count", 0))
+    if not count:
+        return 0
+    finding = found.findings["unreadable"]
+    finding.rows = count
+    finding.first_error = bad["first_error"] if bad else None
+    finding.where = [_parsed(text) for text in (bad or {}).get("locations", [])[:5]]
+    found.findings["zero_loss"].rows += count
+    found.rows += count
+    return count
+
+
+def _parsed(text: str) -> dict[str, Any]:
+    """A reader's location as ``{"row", "file", "line"}`` (row: the row's number in its file, as the reader
+    counts it), with the text itself under ``at``."""
+    match = _LOCATION.match(text.split(", ", 1)[0])
+    if match is None:
+        return {"row": None, "file": None, "line": None, "at": text}
+    row = match["row"] or match["index"] or match["bare"]
+    return {"row": int(row) if row else None, "file": match["file"], "line": int(match["line"]) if match["line"] else None,
+            "at": text}

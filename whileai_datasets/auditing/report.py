@@ -18,6 +18,8 @@ SCHEMA_VERSION = 1
 #: others count source rows. Either way, ``first`` holds source row numbers.
 FINDINGS: dict[str, tuple[str, bool, str]] = {
     "zero_loss": ("rows that train nothing (any cause below)", True, ""),
+    "unreadable": ("rows this package cannot read as a conversation (no conversation under any key it reads, or a "
+                   "broken row): left out of training; the first error says which keys the row has", True, ""),
     "no_messages": ("rows with no message at all", True, ""),
     "only_system": ("rows holding only a system message: their conversation may sit under a key this package "
                     "does not read (e.g. 'conversations', 'question'/'reply')", True, ""),
@@ -171,9 +173,10 @@ class Audit:
 
     def _finding(self, found: Finding) -> dict[str, Any]:
         base = self.training_rows if found.name in TRAINING_LEVEL else self.rows
+        first = found.where or [self._where(r) for r in found.first]
         return {"description": found.description, "problem": found.problem, "rows": found.rows,
                 "share": found.rows / base if base else 0.0, "amount": found.amount, "unit": found.unit,
-                "first": [self._where(r) for r in found.first]}
+                "first": first, **({"first_error": found.first_error} if found.first_error else {})}
 
     def format(self) -> str:
         """A readable text report (what the ``audit`` command prints)."""

@@ -17,8 +17,9 @@ import numpy as np
 import pyarrow as pa
 
 from whileai_datasets.auditing import message_figures, template_drops, token_figures
-from whileai_datasets.auditing.locations import locate
+from whileai_datasets.auditing.locations import count_unreadable, locate
 from whileai_datasets.auditing.report import Audit
+from whileai_datasets.builders.whileai_export import BadRowsWarning
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError
 from whileai_datasets.export import exporters, pipeline, sources
@@ -81,7 +82,9 @@ def audit(
                "strip_think": strip_think, "mask_mode": mask_mode, "unroll": unroll,
                "max_tool_output_chars": max_tool_output_chars, "format": format, "max_length": max_length,
                "on_bad_row": on_bad_row}
-    src = sources.Source(source, system_prompt, tools)
+    with warnings.catch_warnings():  # an audit counts unreadable rows (the finding "unreadable"), it does not stop
+        warnings.simplefilter("ignore", BadRowsWarning)
+        src = sources.Source(source, system_prompt, tools, "skip")
     chat = template_drops.resolve(tokenizer, template)
     transform = (Tokenize(tokenizer, chat, max_length, on_bad_row=on_bad_row, keep_unsupervised=True)  # type: ignore[arg-type]
                  if tokenizer is not None else None)
@@ -90,6 +93,7 @@ def audit(
     found = Audit(source=_name(source), options={k: v for k, v in options.items() if k != "tools"},
                   rows=src.n_raw, tokenized=transform is not None,
                   template=facts.to_dict() if facts is not None else None)
+    unread = count_unreadable(found, src.bad_rows)
     run = _Run(found, options, src.tools_json, transform, facts)
     offset = 0
     for chunk in src.chunks():
@@ -98,7 +102,7 @@ def audit(
         if progress is not None:
             progress(chunk.num_rows, src.n_raw)
     run.finish()
-    if isinstance(source, (str, os.PathLike)):
+    if isinstance(source, (str, os.PathLike)) and not unread:  # skipped rows would shift the line count
         wanted = [r for f in found.findings.values() for r in f.first]
         wanted += [int(r) for w in found.worst.values() for r in w.rows]
         found.locations = locate(source, wanted)

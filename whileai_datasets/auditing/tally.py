@@ -35,6 +35,9 @@ class Finding:
     amount: int = 0
     unit: str = ""  # what ``amount`` counts ("" when there is none)
     first: list[int] = field(default_factory=list)
+    #: locations given as they are (rows the reader left out have no row number in the rows read)
+    where: list[dict[str, Any]] = field(default_factory=list)
+    first_error: str | None = None
 
     def add(self, flags: np.ndarray, row_numbers: np.ndarray, amounts: np.ndarray | None = None) -> None:
         """Count the rows ``flags`` marks; ``row_numbers`` are their numbers in the source."""

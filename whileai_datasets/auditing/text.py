@@ -22,8 +22,9 @@ def _finding_line(name: str, finding: dict[str, Any], width: int) -> str:
     first = "; ".join(_where(e) for e in finding["first"][:SHOWN])
     more = ", ..." if len(finding["first"]) > SHOWN else ""
     line = f"  {name.replace('_', '-').ljust(width)}  {finding['rows']:,} rows ({finding['share']:.1%}){amount}"
+    error = f"\n  {''.ljust(width)}  first error: {finding['first_error']}" if finding.get("first_error") else ""
     return f"{line}\n  {''.ljust(width)}  {finding['description']}" + (
-        f"\n  {''.ljust(width)}  first: {first}{more}" if first else "")
+        f"\n  {''.ljust(width)}  first: {first}{more}" if first else "") + error
 
 
 def _tokens(data: dict[str, Any]) -> list[str]:
