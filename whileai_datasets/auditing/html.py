@@ -102,11 +102,12 @@ def _plots(data: dict[str, Any]) -> str:
         drawn.append(_plot("supervised_share", plots.histogram(
             histograms["supervised_share_per_row"], title="supervised share per row",
             xlabel="share of the row's tokens that are trained", share=True)))
-    if histograms["tokens_per_row"]["n"]:
+    if histograms["tokens_before_cut_per_row"]["n"]:
         cut = data["findings"]["truncated"]["rows"]
         drawn.append(_plot("lengths", plots.histogram(
-            histograms["tokens_per_row"], title=f"tokens per row after the cut ({cut:,} rows cut by max_length)",
-            xlabel="tokens (bins from the value shown to the next)", limit=data["options"].get("max_length"))))
+            histograms["tokens_before_cut_per_row"], title=f"tokens per row before the cut ({cut:,} rows cut by "
+            "max_length)", xlabel="tokens (bins from the value shown to the next)",
+            limit=data["options"].get("max_length"))))
     roles = {role: entry["share"] for role, entry in data["roles"].items()}
     if roles:
         drawn.append(_plot("roles", plots.bars(roles, title=f"role shares ({data['role_measure']})",

@@ -58,7 +58,8 @@ TRAINING_LEVEL = frozenset(("zero_loss", "render_unsupervised", "truncated_to_no
 #: ``--fail-on`` names that stand for several findings.
 GROUPS = {"template_drops": ("template_drops_system", "template_drops_tools", "template_drops_reasoning")}
 #: Per-row histograms: name -> edges.
-HISTOGRAMS = {"tokens_per_row": COUNT_EDGES, "supervised_tokens_per_row": COUNT_EDGES,
+HISTOGRAMS = {"tokens_per_row": COUNT_EDGES, "tokens_before_cut_per_row": COUNT_EDGES,
+              "supervised_tokens_per_row": COUNT_EDGES,
               "supervised_share_per_row": SHARE_EDGES}
 
 
@@ -94,7 +95,8 @@ class Audit:
     * ``problems``: names of the problem findings with rows > 0, in catalogue order
     * ``histograms``: name -> ``{"edges", "counts", "n", "min", "max", "mean"}`` (``counts[i]`` rows with
       ``edges[i] <= value < edges[i+1]``; the last bin also holds larger values); names:
-      ``tokens_per_row``, ``supervised_tokens_per_row``, ``supervised_share_per_row``
+      ``tokens_per_row`` (after ``max_length``), ``tokens_before_cut_per_row``, ``supervised_tokens_per_row``,
+      ``supervised_share_per_row``
     * ``worst``: ``least_supervised`` (lowest supervised share: ``{"row", "supervised_share",
       "num_tokens", "num_supervised_tokens"}``) and ``most_cut`` (``{"row", "tokens_cut",
       "supervised_lost"}``), at most 10 each, with ``file``/``line``

@@ -220,6 +220,7 @@ class _Run:
                      figures["num_tokens"] - figures["num_supervised_tokens"])
         share = token_figures.supervised_share(figures)
         found.histograms["tokens_per_row"].add(figures["num_tokens"])
+        found.histograms["tokens_before_cut_per_row"].add(figures["num_tokens"] + figures["tokens_truncated"])
         found.histograms["supervised_tokens_per_row"].add(figures["num_supervised_tokens"])
         found.histograms["supervised_share_per_row"].add(share)
         found.worst["least_supervised"].add(share, source, num_tokens=figures["num_tokens"],
