@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from importlib import metadata
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -187,3 +188,26 @@ def test_card_shows_the_trl_lines_per_config_and_never_asks_to_install_this_pack
     assert "trains the completion of each row and nothing else: 6 loss-carrying assistant turns" in text
     assert "whileai_datasets" not in text and "whileai-datasets push" not in text
     assert "pip install" not in text
+
+
+def test_a_card_section_may_only_write_under_card_and_not_twice() -> None:
+    from whileai_datasets.hub.card_sections import CardSection, section_files
+
+    with pytest.raises(PublishError, match=r"card section 'plots': a card section's file must lie under card/, "
+                                           r"got 'data/train-00000-of-00001.parquet'"):
+        CardSection("plots", "text", {"data/train-00000-of-00001.parquet": b"x"})
+    with pytest.raises(PublishError, match=r"must lie under card/, got 'card/../README.md'"):
+        CardSection("plots", "text", {"card/../README.md": b"x"})
+    one, two = CardSection("a", "", {"card/a/x.svg": b"1"}), CardSection("b", "", {"card/a/x.svg": b"2"})
+    with pytest.raises(PublishError, match=r"two card sections write 'card/a/x.svg'"):
+        section_files([one, two])
+    assert section_files([one]) == {"card/a/x.svg": b"1"}
+
+
+def test_a_new_publish_deletes_the_plots_an_earlier_card_linked() -> None:
+    from whileai_datasets.hub import layout
+
+    ops = layout.operations(Path("."), [], ["card/audit/old.svg", "card/audit/kept.svg", "notes.txt"], [], "card",
+                            {"card/audit/kept.svg": b"<svg/>"})
+    deleted = sorted(op.path_in_repo for op in ops if type(op).__name__ == "CommitOperationDelete")
+    assert deleted == ["card/audit/old.svg"]

@@ -154,3 +154,41 @@ def test_push_and_export_push_to_make_the_same_repo(alice, tmp_path):
     assert one["headings"] == other["headings"]
     assert one["rows"] == other["rows"]
     assert all(len(row["completion"]) == 1 for row in one["rows"])
+
+
+def read_card_and_plots(repo_id: str, token: str) -> dict[str, Any]:
+    from huggingface_hub import HfApi, hf_hub_download
+
+    files = HfApi(token=token).list_repo_files(repo_id, repo_type="dataset")
+    card = Path(hf_hub_download(repo_id, "README.md", repo_type="dataset", token=token)).read_text(encoding="utf-8")
+    plots = {f: Path(hf_hub_download(repo_id, f, repo_type="dataset", token=token)).read_text(encoding="utf-8")
+             for f in files if f.startswith("card/")}
+    return {"card": card, "plots": plots}
+
+
+def test_push_audit_puts_what_each_split_trains_on_the_card_with_its_plots(alice, repo_id, tmp_path):
+    import gzip
+
+    from tests.tiny_lm import train_tokenizer, trl_template
+
+    sample = Path(whileai_datasets.__file__).parent / "data" / "sample.jsonl.gz"
+    texts = gzip.open(sample, "rt", encoding="utf-8").read().splitlines()
+    train_tokenizer(texts, chat_template=trl_template("qwen2_5"), vocab_size=800).save_pretrained(str(tmp_path / "tok"))
+    alice.env_token = True
+
+    done = alice.run(push, argv=[str(sample), repo_id, "--split-by", "scenario_id", "--test-size", "0.2", "--audit",
+                                 "--tokenizer", str(tmp_path / "tok")])
+    seen = alice.run(read_card_and_plots, repo_id=repo_id, token=alice.token)
+
+    assert done["code"] == 0, done["stderr"]
+    card = seen["card"]
+    assert "## What each split trains (whileai-datasets audit)" in card
+    table = {line.split("|")[1].strip(): [cell.strip() for cell in line.split("|")[2:-1]]
+             for line in card.splitlines() if line.startswith(("| train |", "| holdout |"))}
+    assert sum(int(cells[0].replace(",", "")) for cells in table.values()) == 72
+    assert all(int(cells[2].replace(",", "")) > 0 for cells in table.values())  # supervised tokens counted
+    expected = {f"card/audit/{split}-{plot}.svg" for split in ("train", "holdout")
+                for plot in ("supervised_share", "lengths")}
+    assert set(seen["plots"]) == expected
+    assert all(svg.startswith("<svg") for svg in seen["plots"].values())
+    assert all(f"]({path})" in card for path in expected)

@@ -180,6 +180,13 @@ class Audit:
                 "share": found.rows / base if base else 0.0, "amount": found.amount, "unit": found.unit,
                 "first": first, **({"first_error": found.first_error} if found.first_error else {})}
 
+    def card_section(self, split: str = "train", *, with_plots: bool = True) -> Any:
+        """This audit as a dataset-card section (``publish(..., card_sections=[...])``): the figures, the
+        problems, and the plots as SVG files under ``card/audit/`` (``with_plots``: needs matplotlib)."""
+        from whileai_datasets.auditing.card import card_section
+
+        return card_section({split: self.to_dict()}, with_plots=with_plots)
+
     def format(self) -> str:
         """A readable text report (what the ``audit`` command prints)."""
         from whileai_datasets.auditing.text import format_audit

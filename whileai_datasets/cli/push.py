@@ -56,6 +56,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--report", type=Path, metavar="FILE", help="the export report as JSON, shown on the card")
     parser.add_argument("--revision", help="branch to push to (default main)")
     parser.add_argument("--message", help="commit message")
+    parser.add_argument("--audit", action="store_true",
+                        help="audit each split (with --tokenizer: its tokens too) and put what it trains on the card, "
+                        "with plots (needs matplotlib: pip install 'whileai-datasets[report]')")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     ray_cli.add_engine_option(parser, "With ray, SOURCE is whileai rollouts (files, a directory or a glob, "
                               "on storage every node mounts); the workers build the shards, this process commits")
@@ -84,15 +87,27 @@ def _push(args: argparse.Namespace) -> Any:
             raise PublishError(f"--split-by needs one table, but SOURCE already has splits {sorted(data)}",
                                location=str(args.source), hint="Drop --split-by to keep those splits")
         data = split_by(data, args.split_by, test_size=args.test_size, seed=args.seed)
+    tokenizer = load_tokenizer(args.tokenizer)
+    sections = [_audit_section(data, tokenizer)] if args.audit else []
     return publish(data, args.repo_id, private=not args.public, revision=args.revision,
                    commit_message=args.message, report=_read_report(args.report), sources=[args.source],
-                   split_key=args.split_by, preference=pairs, tokenizer=load_tokenizer(args.tokenizer))
+                   split_key=args.split_by, preference=pairs, tokenizer=tokenizer, card_sections=sections)
+
+
+def _audit_section(data: Dataset | DatasetDict, tokenizer: Any) -> Any:
+    """The card section of an audit of each split, as published (the rows are already shaped)."""
+    from whileai_datasets.auditing import audit
+    from whileai_datasets.auditing.card import card_section
+
+    splits = data if isinstance(data, DatasetDict) else {"train": data}
+    return card_section({name: audit(ds, tokenizer=tokenizer, strip_think=False).to_dict()
+                         for name, ds in splits.items()})
 
 
 def _push_on_ray(args: argparse.Namespace) -> Any:
     """`push --engine ray`: raw rollouts only (the workers read them), the options `export` takes."""
     for flag, value in (("--preference", args.preference), ("--tokenizer", args.tokenizer),
-                        ("--report", args.report), (bad_rows_cli.FLAG, args.on_bad_row)):
+                        ("--report", args.report), (bad_rows_cli.FLAG, args.on_bad_row), ("--audit", args.audit)):
         if value:
             raise PublishError(f"{flag} is not available with --engine ray", location=flag,
                                hint="Publish with --engine local for that")

@@ -10,7 +10,7 @@ The layout is the one ``push_to_hub`` writes, for several configs: the default c
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from datasets import Features
@@ -18,6 +18,7 @@ from datasets.info import DatasetInfo, DatasetInfosDict
 from datasets.splits import SplitDict, SplitInfo
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, DatasetCardData
 
+from whileai_datasets.hub.card_sections import SECTION_FOLDER
 from whileai_datasets.hub.configs import Config
 
 
@@ -27,20 +28,23 @@ def _has_json(features: Features) -> bool:
 
 
 def operations(folder: Path, paths: Sequence[str], existing: Sequence[str], configs: Sequence[Config],
-               card: str) -> list[CommitOperationAdd | CommitOperationDelete]:
-    """One commit's operations: every shard and the card added, and the stale data files deleted.
+               card: str, extra: Mapping[str, bytes] | None = None) -> list[CommitOperationAdd | CommitOperationDelete]:
+    """One commit's operations: every shard, the card and the card sections' files (``extra``) added, and the
+    stale data files deleted.
 
     Stale: a Parquet file under a config folder this layout owns that this publish does not write,
     and ``dataset_infos.json`` (older ``datasets`` metadata that would contradict the card)."""
     ops: list[CommitOperationAdd | CommitOperationDelete] = [
         CommitOperationAdd(path_in_repo=path, path_or_fileobj=str(folder / path)) for path in paths]
     ops.append(CommitOperationAdd(path_in_repo="README.md", path_or_fileobj=card.encode("utf-8")))
+    ops += [CommitOperationAdd(path_in_repo=path, path_or_fileobj=data) for path, data in (extra or {}).items()]
     owned = {c.directory for c in configs} | {"data"}
-    keep = set(paths)
+    keep = set(paths) | set(extra or {})
     for path in existing:
         top = path.split("/", 1)[0]
         stale_shard = "/" in path and top in owned and path.endswith(".parquet") and path not in keep
-        if stale_shard or path == "dataset_infos.json":
+        stale_section = top == SECTION_FOLDER and path not in keep  # an earlier card's plots
+        if stale_shard or stale_section or path == "dataset_infos.json":
             ops.append(CommitOperationDelete(path_in_repo=path))
     return ops
 

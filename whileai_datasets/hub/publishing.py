@@ -34,6 +34,7 @@ from whileai_datasets.errors import PublishError
 from whileai_datasets.hub import configs as repo_configs
 from whileai_datasets.hub import layout, streaming, trainer_gaps
 from whileai_datasets.hub.card import SourceFile, hash_sources, package_versions, render_card
+from whileai_datasets.hub.card_sections import CardSection, section_files, sections_text
 from whileai_datasets.hub.splits import count_disjoint_groups
 
 #: Failures of a request to the Hub: an error answer or a lost connection.
@@ -68,6 +69,7 @@ def publish(
     preference: Dataset | DatasetDict | None = None,
     tokenizer: Any = None,
     chat_template: Any = None,
+    card_sections: Sequence[CardSection] = (),
 ) -> PublishResult:
     """Publish canonical rows to the dataset repo `repo_id` as trainer-ready configs, with a card.
 
@@ -99,6 +101,8 @@ def publish(
             the card (supervised tokens of the default config against this package's mask).
         chat_template: The template for `tokenizer` (text or `ChatTemplate`); the tokenizer's own
             otherwise.
+        card_sections: More sections for the card, after its own text, with the files they show
+            (`CardSection`), e.g. `audit(...).card_section()`: what each split trains, with plots.
     Returns:
         `repo_id`, `url`, `commit` (the new head), `commit_url`, `data_commit` (the same commit),
         `private`, `splits` (rows per split of the default config), `configs` (rows per split of each),
@@ -132,7 +136,8 @@ def publish(
         return commit_built(api, built, Publication(
             repo_id=repo_id, url=url, private=private, revision=revision, previous=previous,
             commit_message=commit_message, report=report, sources=source_files, split_key=split_key,
-            split_groups=groups, tokenizer=tokenizer, chat_template=chat_template), Path(tmp))
+            split_groups=groups, tokenizer=tokenizer, chat_template=chat_template,
+            card_sections=tuple(card_sections)), Path(tmp))
 
 
 @dataclass(frozen=True)
@@ -151,6 +156,7 @@ class Publication:
     split_groups: Mapping[str, int] | None = None
     tokenizer: Any = None
     chat_template: Any = None
+    card_sections: Sequence[CardSection] = ()
 
 
 def commit_built(api: HfApi, built: streaming.Built, where: Publication, folder: Path) -> PublishResult:
@@ -165,7 +171,9 @@ def commit_built(api: HfApi, built: streaming.Built, where: Publication, folder:
     with _hub_step(f"uploading the splits to {where.repo_id}", where.url, after_failure):
         existing = (api.list_repo_files(where.repo_id, repo_type="dataset", revision=where.revision)
                     if where.previous else [])
-        ops = layout.operations(folder, built.paths, existing, built.configs, str(card))
+        card.text += sections_text(where.card_sections)
+        ops = layout.operations(folder, built.paths, existing, built.configs, str(card),
+                                section_files(where.card_sections))
         final = api.create_commit(where.repo_id, operations=ops, commit_message=where.commit_message or COMMIT_MESSAGE,
                                   repo_type="dataset", revision=where.revision, parent_commit=where.previous)
     rows = {config.name: dict(config.rows) for config in built.configs}
