@@ -75,8 +75,8 @@ def histogram(hist: dict[str, Any], *, title: str, xlabel: str, share: bool = Fa
     at = _position(edges, low, high, limit) if limit is not None else None
     if at is not None:
         axes.axvline(at, color=LOST, linestyle="--", linewidth=1)
-        axes.text(at + 0.05, max(counts[low:high] or [0]) * 0.9, f"max_length {int(limit):,}",  # type: ignore[arg-type]
-                  color=LOST, fontsize=8)
+        axes.text(at + 0.1, max(counts[low:high] or [0]) * 0.9, f"max_length {int(limit):,}",  # type: ignore[arg-type]
+                  color=LOST, fontsize=8, bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85})
     axes.set_title(title, fontsize=10)
     axes.set_xlabel(xlabel, fontsize=8)
     axes.set_ylabel("rows", fontsize=8)

@@ -18,8 +18,9 @@ import numpy as np
 FIRST_LOCATIONS = 5
 #: Rows kept per "worst" list.
 WORST_ROWS = 10
-#: Edges of the count histograms: 0, then powers of two (a bin holds ``edges[i] <= value < edges[i + 1]``).
-COUNT_EDGES = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+#: Edges of the count histograms: 0 to 8 one by one, then four bins per doubling up to 2**17 (a bin holds
+#: ``edges[i] <= value < edges[i + 1]``), so row lengths near a ``max_length`` fall in bins a few percent wide.
+COUNT_EDGES = tuple(sorted({*range(9), *(round(2 ** (k / 4)) for k in range(13, 69))}))
 #: Edges of the share histograms (0-1 in twentieths; the last bin holds exactly 1.0 too).
 SHARE_EDGES = tuple(round(i / 20, 2) for i in range(21))
 
