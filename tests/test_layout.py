@@ -2,8 +2,8 @@
 
 Every import of a ``whileai_datasets`` module is read from the source (lazy
 imports inside functions and ``TYPE_CHECKING`` blocks included), and each must
-point at the importer's own stage or an earlier one. The README's "How the code
-is laid out" section names the same order.
+point at the importer's own stage or an earlier one. docs/layout.md ("How the code
+is laid out") names the same order.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def _stage(module: str) -> int:
         for prefix in prefixes:
             if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best[0]:
                 best = (len(prefix), index)
-    assert best[1] >= 0, f"{module} belongs to no stage: add it to STAGES and to the README's layout section"
+    assert best[1] >= 0, f"{module} belongs to no stage: add it to STAGES and to docs/layout.md"
     return best[1]
 
 
@@ -151,9 +151,9 @@ def test_no_one_or_two_letter_module_aliases() -> None:
     assert found == []
 
 
-def test_stage_order_is_the_one_the_readme_describes() -> None:
-    readme = Path(__file__).resolve().parents[1] / "README.md"
-    section = readme.read_text().split("## How the code is laid out", 1)[1].split("\n## ", 1)[0]
+def test_stage_order_is_the_one_the_docs_describe() -> None:
+    page = Path(__file__).resolve().parents[1] / "docs" / "layout.md"
+    section = page.read_text().split("| folder | stage |", 1)[1].split("\n\n", 1)[0]
     folders = re.findall(r"^\| `([a-z_]+)/` \|", section, flags=re.MULTILINE)
     expected = [name for name, _ in STAGES if name not in ("base", "front door")]
     assert folders == expected
