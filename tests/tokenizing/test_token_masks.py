@@ -318,6 +318,38 @@ def test_offsets_are_read_from_the_encoder_where_lengths_do_not_give_them(qwen_t
             assert (ids.tolist(), offsets.tolist()) == _whole(backend, text)
 
 
+_LLAMA_TEXTS = ["<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief, " + "and careful " * 8
+                + "<|eot_id|>", "<|start_header_id|>user<|end_header_id|>\n\n hi  there\tyou<|eot_id|>",
+                "starts with text, " + "then more text " * 6 + "<|eot_id|>",  # a piece at offset 0 (prepend)
+                "caf\u00e9 na\u00efve \u65e5\u672c\u8a9e \U0001f600<|eot_id|>",  # not ASCII: byte fallback
+                " leading space", "", "<|eot_id|>", "~`|{}\x01\x7f"]  # rare ASCII: byte-fallback tokens
+
+
+@pytest.mark.parametrize("style", ["metaspace first", "metaspace always", "metaspace never", "gemma normalizer"])
+def test_sentencepiece_offsets_from_lengths_are_the_tokenizers_own(rows_file: Path, style: str) -> None:
+    from tokenizers import Tokenizer, normalizers
+
+    from tests.tiny_lm import LLAMA3_TOKENS, train_sentencepiece_tokenizer
+    from whileai_datasets.tokenize.token_encode import PieceEncoder, byte_lengths
+
+    texts = [json.dumps(row) for row in read_jsonl(rows_file)]
+    scheme = style.split()[1] if style.startswith("metaspace") else "first"
+    backend = train_sentencepiece_tokenizer(texts, chat_template="x", prepend_scheme=scheme,
+                                            **LLAMA3_TOKENS).backend_tokenizer
+    if style == "gemma normalizer":  # Gemma's: no pre-tokenizer, spaces replaced by the normalizer
+        backend = Tokenizer.from_str(backend.to_str())
+        backend.pre_tokenizer = None
+        backend.normalizer = normalizers.Replace(" ", "\u2581")
+    assert byte_lengths(backend) is not None  # ASCII texts are encoded without offsets
+    batch = [a + b for a in _LLAMA_TEXTS for b in _LLAMA_TEXTS]
+    encoder = PieceEncoder()
+    for _ in range(3):  # the first batch checked against whole encodes, then long pieces reused
+        for (ids, offsets), text in zip(encoder.encode(backend, batch), batch):
+            assert (ids.tolist(), offsets.tolist()) == _whole(backend, text)
+    assert encoder._pattern is not None and encoder._lengths is not None and encoder._pieces  # both paths ran
+    assert (encoder._shield is not None) == (style == "metaspace first")  # a piece behind an added token
+
+
 def _arrow_rows(rows: list[dict[str, Any]]) -> Any:
     import pyarrow as pa
 
