@@ -79,6 +79,28 @@ def spans_to_token_mask(offsets: np.ndarray, spans: Sequence[tuple[int, int]]) -
     return mask
 
 
+def chunk_token_masks(offsets: Sequence[np.ndarray], spans: Sequence[Sequence[tuple[int, int]]],
+                      lengths: Sequence[int]) -> list[np.ndarray]:
+    """``spans_to_token_mask`` of many rows at once: one binary search over the whole chunk.
+
+    Row ``r``'s offsets and spans are moved to ``r``'s own stretch of one long
+    axis (the rows' text ``lengths`` plus one apart), so every row's spans stay
+    sorted, disjoint and out of reach of the other rows' tokens; the masks come
+    back as views of one array, one per row.
+    """
+    if not len(offsets):
+        return []
+    counts = np.fromiter(map(len, offsets), np.int64, len(offsets))
+    span_counts = np.fromiter(map(len, spans), np.int64, len(spans))
+    stretch = np.zeros(len(offsets), dtype=np.int64)
+    np.cumsum(np.asarray(lengths[:-1], dtype=np.int64) + 1, out=stretch[1:])
+    tokens = np.concatenate(offsets).reshape(-1, 2) + np.repeat(stretch, counts)[:, None]
+    flat = [span for row in spans for span in row]
+    bounds = (np.asarray(flat, dtype=np.int64).reshape(-1, 2) + np.repeat(stretch, span_counts)[:, None])
+    mask = spans_to_token_mask(tokens, bounds)
+    return np.split(mask, np.cumsum(counts)[:-1])
+
+
 def template_messages(messages: Sequence[dict[str, Any]], arguments: str = "dict") -> list[dict[str, Any]]:
     """Canonical messages as a chat template wants them: tool-call arguments
     as dicts (templates render them with ``| tojson``; a JSON string would be
@@ -329,13 +351,16 @@ class Tokenize:
 
         def finish() -> None:
             found, future = pending.popleft()
-            encoded = iter(future.result() if future is not None else ())
+            encoded = future.result() if future is not None else []
+            rendered = [item for item in found if item is not None]
+            masks = iter(zip(encoded, chunk_token_masks([e[1] for e in encoded], [item[1] for item in rendered],
+                                                         [len(item[0]) for item in rendered]), rendered))
             for item in found:
                 if item is None:
                     out.append(None)
                     continue
-                ids, offsets = next(encoded)
-                out.append(self._truncate(ids, spans_to_token_mask(offsets, item[1]), item[2]))
+                (ids, _), mask, (_, _, method) = next(masks)
+                out.append(self._truncate(ids, mask, method))
 
         position = 0
         with EncodeQueue(self.tokenizer, self.encoder) as queue, batch_inputs(messages_clean=messages_clean):
