@@ -26,14 +26,17 @@ the rows and CPU seconds of each worker, and the load average around each run:
 
     python benchmarks/bench_token_masks.py --unique-rows 100000
 
-``--phases N`` measures the two halves of ``tokenize`` apart, in CPU seconds of
-one thread (``TOKENIZERS_PARALLELISM=false``) on N fresh unique rows: the
-encoder (``PieceEncoder`` on the rendered texts, 128 at a time, after a warm-up
-on other rows, as the encoding thread runs it) and the render with its mask
-check (``Tokenize.checked_spans`` inside one batch's scope, as the main thread
-runs it):
+``--phases N`` measures the phases apart, in CPU milliseconds a row of one
+thread (``TOKENIZERS_PARALLELISM=false``) on N fresh unique rows (``--family``
+as for ``--floor``): the floor's halves (transformers' plain render, then
+``encode_batch_fast`` 128 texts at a time); the encoder (``PieceEncoder`` on
+the same texts, after a warm-up on other rows, as the encoding thread runs it);
+the render with its mask check (``Tokenize.checked_spans`` inside one batch's
+scope, as the main thread runs it), the span render alone and a plain render
+in the same sandbox; and the whole transform on 1,000-row Arrow batches (its
+main thread, and both threads):
 
-    python benchmarks/bench_token_masks.py --phases 2000
+    python benchmarks/bench_token_masks.py --phases 2000 --family qwen
 
 ``--floor N`` measures ``tokenize`` against its floor on N unique rows with tools, side by side in one run
 and round by round (``--repeat`` rounds, medians): the floor is transformers' plain render of each row
@@ -276,14 +279,12 @@ def _print_at_scale(report: dict[str, Any], template: str) -> None:
 
 
 def phases(args: argparse.Namespace) -> None:
-    """Per-row CPU of the encoder and of the render + mask check, one thread each (``--phases``)."""
+    """Per-row CPU of each phase, one thread each (``--phases``): the floor's two halves and ours' parts."""
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    from benchmarks._unique_rows import corpus, unique_row
-    from whileai_datasets.chat_template.rendering.render import batch_inputs
-    from whileai_datasets.chat_template.sandbox.budget import budget_scope
+    from benchmarks._unique_rows import unique_row
     from whileai_datasets.tokenize.token_encode import PieceEncoder
 
-    tokenizer = train_tokenizer(corpus(), chat_template=trl_template(args.template))
+    tokenizer = family_tokenizer(args.family, args.template)
     transform = Tokenize(tokenizer)
     backend = tokenizer.backend_tokenizer
     n = args.phases
@@ -296,23 +297,69 @@ def phases(args: argparse.Namespace) -> None:
     warm = texts(7_000_000)
     for start in range(0, len(warm), 128):  # the first batch is checked, long repeats become pieces
         encoder.encode(backend, warm[start:start + 128])
-    fresh = texts(8_000_000)
-    clock = time.thread_time()
-    for start in range(0, n, 128):
-        encoder.encode(backend, fresh[start:start + 128])
-    encode_ms = (time.thread_time() - clock) / n * 1e3
+    ms: dict[str, float] = {}
+    fresh = [unique_row(8_000_000 + i) for i in range(n)]
+    shaped = [template_messages(r["messages"]) for r in fresh]
+    rendered, ms["floor: transformers plain render"] = _per_row(n, lambda: [
+        tokenizer.apply_chat_template(m, tools=r["tools"], tokenize=False) for m, r in zip(shaped, fresh)])
+    fast = getattr(backend, "encode_batch_fast", backend.encode_batch)
+    _, ms["floor: encode_batch_fast"] = _per_row(n, lambda: [
+        fast(rendered[i:i + 128], add_special_tokens=False) for i in range(0, n, 128)])
+    _, ms["ours: encoder"] = _per_row(n, lambda: [
+        encoder.encode(backend, rendered[i:i + 128]) for i in range(0, n, 128)])
     rows = [unique_row(9_000_000 + i) for i in range(n)]
+    ms.update(_render_phases(transform, rows))
+    batches = [arrow_batch(rows[i:i + 1000]) for i in range(0, n, 1000)]
+    transform(arrow_batch([unique_row(6_000_000 + i) for i in range(256)]))  # its encoder's first batch
+    process = time.process_time()
+    _, ms["ours: __call__, main thread"] = _per_row(n, lambda: [transform(batch) for batch in batches])
+    ms["ours: __call__, both threads"] = (time.process_time() - process) / n * 1e3
+    ms["ours / floor, CPU"] = ms["ours: __call__, both threads"] / (
+        ms["floor: transformers plain render"] + ms["floor: encode_batch_fast"])
+    report = {"rows": n, "family": args.family, "encoder_ms_per_row": round(ms["ours: encoder"], 3),
+              "render_and_check_ms_per_row": round(ms["ours: render + mask check"], 3),
+              "ms_per_row": {k: round(v, 3) for k, v in ms.items()}, "load_average": os.getloadavg()[0]}
+    if args.json:
+        print(json.dumps(report))
+        return
+    print(f"{n:,} fresh unique rows, {args.family}, one thread each (TOKENIZERS_PARALLELISM=false), ms a row:")
+    for label, value in ms.items():
+        print(f"  {label:>38}: {value:.3f}")
+    print(f"  (load {report['load_average']:.1f})")
+
+
+def _per_row(n: int, run: Any) -> tuple[Any, float]:
+    """``run()`` and the calling thread's CPU milliseconds per row."""
     clock = time.thread_time()
-    with batch_inputs():
-        for row in rows:
-            with budget_scope(transform.chat.budget):
-                transform.checked_spans(row["messages"], row["tools"], row["loss_mask"])
-    render_ms = (time.thread_time() - clock) / n * 1e3
-    report = {"rows": n, "encoder_ms_per_row": round(encode_ms, 3), "render_and_check_ms_per_row": round(render_ms, 3),
-              "load_average": os.getloadavg()[0]}
-    print(json.dumps(report) if args.json else
-          f"{n:,} fresh unique rows, one thread: encoder {encode_ms:.3f} ms a row, "
-          f"render + mask check {render_ms:.3f} ms a row (load {report['load_average']:.1f})")
+    out = run()
+    return out, (time.thread_time() - clock) / n * 1e3
+
+
+def _render_phases(transform: Tokenize, rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The main thread's render per row: with spans and the mask check, with spans alone, plain (our sandbox)."""
+    from whileai_datasets.chat_template.rendering.render import batch_inputs, render_chat, render_plain
+    from whileai_datasets.chat_template.sandbox.budget import budget_scope
+
+    chat, n = transform.chat, len(rows)
+    shaped = [template_messages(r["messages"], transform.plan.arguments) for r in rows]
+    out: dict[str, float] = {}
+
+    def each(render: Any) -> list[Any]:
+        done = []
+        with batch_inputs():
+            for messages, row in zip(shaped, rows):
+                with budget_scope(chat.budget):
+                    done.append(render(messages, row))
+        return done
+
+    _, out["ours: render + mask check"] = _per_row(n, lambda: each(
+        lambda m, r: transform.checked_spans(r["messages"], r["tools"], r["loss_mask"])))
+    _, out["ours: span render alone"] = _per_row(n, lambda: each(
+        lambda m, r: render_chat(chat.text, m, tools=r["tools"], kwargs=chat.special_tokens, name=chat.name)))
+    _, out["ours: plain render, same sandbox"] = _per_row(n, lambda: each(
+        lambda m, r: render_plain(chat.text, m, tools=r["tools"], kwargs=chat.special_tokens, name=chat.name)))
+    out["span render / plain render"] = out["ours: span render alone"] / out["ours: plain render, same sandbox"]
+    return out
 
 
 def family_tokenizer(family: str, template: str) -> Any:
