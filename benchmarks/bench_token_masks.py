@@ -26,14 +26,28 @@ the rows and CPU seconds of each worker, and the load average around each run:
 
     python benchmarks/bench_token_masks.py --unique-rows 100000
 
-``--phases N`` measures the two halves of ``tokenize`` apart, in CPU seconds of
-one thread (``TOKENIZERS_PARALLELISM=false``) on N fresh unique rows: the
-encoder (``PieceEncoder`` on the rendered texts, 128 at a time, after a warm-up
-on other rows, as the encoding thread runs it) and the render with its mask
-check (``Tokenize.checked_spans`` inside one batch's scope, as the main thread
-runs it):
+``--phases N`` measures the phases apart, in CPU milliseconds a row of one
+thread (``TOKENIZERS_PARALLELISM=false``) on N fresh unique rows (``--family``
+as for ``--floor``): the floor's halves (transformers' plain render, then
+``encode_batch_fast`` 128 texts at a time); the encoder (``PieceEncoder`` on
+the same texts, after a warm-up on other rows, as the encoding thread runs it);
+the render with its mask check (``Tokenize.checked_spans`` inside one batch's
+scope, as the main thread runs it), the span render alone and a plain render
+in the same sandbox; and the whole transform on 1,000-row Arrow batches (its
+main thread, and both threads):
 
-    python benchmarks/bench_token_masks.py --phases 2000
+    python benchmarks/bench_token_masks.py --phases 2000 --family qwen
+
+``--floor N`` measures ``tokenize`` against its floor on N unique rows with tools, side by side in one run
+and round by round (``--repeat`` rounds, medians): the floor is transformers' plain render of each row
+(``apply_chat_template(..., tokenize=False)``) plus one batch encode of the rendered texts without offsets
+(``encode_batch_fast``); then transformers' masked ``apply_chat_template`` row by row and
+``ds.with_format("arrow").map(tokenize(tok), batched=True)`` into a fresh cache file. Masks are compared
+with transformers' on every row. ``--family llama`` uses Llama 3.1's template (its generation blocks) and
+a SentencePiece-style tokenizer (Metaspace, BPE with byte fallback) instead of Qwen2.5's and byte-level BPE:
+
+    python benchmarks/bench_token_masks.py --floor 5000 --family qwen
+    python benchmarks/bench_token_masks.py --floor 5000 --family llama
 """
 
 from __future__ import annotations
@@ -48,10 +62,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.prefix_diff import prefix_diff_mask  # noqa: E402
-from tests.tiny_lm import train_tokenizer, trl_template  # noqa: E402
+from tests.tiny_lm import LLAMA3_TOKENS, train_sentencepiece_tokenizer, train_tokenizer, trl_template  # noqa: E402
 from whileai_datasets.rows.features import MESSAGE_TYPE, message_from_storage, message_to_storage, storage_type  # noqa: E402
 from whileai_datasets.tokenize.token_masks import Tokenize, template_messages  # noqa: E402
 
@@ -263,14 +279,12 @@ def _print_at_scale(report: dict[str, Any], template: str) -> None:
 
 
 def phases(args: argparse.Namespace) -> None:
-    """Per-row CPU of the encoder and of the render + mask check, one thread each (``--phases``)."""
+    """Per-row CPU of each phase, one thread each (``--phases``): the floor's two halves and ours' parts."""
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    from benchmarks._unique_rows import corpus, unique_row
-    from whileai_datasets.chat_template.rendering.render import batch_inputs
-    from whileai_datasets.chat_template.sandbox.budget import budget_scope
+    from benchmarks._unique_rows import unique_row
     from whileai_datasets.tokenize.token_encode import PieceEncoder
 
-    tokenizer = train_tokenizer(corpus(), chat_template=trl_template(args.template))
+    tokenizer = family_tokenizer(args.family, args.template)
     transform = Tokenize(tokenizer)
     backend = tokenizer.backend_tokenizer
     n = args.phases
@@ -283,23 +297,175 @@ def phases(args: argparse.Namespace) -> None:
     warm = texts(7_000_000)
     for start in range(0, len(warm), 128):  # the first batch is checked, long repeats become pieces
         encoder.encode(backend, warm[start:start + 128])
-    fresh = texts(8_000_000)
-    clock = time.thread_time()
-    for start in range(0, n, 128):
-        encoder.encode(backend, fresh[start:start + 128])
-    encode_ms = (time.thread_time() - clock) / n * 1e3
+    ms: dict[str, float] = {}
+    fresh = [unique_row(8_000_000 + i) for i in range(n)]
+    shaped = [template_messages(r["messages"]) for r in fresh]
+    rendered, ms["floor: transformers plain render"] = _per_row(n, lambda: [
+        tokenizer.apply_chat_template(m, tools=r["tools"], tokenize=False) for m, r in zip(shaped, fresh)])
+    fast = getattr(backend, "encode_batch_fast", backend.encode_batch)
+    _, ms["floor: encode_batch_fast"] = _per_row(n, lambda: [
+        fast(rendered[i:i + 128], add_special_tokens=False) for i in range(0, n, 128)])
+    _, ms["ours: encoder"] = _per_row(n, lambda: [
+        encoder.encode(backend, rendered[i:i + 128]) for i in range(0, n, 128)])
     rows = [unique_row(9_000_000 + i) for i in range(n)]
+    ms.update(_render_phases(transform, rows))
+    batches = [arrow_batch(rows[i:i + 1000]) for i in range(0, n, 1000)]
+    transform(arrow_batch([unique_row(6_000_000 + i) for i in range(256)]))  # its encoder's first batch
+    process = time.process_time()
+    _, ms["ours: __call__, main thread"] = _per_row(n, lambda: [transform(batch) for batch in batches])
+    ms["ours: __call__, both threads"] = (time.process_time() - process) / n * 1e3
+    ms["ours / floor, CPU"] = ms["ours: __call__, both threads"] / (
+        ms["floor: transformers plain render"] + ms["floor: encode_batch_fast"])
+    report = {"rows": n, "family": args.family, "encoder_ms_per_row": round(ms["ours: encoder"], 3),
+              "render_and_check_ms_per_row": round(ms["ours: render + mask check"], 3),
+              "ms_per_row": {k: round(v, 3) for k, v in ms.items()}, "load_average": os.getloadavg()[0]}
+    if args.json:
+        print(json.dumps(report))
+        return
+    print(f"{n:,} fresh unique rows, {args.family}, one thread each (TOKENIZERS_PARALLELISM=false), ms a row:")
+    for label, value in ms.items():
+        print(f"  {label:>38}: {value:.3f}")
+    print(f"  (load {report['load_average']:.1f})")
+
+
+def _per_row(n: int, run: Any) -> tuple[Any, float]:
+    """``run()`` and the calling thread's CPU milliseconds per row."""
     clock = time.thread_time()
-    with batch_inputs():
-        for row in rows:
-            with budget_scope(transform.chat.budget):
-                transform.checked_spans(row["messages"], row["tools"], row["loss_mask"])
-    render_ms = (time.thread_time() - clock) / n * 1e3
-    report = {"rows": n, "encoder_ms_per_row": round(encode_ms, 3), "render_and_check_ms_per_row": round(render_ms, 3),
+    out = run()
+    return out, (time.thread_time() - clock) / n * 1e3
+
+
+def _render_phases(transform: Tokenize, rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The main thread's render per row: with spans and the mask check, with spans alone, plain (our sandbox)."""
+    from whileai_datasets.chat_template.rendering.render import batch_inputs, render_chat, render_plain
+    from whileai_datasets.chat_template.sandbox.budget import budget_scope
+
+    chat, n = transform.chat, len(rows)
+    shaped = [template_messages(r["messages"], transform.plan.arguments) for r in rows]
+    out: dict[str, float] = {}
+
+    def each(render: Any) -> list[Any]:
+        done = []
+        with batch_inputs():
+            for messages, row in zip(shaped, rows):
+                with budget_scope(chat.budget):
+                    done.append(render(messages, row))
+        return done
+
+    _, out["ours: render + mask check"] = _per_row(n, lambda: each(
+        lambda m, r: transform.checked_spans(r["messages"], r["tools"], r["loss_mask"])))
+    _, out["ours: span render alone"] = _per_row(n, lambda: each(
+        lambda m, r: render_chat(chat.text, m, tools=r["tools"], kwargs=chat.special_tokens, name=chat.name)))
+    _, out["ours: plain render, same sandbox"] = _per_row(n, lambda: each(
+        lambda m, r: render_plain(chat.text, m, tools=r["tools"], kwargs=chat.special_tokens, name=chat.name)))
+    out["span render / plain render"] = out["ours: span render alone"] / out["ours: plain render, same sandbox"]
+    return out
+
+
+def family_tokenizer(family: str, template: str) -> Any:
+    """The benchmark tokenizer of a template family: Qwen2.5 (trl's ``template``) with byte-level BPE, or
+    Llama 3.1 (the shipped template, generation blocks included) with a SentencePiece-style tokenizer."""
+    from benchmarks._unique_rows import corpus
+
+    if family == "qwen":
+        return train_tokenizer(corpus(), chat_template=trl_template(template))
+    from whileai_datasets.chat_template import ChatTemplate
+
+    return train_sentencepiece_tokenizer(corpus(), chat_template=ChatTemplate.shipped("llama3_1").text,
+                                         **LLAMA3_TOKENS)
+
+
+def _decoded(ds: Any) -> list[tuple[list[list[dict[str, Any]]], list[Any]]]:
+    """The dataset's rows as transformers takes them, batch by batch (messages, tools)."""
+    out = []
+    for batch in ds.with_format("arrow").iter(batch_size=1000):
+        tools = [json.loads(t) if t else None for t in batch.column("tools").to_pylist()]
+        rows = [template_messages([message_from_storage(m) for m in row]) for row in batch.column("messages").to_pylist()]
+        out.append((rows, tools))
+    return out
+
+
+def _timed(run: Any) -> tuple[Any, float, float]:
+    """``run()``'s result, wall seconds and CPU seconds of the whole process (all its threads)."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    out = run()
+    return out, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def _floor_round(tokenizer: Any, ds: Any, transform: Tokenize, folder: Path, round_: int) -> dict[str, Any]:
+    """One round: decode, plain render, batch encode (the floor), transformers masked, ours; seconds each."""
+    backend = tokenizer.backend_tokenizer
+    fast = getattr(backend, "encode_batch_fast", backend.encode_batch)
+    seconds: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    decoded, seconds["decode"], cpu["decode"] = _timed(lambda: _decoded(ds))
+    texts, seconds["plain render"], cpu["plain render"] = _timed(lambda: [
+        [tokenizer.apply_chat_template(m, tools=t or None, tokenize=False) for m, t in zip(rows, tools)]
+        for rows, tools in decoded])
+    _, seconds["batch encode"], cpu["batch encode"] = _timed(
+        lambda: [fast(batch, add_special_tokens=False) for batch in texts])
+    theirs, seconds["transformers masked"], cpu["transformers masked"] = _timed(lambda: [
+        (np.asarray(ids, np.int64), np.asarray(mask, np.int64)) for rows, tools in decoded
+        for ids, mask in transformers_masks(tokenizer, rows, tools)])
+    target = str(folder / f"round-{round_}.arrow")
+    ours, seconds["ours"], cpu["ours"] = _timed(
+        lambda: ds.with_format("arrow").map(transform, batched=True, cache_file_name=target))
+    same = same_rows(theirs, ours.with_format("arrow")[:])
+    return {"seconds": seconds, "cpu_seconds": cpu, "same_masks": same}
+
+
+def at_floor(args: argparse.Namespace) -> None:
+    """``--floor``: ours against the floor and transformers, side by side, medians of ``--repeat`` rounds."""
+    import tempfile
+
+    from benchmarks._unique_rows import unique_dataset
+
+    ds = unique_dataset(args.floor)
+    tokenizer = family_tokenizer(args.family, args.template)
+    transform = Tokenize(tokenizer)
+    rounds = []
+    with tempfile.TemporaryDirectory(dir=Path(__file__).parent / ".data") as folder:
+        for round_ in range(args.repeat):
+            rounds.append(_floor_round(tokenizer, ds, transform, Path(folder), round_))
+            print(f"  round {round_}: " + ", ".join(f"{k} {v:.2f} s ({rounds[-1]['cpu_seconds'][k]:.2f} CPU)"
+                                                    for k, v in rounds[-1]["seconds"].items()), file=sys.stderr)
+    ratios = {kind: _floor_ratios(rounds, kind) for kind in ("seconds", "cpu_seconds")}
+    vs_floor, vs_transformers = ratios["seconds"]
+    report = {"rows": len(ds), "family": args.family, "mask_method": transform.plan.method,
+              "encoder": _encoder_kind(transform),
+              "seconds": {k: statistics.median(r["seconds"][k] for r in rounds) for k in rounds[0]["seconds"]},
+              "cpu_seconds": {k: statistics.median(r["cpu_seconds"][k] for r in rounds) for k in rounds[0]["seconds"]},
+              "ours_over_floor": vs_floor, "vs_transformers": vs_transformers,
+              "ours_over_floor_cpu": ratios["cpu_seconds"][0], "vs_transformers_cpu": ratios["cpu_seconds"][1],
+              "per_round": [{k: round(v, 3) for k, v in r["seconds"].items()} for r in rounds],
+              "same_masks": min(r["same_masks"] for r in rounds), "rounds": len(rounds),
               "load_average": os.getloadavg()[0]}
-    print(json.dumps(report) if args.json else
-          f"{n:,} fresh unique rows, one thread: encoder {encode_ms:.3f} ms a row, "
-          f"render + mask check {render_ms:.3f} ms a row (load {report['load_average']:.1f})")
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    print(f"{len(ds):,} unique rows with tools, {args.family} ({transform.plan.method}; encoder: {report['encoder']}), "
+          f"medians of {len(rounds)} rounds")
+    for label, value in report["seconds"].items():
+        print(f"  {label:>20}: {value:7.2f} s wall {report['cpu_seconds'][label]:7.2f} s CPU")
+    print(f"  ours / (plain render + batch encode): {vs_floor:.2f} wall, {report['ours_over_floor_cpu']:.2f} CPU "
+          f"(target <= 1.25); ours vs transformers masked: {vs_transformers:.2f}x wall, "
+          f"{report['vs_transformers_cpu']:.2f}x CPU (target >= 2.5x); "
+          f"same masks {report['same_masks']:,}/{len(ds):,} (load {report['load_average']:.1f}; ratios are medians "
+          f"of the rounds' own ratios)")
+
+
+def _floor_ratios(rounds: list[dict[str, Any]], kind: str) -> tuple[float, float]:
+    """Medians over rounds of ours / (plain render + batch encode) and transformers masked / ours."""
+    return (statistics.median(r[kind]["ours"] / (r[kind]["plain render"] + r[kind]["batch encode"]) for r in rounds),
+            statistics.median(r[kind]["transformers masked"] / r[kind]["ours"] for r in rounds))
+
+
+def _encoder_kind(transform: Tokenize) -> str:
+    """Which encode path the transform's encoder settled on (after its first batch)."""
+    encoder = transform.encoder
+    if encoder._pattern is None:
+        return "whole texts, tokenizer offsets"
+    return "pieces, offsets from ids" if encoder._lengths is not None else "pieces, tokenizer offsets"
 
 
 def main() -> None:
@@ -312,8 +478,13 @@ def main() -> None:
     parser.add_argument("--seeded", type=int, default=1248, help="also whileai seeded-agent rows (0: none)")
     parser.add_argument("--unique-rows", type=int, default=0, help="measure at scale on this many unique rows")
     parser.add_argument("--phases", type=int, default=0, help="CPU per row of the encoder and the render, apart")
+    parser.add_argument("--floor", type=int, default=0, help="ours against its floor on this many unique rows")
+    parser.add_argument("--family", choices=("qwen", "llama"), default="qwen", help="template and tokenizer (--floor)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.floor:
+        at_floor(args)
+        return
     if args.phases:
         phases(args)
         return

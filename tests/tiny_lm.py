@@ -3,6 +3,7 @@ config: the real transformers/TRL code paths, with no download."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from importlib.resources import files
 from typing import Any
@@ -40,6 +41,22 @@ def trl_template(name: str) -> str:
     return (files("trl") / "chat_templates" / f"{name}.jinja").read_text(encoding="utf-8")
 
 
+def _fast_tokenizer(core: Any, chat_template: str, bos_token: str | None, eos_token: str, pad_token: str,
+                    additional: Sequence[str] | None) -> Any:
+    """``core`` (a trained ``tokenizers.Tokenizer``) as a transformers fast tokenizer with ``chat_template``."""
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        bos_token=bos_token,
+        eos_token=eos_token,
+        pad_token=pad_token,
+        additional_special_tokens=list(SPECIAL_TOKENS[3:] if additional is None else additional),
+    )
+    tokenizer.chat_template = chat_template
+    return tokenizer
+
+
 def train_tokenizer(texts: Iterable[str], *, chat_template: str, vocab_size: int = 600,
                     special_tokens: Sequence[str] = SPECIAL_TOKENS, bos_token: str | None = None,
                     eos_token: str = "<|im_end|>", pad_token: str = "<|endoftext|>",
@@ -47,7 +64,6 @@ def train_tokenizer(texts: Iterable[str], *, chat_template: str, vocab_size: int
     """A byte-level BPE fast tokenizer trained on ``texts``, with ``special_tokens``
     (ChatML's unless given, e.g. ``**LLAMA3_TOKENS``) and ``chat_template`` set."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
 
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -59,15 +75,30 @@ def train_tokenizer(texts: Iterable[str], *, chat_template: str, vocab_size: int
         show_progress=False,
     )
     core.train_from_iterator(list(texts), trainer=trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=core,
-        bos_token=bos_token,
-        eos_token=eos_token,
-        pad_token=pad_token,
-        additional_special_tokens=list(SPECIAL_TOKENS[3:] if additional is None else additional),
-    )
-    tokenizer.chat_template = chat_template
-    return tokenizer
+    return _fast_tokenizer(core, chat_template, bos_token, eos_token, pad_token, additional)
+
+
+def train_sentencepiece_tokenizer(texts: Iterable[str], *, chat_template: str, vocab_size: int = 600,
+                                  special_tokens: Sequence[str] = SPECIAL_TOKENS, bos_token: str | None = None,
+                                  eos_token: str = "<|im_end|>", pad_token: str = "<|endoftext|>",
+                                  additional: Sequence[str] | None = None, prepend_scheme: str = "first") -> Any:
+    """A SentencePiece-style fast tokenizer trained on ``texts``: a Metaspace pre-tokenizer (spaces become
+    ``▁``, not split on: merges run across words), BPE with byte fallback, as transformers converts
+    Llama 2 / Mistral / Gemma tokenizers; special tokens and ``chat_template`` as ``train_tokenizer``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    core = Tokenizer(models.BPE(byte_fallback=True, unk_token=None))
+    core.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme=prepend_scheme, split=False)
+    core.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme=prepend_scheme, split=False)
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(special_tokens), show_progress=False,
+                                  max_token_length=16)
+    core.train_from_iterator(list(texts), trainer=trainer)
+    config = json.loads(core.to_str())  # the 256 byte-fallback tokens join the vocabulary, as in Llama 2's
+    vocab = config["model"]["vocab"]
+    for byte in range(256):
+        vocab.setdefault(f"<0x{byte:02X}>", len(vocab))
+    core = Tokenizer.from_str(json.dumps(config))
+    return _fast_tokenizer(core, chat_template, bos_token, eos_token, pad_token, additional)
 
 
 def tiny_causal_lm(vocab_size: int, seed: int = 0) -> Any:

@@ -22,6 +22,18 @@ def test_spans_to_token_mask_marks_tokens_overlapping_a_span() -> None:
     assert spans_to_token_mask(offsets, [(4, 9), (12, 13)]).tolist() == [0, 1, 1, 0, 0, 1]
 
 
+def test_chunk_token_masks_equal_each_rows_own() -> None:
+    from whileai_datasets.tokenize.token_masks import chunk_token_masks
+
+    offsets = [np.array([[0, 3], [3, 5], [5, 5], [5, 9]]), np.zeros((0, 2), dtype=np.int64),
+               np.array([[0, 2], [2, 4]]), np.array([[0, 1], [1, 6]]), np.array([[0, 4]])]
+    spans = [[(3, 6)], [], [], [(0, 1), (5, 6)], [(0, 4)]]
+    lengths = [9, 0, 4, 6, 4]  # the rows' text lengths: a span at a row's very end reaches no next row
+    masks = chunk_token_masks(offsets, spans, lengths)
+    assert [m.tolist() for m in masks] == [spans_to_token_mask(o, s).tolist() for o, s in zip(offsets, spans)]
+    assert [m.tolist() for m in masks] == [[0, 1, 0, 1], [], [0, 0], [1, 1], [1]]
+
+
 def test_spans_to_token_mask_without_spans_is_all_zero() -> None:
     assert spans_to_token_mask(np.array([[0, 2], [2, 4]]), []).tolist() == [0, 0]
 
@@ -316,6 +328,38 @@ def test_offsets_are_read_from_the_encoder_where_lengths_do_not_give_them(qwen_t
     for _ in range(2):
         for (ids, offsets), text in zip(encoder.encode(backend, _BYTE_TEXTS), _BYTE_TEXTS):
             assert (ids.tolist(), offsets.tolist()) == _whole(backend, text)
+
+
+_LLAMA_TEXTS = ["<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief, " + "and careful " * 8
+                + "<|eot_id|>", "<|start_header_id|>user<|end_header_id|>\n\n hi  there\tyou<|eot_id|>",
+                "starts with text, " + "then more text " * 6 + "<|eot_id|>",  # a piece at offset 0 (prepend)
+                "caf\u00e9 na\u00efve \u65e5\u672c\u8a9e \U0001f600<|eot_id|>",  # not ASCII: byte fallback
+                " leading space", "", "<|eot_id|>", "~`|{}\x01\x7f"]  # rare ASCII: byte-fallback tokens
+
+
+@pytest.mark.parametrize("style", ["metaspace first", "metaspace always", "metaspace never", "gemma normalizer"])
+def test_sentencepiece_offsets_from_lengths_are_the_tokenizers_own(rows_file: Path, style: str) -> None:
+    from tokenizers import Tokenizer, normalizers
+
+    from tests.tiny_lm import LLAMA3_TOKENS, train_sentencepiece_tokenizer
+    from whileai_datasets.tokenize.token_encode import PieceEncoder, byte_lengths
+
+    texts = [json.dumps(row) for row in read_jsonl(rows_file)]
+    scheme = style.split()[1] if style.startswith("metaspace") else "first"
+    backend = train_sentencepiece_tokenizer(texts, chat_template="x", prepend_scheme=scheme,
+                                            **LLAMA3_TOKENS).backend_tokenizer
+    if style == "gemma normalizer":  # Gemma's: no pre-tokenizer, spaces replaced by the normalizer
+        backend = Tokenizer.from_str(backend.to_str())
+        backend.pre_tokenizer = None
+        backend.normalizer = normalizers.Replace(" ", "\u2581")
+    assert byte_lengths(backend) is not None  # ASCII texts are encoded without offsets
+    batch = [a + b for a in _LLAMA_TEXTS for b in _LLAMA_TEXTS]
+    encoder = PieceEncoder()
+    for _ in range(3):  # the first batch checked against whole encodes, then long pieces reused
+        for (ids, offsets), text in zip(encoder.encode(backend, batch), batch):
+            assert (ids.tolist(), offsets.tolist()) == _whole(backend, text)
+    assert encoder._pattern is not None and encoder._lengths is not None and encoder._pieces  # both paths ran
+    assert (encoder._shield is not None) == (style == "metaspace first")  # a piece behind an added token
 
 
 def _arrow_rows(rows: list[dict[str, Any]]) -> Any:

@@ -22,6 +22,18 @@ the lengths before it. Such texts are encoded without offsets
 list of tuples to convert under the GIL); a text whose lengths do not add up
 to its own length, and every text that is not ASCII, is encoded with offsets.
 The first batch's check compares these offsets too.
+
+SentencePiece-style tokenizers as transformers converts them (Llama 2, Mistral,
+Gemma: a ``Metaspace`` pre-tokenizer, or a normalizer replacing spaces with
+``\u2581``; BPE with byte fallback, or Unigram) get both too. Each character of
+an ASCII text is one character of a token (a space is the ``\u2581``, a
+character outside the vocabulary one ``<0xNN>`` token), so offsets are running
+sums of the tokens' lengths there as well; where a ``\u2581`` was prepended (the
+start of a text or piece, by ``prepend_scheme``), the lengths add up to one more
+than the text and that text's offsets are read from the encoder. A
+``prepend_scheme="first"`` marks only a piece at the start of the whole text, so
+a reused piece is encoded behind an added token (then dropped) and a piece at
+the start of a text is never reused.
 """
 
 from __future__ import annotations
@@ -43,6 +55,7 @@ LOCAL_PRE_TOKENIZERS = frozenset({"ByteLevel", "Split", "Whitespace", "Whitespac
 #: Pre-tokenizers that keep every character of their input (a ``Split`` or ``Punctuation`` unless it removes).
 KEEPING_PRE_TOKENIZERS = frozenset({"ByteLevel", "Split", "Digits", "Punctuation", "UnicodeScripts"})
 UNICODE_FORMS = frozenset({"NFC", "NFD", "NFKC", "NFKD"})
+SPACE_MARK = "\u2581"  # SentencePiece's stand-in for a space
 MAX_PIECES = 20_000  # reused pieces kept (each at least REUSED_CHARS long)
 MAX_SEEN = 1_000_000  # hashes of long pieces met once, before the set starts over
 REUSED_CHARS = 64  # shorter pieces are encoded within their run, never on their own
@@ -51,11 +64,13 @@ Encoded = tuple[np.ndarray, np.ndarray]  # ids (int32), (n, 2) offsets (int64)
 
 
 def _pre_tokenizers_local(config: Any) -> bool:
+    """Each piece between added tokens is pre-tokenized on its own (a ``Metaspace`` too: it prepends per
+    piece, or only to the piece at offset 0, which ``PieceEncoder`` keeps at the start of its text)."""
     if config is None:
         return True
     if config.get("type") == "Sequence":
         return all(_pre_tokenizers_local(item) for item in config.get("pretokenizers", []))
-    return config.get("type") in LOCAL_PRE_TOKENIZERS
+    return config.get("type") in LOCAL_PRE_TOKENIZERS or config.get("type") == "Metaspace"
 
 
 def _config(backend: Any) -> dict[str, Any] | None:
@@ -75,10 +90,27 @@ def _components(config: Any, key: str) -> list[dict[str, Any]]:
     return [config]
 
 
+def _space_normalizer(part: dict[str, Any]) -> bool:
+    """SentencePiece's normalizers as transformers converts them: spaces replaced by ``\u2581`` (Gemma,
+    Llama 2), a ``\u2581`` prepended to each piece (Llama 2's legacy form). Both keep one character per
+    character of an ASCII text (the prepended one aside, which the length check catches)."""
+    if part.get("type") == "Replace":
+        return (part.get("pattern") or {}).get("String") == " " and part.get("content") == SPACE_MARK
+    return part.get("type") == "Prepend" and part.get("prepend") == SPACE_MARK
+
+
 def _normalizer_unicode(config: Any) -> bool:
-    """No normalizer, or only Unicode normal forms (Qwen's NFC): they leave ASCII as it is, and the
+    """No normalizer, only Unicode normal forms (Qwen's NFC), or SentencePiece's space marks: the
     tokenizer normalizes each piece between added tokens on its own, so pieces stay independent."""
-    return all(part.get("type") in UNICODE_FORMS for part in _components(config, "normalizers"))
+    return all(part.get("type") in UNICODE_FORMS or _space_normalizer(part)
+               for part in _components(config, "normalizers"))
+
+
+def prepend_first(backend: Any) -> bool:
+    """A ``Metaspace`` with ``prepend_scheme="first"``: only a piece at offset 0 of the text gets its mark."""
+    config = _config(backend) or {}
+    return any(part.get("type") == "Metaspace" and part.get("prepend_scheme", "always") == "first"
+               for part in _components(config.get("pre_tokenizer"), "pretokenizers"))
 
 
 def piece_pattern(backend: Any) -> re.Pattern[str] | None:
@@ -96,27 +128,79 @@ def piece_pattern(backend: Any) -> re.Pattern[str] | None:
 
 
 def byte_lengths(backend: Any) -> np.ndarray | None:
-    """Bytes of text per token id, for a byte-level BPE tokenizer that keeps every byte of its input and
-    reports untrimmed offsets (None for any other: its offsets are read from the encoder)."""
+    """Characters of an ASCII text per token id, for a tokenizer whose tokens spell their text one
+    character per character and that reports untrimmed offsets: byte-level BPE, or SentencePiece-style
+    (``Metaspace`` or space-mark normalizers; BPE or Unigram). None for any other: its offsets are read
+    from the encoder."""
     config = _config(backend)
-    if config is None or piece_pattern(backend) is None or (config.get("model") or {}).get("type") != "BPE":
+    if config is None or piece_pattern(backend) is None:
         return None
     parts = _components(config.get("pre_tokenizer"), "pretokenizers")
-    levels = [part for part in parts if part.get("type") == "ByteLevel"]
-    if not levels or any(part.get("add_prefix_space") for part in levels):
-        return None
-    if any(part.get("type") not in KEEPING_PRE_TOKENIZERS or str(part.get("behavior", "")).lower() == "removed"
-           for part in parts):
+    if any(part.get("type") not in KEEPING_PRE_TOKENIZERS | {"Metaspace"}
+           or str(part.get("behavior", "")).lower() == "removed" for part in parts):
         return None  # a pre-tokenizer that drops characters (whitespace, a delimiter): lengths would not add up
-    for part in _components(config.get("post_processor"), "processors"):
-        if part.get("type") == "ByteLevel" and part.get("trim_offsets", True):
-            return None  # offsets with the leading space left out
+    if any(part.get("type") == "ByteLevel" for part in parts):
+        lengths = _byte_level_lengths(backend, config, parts)
+    else:
+        lengths = _sentencepiece_lengths(backend, config, parts)
+    if lengths is None:
+        return None
+    for added in config.get("added_tokens") or []:
+        lengths[added["id"]] = len(str(added["content"]).encode("utf-8"))  # ASCII texts: bytes are characters
+    return lengths
+
+
+def _vocab_lengths(backend: Any) -> tuple[dict[str, int], np.ndarray]:
     vocab = backend.get_vocab(with_added_tokens=True)
     lengths = np.full(max(vocab.values(), default=-1) + 1, -1, dtype=np.int64)
     for token, index in vocab.items():
-        lengths[index] = len(token)  # a byte-level token: one character per byte
-    for added in config.get("added_tokens") or []:
-        lengths[added["id"]] = len(str(added["content"]).encode("utf-8"))
+        lengths[index] = len(token)
+    return vocab, lengths
+
+
+def _byte_level_lengths(backend: Any, config: dict[str, Any], parts: list[dict[str, Any]]) -> np.ndarray | None:
+    """Byte-level BPE: one character of a token per byte of text."""
+    if (config.get("model") or {}).get("type") != "BPE" or any(
+            part.get("type") == "ByteLevel" and part.get("add_prefix_space") for part in parts):
+        return None
+    if any(part.get("type") == "Metaspace" for part in parts):
+        return None
+    for part in _components(config.get("post_processor"), "processors"):
+        if part.get("type") == "ByteLevel" and part.get("trim_offsets", True):
+            return None  # offsets with the leading space left out
+    return _vocab_lengths(backend)[1]
+
+
+def _sentencepiece_lengths(backend: Any, config: dict[str, Any], parts: list[dict[str, Any]]) -> np.ndarray | None:
+    """SentencePiece-style: a token's characters are the text's, the space mark standing for a space and a
+    byte-fallback token for one ASCII character (the only kind a byte of an ASCII text can be)."""
+    model = config.get("model") or {}
+    marks = [part for part in parts if part.get("type") == "Metaspace"]
+    normalized = [part for part in _components(config.get("normalizer"), "normalizers") if _space_normalizer(part)]
+    if not marks and not normalized:
+        return None
+    if any(part.get("replacement") != SPACE_MARK for part in marks):
+        return None
+    if model.get("type") == "BPE":
+        if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
+            return None  # tokens that spell more than their text
+    elif model.get("type") != "Unigram":
+        return None
+    vocab, lengths = _vocab_lengths(backend)
+    if model.get("byte_fallback", model.get("type") == "Unigram"):
+        for byte in range(128):
+            index = vocab.get(f"<0x{byte:02X}>")
+            if index is not None:
+                lengths[index] = 1
+    for byte in range(128, 256):  # never in an ASCII text; marked unknown so no sum can use them
+        index = vocab.get(f"<0x{byte:02X}>")
+        if index is not None:
+            lengths[index] = -1
+    unknown = model.get("unk_token") if model.get("type") == "BPE" else None
+    if model.get("type") == "Unigram" and model.get("unk_id") is not None:
+        lengths[int(model["unk_id"])] = -1
+    if unknown is not None and unknown in vocab:
+        lengths[vocab[unknown]] = -1  # covers a character of unknown length
     return lengths
 
 
@@ -141,7 +225,8 @@ class PieceEncoder:
         self._pattern: re.Pattern[str] | None = None
         self._pieces: dict[str, Encoded] = {}
         self._seen: set[int] = set()  # hashes of the long pieces met once
-        self._lengths: np.ndarray | None = None  # bytes per token id (byte-level BPE): offsets from the ids
+        self._lengths: np.ndarray | None = None  # characters per token id: offsets from the ids
+        self._shield: str | None = None  # an added token that keeps a reused piece off offset 0 (prepend "first")
         self._verified = False
 
     def __getstate__(self) -> dict[str, Any]:
@@ -154,6 +239,9 @@ class PieceEncoder:
         if backend is not self._backend:
             self.__init__()  # type: ignore[misc]
             self._backend, self._pattern, self._lengths = backend, piece_pattern(backend), byte_lengths(backend)
+            self._shield = _shield(backend) if self._pattern is not None and prepend_first(backend) else None
+            if self._pattern is not None and prepend_first(backend) and self._shield is None:
+                self._pattern = None
         if self._pattern is None:
             return [_as_arrays(e) for e in backend.encode_batch(texts, add_special_tokens=False)]
         out = self._by_pieces(texts)
@@ -177,8 +265,9 @@ class PieceEncoder:
         run = 0  # where the current run started
         bounds = [m.span() for m in self._pattern.finditer(text)]
         edges = [0, *[edge for span in bounds for edge in span], len(text)]
+        shielded = self._shield is not None
         for start, end in zip(edges[::2], edges[1::2]):  # the text between two added tokens
-            if end - start < REUSED_CHARS:
+            if end - start < REUSED_CHARS or (shielded and start == 0):
                 continue
             piece = text[start:end]
             if piece not in known:
@@ -204,11 +293,18 @@ class PieceEncoder:
         plans = [self._segments(text, fresh) for text in texts]
         runs = [text[start:end] for text, plan in zip(texts, plans) for start, piece, end in plan if piece is None]
         pieces = list(fresh)
-        for piece, arrays in zip(pieces, self._encode(pieces)):
+        for piece, arrays in zip(pieces, self._encode_pieces(pieces)):
             self._pieces[piece] = arrays
         ran = iter(self._encode(runs))
         return [self._join([(start, self._pieces[piece] if piece is not None else next(ran))
                             for start, piece, _ in plan]) for plan in plans]
+
+    def _encode_pieces(self, pieces: list[str]) -> list[Encoded]:
+        """Reused pieces, each as it encodes after an added token (behind the shield, which is then dropped)."""
+        shield = self._shield
+        if shield is None:
+            return self._encode(pieces)
+        return [(ids[1:], offsets[1:] - len(shield)) for ids, offsets in self._encode([shield + p for p in pieces])]
 
     def _encode(self, texts: list[str]) -> list[Encoded]:
         """(ids, offsets) of each text: from the ids alone where the byte lengths allow, else the encoder's."""
@@ -238,6 +334,16 @@ class PieceEncoder:
         ids = np.concatenate([e[0] for _, e in parts])
         shift = np.repeat(np.asarray([start for start, _ in parts], dtype=np.int64), [len(e[0]) for _, e in parts])
         return ids, np.concatenate([e[1] for _, e in parts]) + shift[:, None]
+
+
+def _shield(backend: Any) -> str | None:
+    """An added token that encodes as itself alone, to put in front of a piece."""
+    config = _config(backend) or {}
+    for added in config.get("added_tokens") or []:
+        content = str(added.get("content") or "")
+        if content and backend.encode(content, add_special_tokens=False).ids == [added["id"]]:
+            return content
+    return None
 
 
 def _as_arrays(encoding: Any) -> Encoded:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import count
+from itertools import accumulate, count
 from typing import Any
 
 from whileai_datasets.chat_template.sandbox.environment import MARK_CLOSE, MARK_OPEN, marker, trusted
@@ -94,14 +94,23 @@ def decode(raw: str) -> tuple[str, list[Event]]:
     """Strip markers from ``raw``: (clean text, [(offset, kind, payload)])."""
     parts = _MARKER.split(raw)
     texts, bodies = parts[0::2], parts[1::2]
-    if any(MARK_OPEN in text or MARK_CLOSE in text for text in texts) or not all(bodies):
+    # every marker character is inside a whole marker (one of each per marker), and no marker is empty
+    if raw.count(MARK_OPEN) != len(bodies) or raw.count(MARK_CLOSE) != len(bodies) or not all(bodies):
         raise TemplateError("span markers came out of the template damaged", hint=_DAMAGED_HINT)
-    position = len(texts[0])
+    known = _PAYLOADS
+    if len(known) > 50_000:
+        known.clear()
     events: list[Event] = []
-    for body, text in zip(bodies, texts[1:]):
-        events.append((position, body[0], tuple(map(int, body[1:].split(","))) if len(body) > 1 else ()))
-        position += len(text)
+    for position, body in zip(accumulate(map(len, texts)), bodies):
+        payload = known.get(body)
+        if payload is None:
+            payload = known[body] = tuple(map(int, body[1:].split(","))) if len(body) > 1 else ()
+        events.append((position, body[0], payload))
     return "".join(texts), events
+
+
+#: Each marker body met, parsed (rows of one template repeat the same few hundred).
+_PAYLOADS: dict[str, tuple[int, ...]] = {}
 
 
 @dataclass
