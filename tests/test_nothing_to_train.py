@@ -13,7 +13,7 @@ from datasets import Dataset, Features, Json, List, Value
 
 from tests.conftest import read_jsonl, write_jsonl
 from tests.tiny_lm import train_tokenizer
-from whileai_datasets import DuplicateSystemWarning, NothingToTrainWarning, export_dataset
+from whileai_datasets import DuplicateSystemWarning, ExportFormatError, NothingToTrainWarning, export_dataset
 from whileai_datasets.errors import PublishError
 from whileai_datasets.hub import configs, streaming
 from whileai_datasets.rows.features import Message
@@ -24,13 +24,23 @@ FEATURES = Features({"messages": List(Message()), "loss_mask": List(Value("int8"
 TALK = [{"role": "user", "content": "hello there"}, {"role": "assistant", "content": "fine thanks"}]
 
 
-def test_export_of_rows_under_a_key_it_does_not_read_warns_and_counts_them(tmp_path: Path) -> None:
-    source = write_jsonl(tmp_path / "eval.jsonl", [{"question": "q", "reply": "r"}] * 2 + [{"messages": TALK}])
-    with pytest.warns(NothingToTrainWarning, match=r"2 of 3 rows of .*eval\.jsonl train nothing: 2 hold only a "
-                                                   r"system message \(first: row 0; .*'conversations'"):
+def test_export_of_rows_with_no_assistant_turn_warns_and_counts_them(tmp_path: Path) -> None:
+    """Rows under a key this package does not read are refused by the builder (issue 29); rows it reads
+    that train nothing are written as whileai writes them, counted and said aloud."""
+    source = write_jsonl(tmp_path / "asks.jsonl", [{"messages": TALK[:1]}] * 2 + [{"messages": TALK}])
+    with pytest.warns(NothingToTrainWarning, match=r"2 of 3 rows of .*asks\.jsonl train nothing: 2 have no "
+                                                   r"assistant turn \(first: row 0\)"):
         report = export_dataset(str(source), str(tmp_path / "out.jsonl"), system_prompt="Be brief.")
     assert report["rows_without_loss"] == 2 and report["trained_messages"] == 1
     assert len(read_jsonl(tmp_path / "out.jsonl")) == 3  # written as whileai writes them
+
+
+def test_export_of_rows_under_a_key_it_does_not_read_names_the_keys(tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "eval.jsonl", [{"question": "q", "reply": "r"}] * 2 + [{"messages": TALK}])
+    with pytest.raises(ExportFormatError, match=r"eval\.jsonl line 1 \(row 0\): no conversation to train on: the "
+                                                r"row has 'question', 'reply'"):
+        export_dataset(str(source), str(tmp_path / "out.jsonl"), system_prompt="Be brief.")
+    assert not (tmp_path / "out.jsonl").exists()
 
 
 def test_export_with_every_row_training_adds_no_key_and_no_warning(tmp_path: Path) -> None:

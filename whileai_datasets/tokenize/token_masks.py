@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import gc
 import json
-import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future
@@ -36,8 +35,15 @@ from whileai_datasets.chat_template.masks.masking import MaskPlan, encode_argume
 from whileai_datasets.chat_template.rendering.render import batch_inputs, marker_free
 from whileai_datasets.chat_template.sandbox.budget import budget_scope
 from whileai_datasets.columnar._arrow import require_batched
-from whileai_datasets.errors import NothingToTrainWarning, RenderBudgetError, SchemaError, TemplateError
+from whileai_datasets.errors import RenderBudgetError, SchemaError, TemplateError
+from whileai_datasets.rows import option_names
 from whileai_datasets.rows.features import message_from_storage
+from whileai_datasets.tokenize.notices import (
+    BadMaskRowsWarning,
+    UnsupervisedRowsWarning,
+    bad_rows_warning,
+    dropped_warning,
+)
 from whileai_datasets.tokenize.token_columns import arrow_columns, numpy_columns, set_column
 from whileai_datasets.tokenize.token_encode import Encoded, EncodeQueue, PieceEncoder
 
@@ -48,14 +54,6 @@ __all__ = ["BadMaskRowsWarning", "Tokenize", "UnsupervisedRowsWarning", "spans_t
 #: Rows rendered before their texts go to the encoding thread (``Tokenize.rows``).
 RENDER_CHUNK = 128
 Found = tuple[str, list[tuple[int, int]], str]  # a row's text, supervised spans and mask method
-
-
-class UnsupervisedRowsWarning(NothingToTrainWarning):
-    """Rows with no supervised token were dropped from a tokenized batch (the message says why and which first)."""
-
-
-class BadMaskRowsWarning(UserWarning):
-    """Rows whose mask failed the check (or that did not render) were dropped, as asked (on_bad_row='skip')."""
 
 
 def spans_to_token_mask(offsets: np.ndarray, spans: Sequence[tuple[int, int]]) -> np.ndarray:
@@ -189,26 +187,6 @@ def collector_paused() -> Iterator[None]:
         gc.enable()
 
 
-def dropped_warning(rows: Sequence[RowMask | None], indices: Sequence[int] | None) -> None:
-    """Warn (``UnsupervisedRowsWarning``) when rows of a batch have no supervised token: how many, why (the
-    mask marks nothing in the render, or ``max_length`` cut all of it) and the first such row."""
-    empty = [i for i, row in enumerate(rows) if row is not None and row.supervised == 0]
-    if not empty:
-        return
-    cut = sum(1 for i in empty if rows[i].supervised_lost)  # type: ignore[union-attr]
-    first = empty[0] if indices is None else indices[empty[0]]
-    first_cause = "max_length cut all of its supervision" if rows[empty[0]].supervised_lost else (  # type: ignore[union-attr]
-        "its loss_mask marks no assistant turn the template renders")
-    warnings.warn(
-        f"dropped {len(empty)} of {len(rows)} rows in this batch: no token of theirs is supervised "
-        f"({len(empty) - cut} with no assistant turn with loss in the render, {cut} whose supervision "
-        f"max_length cut off); first: row {first} ({first_cause}). Training on an all-masked row "
-        "teaches nothing and skews the loss average; whileai_datasets.audit lists every such row's cause.",
-        UnsupervisedRowsWarning,
-        stacklevel=3,
-    )
-
-
 def _resolve_template(tokenizer: Any, template: Any) -> Any:
     """The template to render with, carrying the tokenizer's special tokens when it has none."""
     from whileai_datasets.chat_template import ChatTemplate
@@ -279,7 +257,7 @@ class Tokenize:
                     hint="Pass a positive number of tokens, or None to keep whole rows.")
         if self.on_bad_row not in ON_BAD_ROW:
             raise SchemaError(f"on_bad_row must be one of {', '.join(map(repr, ON_BAD_ROW))}, got {self.on_bad_row!r}",
-                              hint="Pass on_bad_row='raise' or on_bad_row='skip'.")
+                              hint=f"Pass {option_names.spell('on_bad_row', 'raise')} or {option_names.spell('on_bad_row', 'skip')}.")
         plan = _resolve_template(self.tokenizer, self.template).mask_plan()
         object.__setattr__(self, "plan", plan)
         object.__setattr__(self, "chat", plan.template)
@@ -343,7 +321,7 @@ class Tokenize:
             f"(mask method {self.plan.method!r}, and per-turn rendering does not find it either)",
             location=f"{(self.plan.original or self.plan.template).name}{line}",
             hint="The template renders this message in a way no mask method follows; report the "
-                 "template and the row, or pass on_bad_row='skip' to drop such rows.")
+                 f"template and the row, or pass {option_names.spell('on_bad_row', 'skip')} to drop such rows.")
 
     def rows(self, messages: list[list[dict[str, Any]]], tools: list[Any], masks: list[list[int]],
              indices: Sequence[int] | None = None, *, messages_clean: bool = False) -> list[RowMask | None]:
@@ -437,19 +415,6 @@ def _at_row(err: TemplateError, row: int) -> TemplateError:
     if err.problem.startswith("row "):
         return err
     return type(err)(f"row {row}: {err.problem}", location=err.location, hint=err.hint)
-
-
-def bad_rows_warning(bad: int, total: int, indices: Sequence[int] | None) -> None:
-    if bad:
-        warnings.warn(
-            f"dropped {bad} of {total} rows in this batch whose token mask failed the check or that the "
-            "template could not render (on_bad_row='skip'); mask_report counts them as bad_rows_dropped. "
-            "Run with on_bad_row='raise' to see the first one.",
-            BadMaskRowsWarning,
-            stacklevel=3,
-        )
-
-
 
 
 def tokenize(tokenizer: Any, template: Any = None, max_length: int | None = None, *, column: str = "messages",

@@ -1,0 +1,57 @@
+"""What ``tokenize`` says about the rows it drops: none supervised (a ``NothingToTrainWarning``), or bad.
+
+A dropped row never goes by in silence: each warning gives how many rows of the batch, why, and the
+first one, and names the option that changes it in the words of the surface it is shown in
+(``rows.option_names``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from whileai_datasets.errors import NothingToTrainWarning
+from whileai_datasets.rows import option_names
+
+__all__ = ["BadMaskRowsWarning", "UnsupervisedRowsWarning", "bad_rows_warning", "dropped_warning"]
+
+
+class UnsupervisedRowsWarning(NothingToTrainWarning):
+    """Rows with no supervised token were dropped from a tokenized batch (the message says why and which first)."""
+
+
+class BadMaskRowsWarning(UserWarning):
+    """Rows whose mask failed the check (or that did not render) were dropped, as asked (on_bad_row='skip')."""
+
+
+
+def dropped_warning(rows: Sequence[Any], indices: Sequence[int] | None) -> None:
+    """Warn (``UnsupervisedRowsWarning``) when rows of a batch have no supervised token: how many, why (the
+    mask marks nothing in the render, or ``max_length`` cut all of it) and the first such row."""
+    empty = [i for i, row in enumerate(rows) if row is not None and row.supervised == 0]
+    if not empty:
+        return
+    cut = sum(1 for i in empty if rows[i].supervised_lost)  # type: ignore[union-attr]
+    first = empty[0] if indices is None else indices[empty[0]]
+    first_cause = "max_length cut all of its supervision" if rows[empty[0]].supervised_lost else (  # type: ignore[union-attr]
+        "its loss_mask marks no assistant turn the template renders")
+    warnings.warn(
+        f"dropped {len(empty)} of {len(rows)} rows in this batch: no token of theirs is supervised "
+        f"({len(empty) - cut} with no assistant turn with loss in the render, {cut} whose supervision "
+        f"max_length cut off); first: row {first} ({first_cause}). Training on an all-masked row "
+        "teaches nothing and skews the loss average; whileai_datasets.audit lists every such row's cause.",
+        UnsupervisedRowsWarning,
+        stacklevel=3,
+    )
+
+
+def bad_rows_warning(bad: int, total: int, indices: Sequence[int] | None) -> None:
+    if bad:
+        warnings.warn(
+            f"dropped {bad} of {total} rows in this batch whose token mask failed the check or that the "
+            f"template could not render ({option_names.spell('on_bad_row', 'skip')}); mask_report counts them as "
+            f"bad_rows_dropped. Run with {option_names.spell('on_bad_row', 'raise')} to see the first one.",
+            BadMaskRowsWarning,
+            stacklevel=3,
+        )
