@@ -78,17 +78,25 @@ def side_by_side(n_rows: int) -> dict[str, Any]:
     }
 
 
+def _status_mb(key: str) -> int:
+    """``VmRSS`` / ``VmHWM`` of this process from /proc (``ru_maxrss`` keeps the peak of the forked parent's
+    image across ``exec``, so a child's own peak is read here)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) // 1024
+    raise RuntimeError(f"no {key} in /proc/self/status")
+
+
 def audit_alone(n_rows: int) -> dict[str, Any]:
     """One audit in this process (``--child``): its seconds and this process's peak RSS."""
     import whileai_datasets
 
     ds = unique_dataset(n_rows)
     tok = _tokenizer()
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    before = _status_mb("VmRSS")
     wall, cpu, found = _timed(lambda: whileai_datasets.audit(ds, tokenizer=tok, tools=TOOLS))
     return {"rows": n_rows, "seconds": wall, "cpu_seconds": cpu, "rss_before_audit_mb": before,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
-            "supervised_tokens": found.supervised_tokens}
+            "peak_rss_mb": _status_mb("VmHWM"), "supervised_tokens": found.supervised_tokens}
 
 
 def memory(sizes: list[int]) -> list[dict[str, Any]]:

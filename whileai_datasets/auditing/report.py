@@ -101,8 +101,13 @@ class Audit:
       "num_tokens", "num_supervised_tokens"}``) and ``most_cut`` (``{"row", "tokens_cut",
       "supervised_lost"}``), at most 10 each, with ``file``/``line``
     * ``mask_methods``: method -> rows; ``template``: ``TemplateFacts.to_dict()`` or None
-    * ``trainers``: trainer -> ``{"config", "unit", "exact", "inexact": shape -> {"rows", "first",
-      "effect"}, "trains_tokens", "how"}``
+    * ``trainers``: trainer ("llama-factory", "ms-swift", "axolotl", "trl") -> ``{"config", "rows", "unit",
+      "exact" (bool), "inexact": shape -> {"rows", "first", "effect"}, "trains_tokens" (None without a
+      tokenizer), "how"}``; ``first`` there is ``hub.trainer_gaps``' location text ("training rows, row N,
+      messages[i]", N counting training rows), as ``publish`` reports it
+
+    ``first`` lists hold at most ``tally.FIRST_LOCATIONS`` (5) entries, in source order per chunk;
+    ``file``/``line`` are set for JSONL path sources (None otherwise).
     """
 
     source: str

@@ -16,12 +16,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from whileai_datasets._typing import ON_BAD_ROW
 from whileai_datasets.auditing import message_figures, template_drops, token_figures
 from whileai_datasets.auditing.locations import count_unreadable, locate
 from whileai_datasets.auditing.report import Audit
 from whileai_datasets.builders.whileai_export import BadRowsWarning
 from whileai_datasets.columnar import _arrow
-from whileai_datasets.errors import ExportFormatError
+from whileai_datasets.errors import ExportFormatError, SchemaError
 from whileai_datasets.export import exporters, pipeline, sources
 from whileai_datasets.hub import trainer_gaps
 from whileai_datasets.tokenize.token_masks import BadMaskRowsWarning, Tokenize
@@ -66,13 +67,20 @@ def audit(
     Returns:
         An ``Audit`` (``.to_dict()``, ``.format()``).
     Raises:
-        ExportFormatError: a bad option, or a source the export cannot read.
+        ExportFormatError: a bad export option or engine, or a source the export cannot read.
+        SchemaError: a bad ``on_bad_row``, or ``max_length`` without a tokenizer.
         TemplateError: a row's mask fails the check (``on_bad_row="raise"``).
     Example:
         >>> audit("run.jsonl", tokenizer=tok, max_length=4096, format="trl").format()  # doctest: +SKIP
     """
     exporters._check_options(format, mask_mode, strip_think=strip_think, unroll=unroll,
                              max_tool_output_chars=max_tool_output_chars)
+    if on_bad_row not in ON_BAD_ROW:
+        raise SchemaError(f"on_bad_row must be one of {', '.join(map(repr, ON_BAD_ROW))}, got {on_bad_row!r}",
+                          location="on_bad_row", hint="Pass on_bad_row='raise' or on_bad_row='skip'.")
+    if max_length is not None and tokenizer is None:
+        raise SchemaError("max_length counts tokens, and no tokenizer was given", location="max_length",
+                          hint="Pass tokenizer= (the one you will train with), or leave max_length out.")
     if engine not in ENGINES or engine == "ray":
         raise ExportFormatError(
             f"engine must be 'local' for the audit, got {engine!r}", location="engine",

@@ -109,6 +109,8 @@ class Worst:
         self.extra = {name: v[order] for name, v in merged.items()}
 
     def to_list(self) -> list[dict[str, Any]]:
-        sign = -1.0 if self.highest else 1.0
-        return [{"row": int(r), self.score: sign * float(s) + 0.0, **{k: int(v[i]) for k, v in self.extra.items()}}
+        def shown(score: float) -> float | int:
+            return int(-score) if self.highest else float(score)  # a highest-kept score is a count here
+
+        return [{"row": int(r), self.score: shown(s), **{k: int(v[i]) for k, v in self.extra.items()}}
                 for i, (r, s) in enumerate(zip(self.rows, self.scores))]
