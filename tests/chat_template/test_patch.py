@@ -315,6 +315,11 @@ CLASSES = Path(__file__).parent / "templates" / "classes"
 #: Written here in the style of real templates; what each gives today (a refusal names its class).
 CLASS_OUTCOMES = {
     "empty_content_ternary": "patched",
+    # the turn in one expression, the end marker only between turns: an empty last answer has an empty span
+    "empty_content_marker_between": "patched",
+    "empty_content_eos_after_loop": "patched",  # the end marker after the loop is the empty turn's whole span
+    # near miss: an empty answer renders the question again, text the model never writes for that turn
+    "empty_content_borrowed": "shared-output",
     "mixed_header_codellama": "patched",  # one `{{ chunk }}` for every role, inside the message loop
     "mixed_header_set": "patched",  # header and content built in one `{% set %}`: split before the content
     # the system note moves to the last user turn: that history turn's span is where its own pass writes
@@ -361,6 +366,7 @@ def test_a_shared_output_in_the_message_loop_is_split_by_the_role_inside_the_loo
 
 
 @pytest.mark.parametrize("stem", ["mixed_header_set", "mixed_header_codellama", "empty_content_ternary",
+                                  "empty_content_marker_between", "empty_content_eos_after_loop",
                                   "shared_output_tekken"])
 def test_a_patched_tokenizer_config_gives_transformers_our_assistant_mask(
     stem: str, tmp_path: Path, char_tokenizer: Callable[[str], Any]

@@ -232,10 +232,19 @@ def _covered(text: str, rendered: RenderedChat) -> bytearray:
     return covered
 
 
+def has_output(message: Mapping[str, Any]) -> bool:
+    """Whether an assistant message has anything for the model to write: content, reasoning or a tool call."""
+    return bool(message.get("content") or message.get("tool_calls")
+                or any(message.get(key) for key in ("reasoning_content", "thinking", "reasoning")))
+
+
 def span_problems(run: ProbeRun, rendered: RenderedChat, excused: list[tuple[int, int]] | None = None) -> list[str]:
     """What is wrong with the generation spans of one render, against the expectations.
 
-    ``excused`` ranges of expected text may stay uncovered (see ``plan._cuts``).
+    ``excused`` ranges of expected text may stay uncovered (see ``plan._cuts``). An empty assistant
+    message needs no block of its own: its expected span is checked like any other, and is empty where the
+    original writes no assistant text for it (no end-of-turn marker after the last turn); block text
+    outside the expected spans is still stray.
     """
     text, problems = rendered.text, []
     covered = _covered(text, rendered)
@@ -250,6 +259,8 @@ def span_problems(run: ProbeRun, rendered: RenderedChat, excused: list[tuple[int
                             f"({snippet[:60]!r})")
     for k, message in enumerate(run.probe.messages):
         start, end = rendered.message_spans[k] if k < len(rendered.message_spans) else (0, 0)
+        if not has_output(message):
+            continue  # nothing of its own to write: its expected span (checked above) may be empty or elsewhere
         if message.get("role") == "assistant" and end > start and not any(covered[start:end]):
             problems.append(f"probe {run.probe.name!r}: assistant message {k} has no generation span "
                             f"({text[start:end][:60]!r})")
