@@ -360,7 +360,7 @@ def add_generation(text: str, kwargs: Mapping[str, Any] | None = None, name: str
     analysis = analysis or analyse(text, kwargs, name)
     refuse_classifier(analysis)
     require_assistant_turns(analysis)
-    current = analysis.text
+    current, before = analysis.text, None
     for _ in range(MAX_REPAIRS):
         try:  # a rewrite first; a header written under a prompt test where none applies
             return _patch_once(current, analysis, allow_late=False)
@@ -370,5 +370,11 @@ def add_generation(text: str, kwargs: Mapping[str, Any] | None = None, name: str
                         or sink_into_previous_if(current, err.unit_start, name))
             if repaired is None:
                 return _patch_once(current, analysis)
-            current = repaired
+            current, before = repaired, current
+        except Unpatchable:
+            if before is None:
+                raise
+            # the rewrite gave a shape that fails otherwise (tracing an inlined macro changes the output):
+            # back to the text before it, with the header under a prompt test
+            return _patch_once(before, analysis)
     return _patch_once(current, analysis)
