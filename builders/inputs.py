@@ -3,18 +3,23 @@ reports it writes beside a prepared dataset."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from typing import Any
 
 from whileai_datasets.errors import ExportFormatError
+from whileai_datasets.rows import option_names, read_errors
 
 
 def load_tools(tools: Any) -> tuple[Any, ...] | None:
-    """``tools`` as given (a list) or read from a JSON file path."""
+    """``tools`` as given (a list), as JSON text of a list (a string starting with ``[``, the
+    way LLaMA-Factory writes them), or read from a JSON file path."""
     if tools is None:
         return None
-    if isinstance(tools, (str, os.PathLike)):
+    if isinstance(tools, str) and tools.lstrip().startswith("["):
+        tools = _tools_text(tools)
+    elif isinstance(tools, (str, os.PathLike)):
         path = os.fspath(tools)
         try:
             with open(path, encoding="utf-8") as handle:
@@ -33,11 +38,31 @@ def load_tools(tools: Any) -> tuple[Any, ...] | None:
             ) from err
     if not isinstance(tools, (list, tuple)):
         raise ExportFormatError(
-            f"tools must be a list of tool schemas or a path to a JSON file, got {type(tools).__name__}",
-            hint="Pass tools=[{...}, ...] or tools='tools.json'.",
+            f"tools must be a list of tool schemas, JSON text of one, or a path to a JSON file, "
+            f"got {type(tools).__name__}",
+            hint="Pass tools=[{...}, ...], tools='[{...}, ...]' or tools='tools.json'.",
         )
     return tuple(tools)
 
+
+def _tools_text(text: str) -> list[Any]:
+    """``tools=`` given as JSON text: it must parse to a list of tool schemas (objects)."""
+    try:
+        tools = json.loads(text)
+    except ValueError as err:
+        raise ExportFormatError(
+            f"tools starts with '[', so it was read as JSON text of tool schemas, but it does not parse ({err})",
+            location="tools",
+            hint="Pass the JSON text of a list of tool schemas, a list, or a path to a JSON file.",
+        ) from err
+    if not all(isinstance(tool, dict) for tool in tools):
+        kinds = sorted({type(tool).__name__ for tool in tools if not isinstance(tool, dict)})
+        raise ExportFormatError(
+            f"tools (JSON text) must hold tool schemas (objects), got {', '.join(kinds)} in the list",
+            location="tools",
+            hint='Write each tool as {"type": "function", "function": {...}}.',
+        )
+    return list(tools)
 
 
 _DATA_SUFFIXES = (".jsonl", ".json", ".ndjson", ".parquet")
@@ -55,7 +80,7 @@ def check_extension(file: str, split: str) -> None:
         raise ExportFormatError(
             f"{file!r} (split {split!r}) is not a whileai export: expected .jsonl, .json, .ndjson or .parquet,"
             " optionally compressed",
-            hint='Pass data_files="run.jsonl" (or a dict of splits) to load_dataset("whileai/export", ...).',
+            hint=option_names.files_hint(),
         )
 
 
@@ -84,3 +109,16 @@ def plain_size(file: str) -> int:
     return 0 if head.startswith(_COMPRESSED_MAGIC) else os.path.getsize(file)
 
 
+
+
+def refuse_cut_zstd(name: str, file: str, reopen: Any) -> None:
+    """A zstd file whose last frame is cut short, refused before it is read:
+    fsspec's zstd reader would hand on the cut last line as if it were whole."""
+    if read_errors.codec_of(file) == "zstd" and read_errors.zstd_stops_early(file):
+        cut = EOFError("the last zstd frame is incomplete")
+        raise read_errors.truncated_error(name, file, reopen, cut) from cut
+
+
+def line_reader(handle: Any) -> Any:
+    """``handle``, buffered when it is a raw stream (fsspec's zstd reader has no ``readline``)."""
+    return io.BufferedReader(handle) if isinstance(handle, io.RawIOBase) else handle

@@ -25,7 +25,11 @@ BUILDER_MODULE = "whileai_datasets.builders.whileai_export"
 #: Modules whose source decides what the builder writes.
 _HASHED_MODULES = (
     BUILDER_MODULE,
+    "whileai_datasets.builders.config",
     "whileai_datasets.builders.inputs",
+    "whileai_datasets.rows.conversations",
+    "whileai_datasets.rows.file_kind",
+    "whileai_datasets.rows.json_array",
     "whileai_datasets.rows.canonical",
     "whileai_datasets.rows.columns",
     "whileai_datasets.rows.leaks",

@@ -8,7 +8,8 @@ Configs: ``default`` (training rows: what whileai's ``training_rows`` builds
 before think-stripping, unrolling and truncation, which are transforms here),
 ``preference`` (chosen/rejected pairs as whole conversations) and ``raw``
 (every key kept, for analysis). Files are ``.jsonl``, ``.jsonl.gz`` (any
-compression ``datasets`` extracts) or ``.parquet``, read a chunk at a time.
+compression ``datasets`` extracts), ``.json`` (a JSON array of rows, read element by
+element, or JSONL) or ``.parquet``, read a chunk at a time.
 
 A local, uncompressed JSONL file larger than ``shard_bytes`` is split into
 byte-range shards, so ``num_proc`` parses one big export in parallel (and a
@@ -20,13 +21,11 @@ numbers stay exact. Compressed files and Parquet are one shard per file.
 from __future__ import annotations
 
 import glob
-import io
 import itertools
 import json
 import os
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -35,15 +34,14 @@ import pyarrow as pa
 from datasets.builder import Key
 from datasets.exceptions import DatasetGenerationError
 
-from whileai_datasets._options import check_count, check_flag
-from whileai_datasets._typing import MASK_MODES, ON_BAD_ROW
 from whileai_datasets.builders import cache_space, inputs
+from whileai_datasets.builders.config import WhileaiExportConfig
 from whileai_datasets.errors import ExportFormatError, WhileaiError
-from whileai_datasets.rows import file_kind, parallel, read_errors
-from whileai_datasets.rows.canonical import Normalizer, Options
+from whileai_datasets.rows import file_kind, option_names, parallel, read_errors
+from whileai_datasets.rows.canonical import Normalizer
+from whileai_datasets.rows.json_array import iter_json_array_rows
 from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.reader import (
-    DEFAULT_CHUNK_ROWS,
     BadRows,
     LinePosition,
     count_lines,
@@ -62,8 +60,6 @@ BAD_ROWS_FILE = "whileai_bad_rows.json"
 LEAKS_FILE = "whileai_leaks.json"
 #: what one prepare job leaves for its split: its skipped rows and leak facts
 JOB_REPORT_FILE = "whileai_job_report.json"
-#: A plain JSONL file larger than this is read as several shards.
-DEFAULT_SHARD_BYTES = 64 << 20
 
 #: One shard's byte range of a file: ``(start, end, file size)``; ``None`` is the whole file.
 ByteRange = tuple[int, int, int]
@@ -71,106 +67,6 @@ ByteRange = tuple[int, int, int]
 
 class BadRowsWarning(UserWarning):
     """Rows were skipped under ``on_bad_row="skip"``."""
-
-
-@dataclass
-class WhileaiExportConfig(datasets.BuilderConfig):
-    """Options of the ``whileai/export`` builder.
-
-    Args:
-        system_prompt: Prepended to every conversation as a system message
-            (whileai's ``system_prompt=``); empty prepends nothing.
-        tools: Tool schemas put on every row, as a list or a path to a JSON
-            file; when absent, a row keeps the ``tools`` it carries.
-        mask_mode: ``"assistant"`` (every assistant turn carries loss) or
-            ``"final"`` (the last one only).
-        on_bad_row: ``"raise"`` (the default) stops at the first bad row with
-            its file and line; ``"skip"`` skips bad rows, warns once with the
-            count and first location, and keeps the report
-            (``whileai_datasets.bad_rows(ds)``).
-        keep_message_keys: Keep per-message keys whileai drops (``extra``).
-        chunk_rows: Rows per Arrow chunk.
-        shard_bytes: A local, uncompressed JSONL file larger than this is read
-            as byte-range shards of at most this size, which ``num_proc``
-            parses in parallel (equal shards, as many as a multiple of
-            ``num_proc``, so the jobs get equal work); 0 reads every file as
-            one shard. Rows, their order and line numbers do not depend on
-            it, so it is left out of the cache key.
-        parse_workers: Worker processes that parse a local, uncompressed
-            JSONL file (in pieces, tables kept in file order) when
-            ``num_proc`` is not given. ``None`` (the default): one per core,
-            at most 4, for a file or shard of 16 MiB or more; 1 parses in
-            this process. Left out of the cache key, like ``shard_bytes``.
-        leak_facts: Also take, from each raw row as it is read, what the
-            export's privileged-leak gate needs (``privileged`` is never a
-            column), and keep it beside the dataset (``default`` config
-            only). ``export_dataset`` on a path sets it; it costs about a
-            fifth of the parse, so a plain load leaves it off.
-    """
-
-    system_prompt: str | None = None
-    tools: Any = None
-    mask_mode: str = "assistant"
-    on_bad_row: str = "raise"
-    keep_message_keys: bool = False
-    chunk_rows: int = DEFAULT_CHUNK_ROWS
-    shard_bytes: int = DEFAULT_SHARD_BYTES
-    parse_workers: int | None = None
-    leak_facts: bool = False
-    features: datasets.Features | None = None
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.validate()
-
-    def validate(self) -> None:
-        """Check the options; ``datasets`` sets load_dataset's keyword
-        arguments on a copy of a preset config after ``__post_init__``, so the
-        builder calls this again once they are in."""
-        if self.mask_mode not in MASK_MODES:
-            raise ExportFormatError(
-                f"mask_mode must be one of {', '.join(map(repr, MASK_MODES))}, got {self.mask_mode!r}",
-                hint="Pick one of those.",
-            )
-        if self.on_bad_row not in ON_BAD_ROW:
-            raise ExportFormatError(
-                f"on_bad_row must be one of {', '.join(map(repr, ON_BAD_ROW))}, got {self.on_bad_row!r}",
-                hint="Pick one of those.",
-            )
-        check_count(self.chunk_rows, "chunk_rows", minimum=1, optional=False,
-                    hint="Pass a positive number of rows per Arrow chunk.")
-        check_flag(self.keep_message_keys, "keep_message_keys")
-        check_flag(self.leak_facts, "leak_facts")
-        if isinstance(self.shard_bytes, bool) or not isinstance(self.shard_bytes, int) or self.shard_bytes < 0:
-            raise ExportFormatError(
-                f"shard_bytes must be a whole number of bytes, 0 or more, got {self.shard_bytes!r}",
-                hint="Pass e.g. shard_bytes=64 * 2**20, or 0 to read every file as one shard.",
-            )
-        workers = self.parse_workers
-        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-            raise ExportFormatError(
-                f"parse_workers must be a whole number, 1 or more, or None, got {workers!r}",
-                hint="Pass e.g. parse_workers=2, 1 to parse in this process, or None for one per core.",
-            )
-        self.tools = inputs.load_tools(self.tools)
-
-    def create_config_id(self, config_kwargs: dict[str, Any], custom_features: datasets.Features | None = None) -> str:
-        # The cache key follows what the tools file holds, not its path.
-        kwargs = dict(config_kwargs)
-        # how a file is split into shards changes no row: the cache is shared
-        kwargs.pop("shard_bytes", None)
-        kwargs.pop("parse_workers", None)
-        if "tools" in kwargs:
-            kwargs["tools"] = json.dumps(inputs.load_tools(kwargs["tools"]), sort_keys=True)
-        return super().create_config_id(kwargs, custom_features)
-
-    def options(self) -> Options:
-        return Options(
-            system_prompt=str(self.system_prompt or ""),
-            tools=self.tools,
-            mask_mode=self.mask_mode,
-            keep_message_keys=self.keep_message_keys,
-        )
 
 
 class WhileaiExport(datasets.ArrowBasedBuilder):
@@ -231,7 +127,7 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         if not self.config.data_files:
             raise ExportFormatError(
                 "no data files given",
-                hint='Pass data_files="run.jsonl" (or a dict of splits) to load_dataset("whileai/export", ...).',
+                hint=option_names.files_hint(),
             )
         for split, given in self.config.data_files.items():
             for name in given:
@@ -273,8 +169,8 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
             return [None]
         if not streaming and self._jobs == 1 and parallel.resolve_workers(self.config.parse_workers, size) > 1:
             return [None]
-        with open(file, "rb") as handle:
-            if file_kind.is_parquet(original, handle):
+        with open(file, "rb") as handle:  # a JSON array is read element by element from its start
+            if file_kind.is_parquet(original, handle) or file_kind.is_json_array(original, handle):
                 return [None]
         count = -(-size // limit)
         count = -(-count // self._jobs) * self._jobs
@@ -298,10 +194,10 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
             for shard, (file, original, byte_range) in enumerate(zip(files, originals, ranges)):
                 name = os.path.basename(str(original).split("::")[-1])
                 reopen = partial(open, file, "rb")
-                _refuse_cut_zstd(name, file, reopen)
+                inputs.refuse_cut_zstd(name, file, reopen)
                 skipped_before, rows_read = self.bad_rows.count, 0
                 with read_errors.read_failures(name, file, reopen), open(file, "rb") as opened:
-                    handle = _line_reader(opened)
+                    handle = inputs.line_reader(opened)
                     tables, position = self._shard_tables(handle, file, str(original), name, byte_range, normalizer)
                     yielded = 0
                     for yielded, table in enumerate(tables, 1):
@@ -341,6 +237,8 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
 
         if byte_range is None and file_kind.is_parquet(original, handle):
             return canonical(iter_parquet_rows(handle, name, config.chunk_rows)), None
+        if byte_range is None and file_kind.is_json_array(original, handle):
+            return canonical(iter_json_array_rows(handle, name)), None
         if byte_range is not None:
             position, end = self._position_before(handle, file, byte_range[0]), byte_range[1]
         else:
@@ -428,31 +326,20 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
     def _warn_bad_rows(self) -> None:
         bad = self.bad_rows
         warnings.warn(
-            f"skipped {bad.count} bad row(s) (on_bad_row='skip'); first: {bad.first_error}. "
-            "whileai_datasets.bad_rows(ds) lists where.",
+            f"skipped {bad.count} bad row(s) ({option_names.spell('on_bad_row', 'skip')}); first: "
+            f"{str(bad.first_error).rstrip('.')}."
+            + ("" if option_names.in_command_line() else " whileai_datasets.bad_rows(ds) lists where."),
             BadRowsWarning,
             stacklevel=3,
         )
 
 
-def _refuse_cut_zstd(name: str, file: str, reopen: Any) -> None:
-    """A zstd file whose last frame is cut short, refused before it is read:
-    fsspec's zstd reader would hand on the cut last line as if it were whole."""
-    if read_errors.codec_of(file) == "zstd" and read_errors.zstd_stops_early(file):
-        cut = EOFError("the last zstd frame is incomplete")
-        raise read_errors.truncated_error(name, file, reopen, cut) from cut
-
-
-def _line_reader(handle: Any) -> Any:
-    """``handle``, buffered when it is a raw stream (fsspec's zstd reader has no ``readline``)."""
-    return io.BufferedReader(handle) if isinstance(handle, io.RawIOBase) else handle
-
-
 def _all_rows_skipped(split: str, bad: BadRows) -> ExportFormatError:
     """A split left with no rows: every row was bad and skipped (an empty file raises earlier)."""
     return ExportFormatError(
-        f"no rows in split {split!r}: all {bad.count} row(s) were bad and skipped (on_bad_row='skip'); "
+        f"no rows in split {split!r}: all {bad.count} row(s) were bad and skipped ({option_names.spell('on_bad_row', 'skip')}); "
         f"first: {bad.first_error}",
         location=f"split {split!r}",
-        hint="Fix the rows (the first error says what is wrong), or check that data_files names the right export.",
+        hint="Fix the rows (the first error says what is wrong), or check that "
+        f"{'the input' if option_names.in_command_line() else 'data_files'} names the right export.",
     )

@@ -84,3 +84,13 @@ def test_a_ci_stage_logs_its_time_and_a_failing_one_stops_ci(command: str, passe
     assert done.stdout.startswith("== the stage\n")
     assert bool(re.search(r"^== the stage: passed in \d+s$", done.stdout, re.M)) is passes
     assert ("next stage" in done.stdout) is passes
+
+
+def test_ci_builds_the_docs_strictly_and_opens_them_in_chromium() -> None:
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    newest, finished = script.index('for command in "${commands[@]}"'), script.index('finish_beside "$oldest"')
+    steps = [script.index(step) for step in ('pip install -q -e ".[docs]"', 'stage "apt-get install chromium"',
+                                             "mkdocs build --strict",
+                                             "WAI_REQUIRE_DOCS_SITE=1 python -m pytest tests/test_docs_site.py")]
+    assert newest < steps[0] < steps[1] < steps[2] < steps[3] < finished
+    assert "apt-get install -y -qq chromium" in _function(script, "install_chromium")

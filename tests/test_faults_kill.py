@@ -202,8 +202,8 @@ def _check_round(run: Run, kill: Kill, rng: random.Random, old: bytes) -> int | 
         assert code == 128 + kill.signum or (code, output) == (-kill.signum, run.complete), f"{kill}: exit code {code}"
     elif victims and code != 0:  # a worker killed while the pool was live: the export stops, saying why
         message = (f"whileai-datasets export: {run.source.name}: a worker process parsing the file died "
-                   f"({DIED[kill.signum]}). If the machine ran out of memory, load with parse_workers=1 "
-                   "(one process) or a smaller chunk_rows")
+                   f"({DIED[kill.signum]}). If the machine ran out of memory, free some (or split the input "
+                   "into smaller files) and run again")  # the commands take no parse_workers
         assert (code, _last_line(log), output) == (1, message, old), f"{kill}: {text[-2000:]}"
     else:  # the worker had finished its work, or the export ended before the moment
         assert (code, output) == (0, run.complete), f"{kill}: exit code {code}: {text[-2000:]}"

@@ -33,6 +33,7 @@ import whileai_datasets
 from whileai_datasets import ExportFormatError, ray_engine
 from whileai_datasets import transforms as wai_transforms
 from whileai_datasets.cli import export as export_cli
+from whileai_datasets.ray_engine import source as ray_source
 from whileai_datasets.tokenize.token_masks import UnsupervisedRowsWarning, tokenize
 
 pytestmark = [
@@ -172,6 +173,104 @@ def test_every_row_shape_reads_as_the_builder_reads_it(fixture: str, load: Any) 
     path = DATA / f"{fixture}.jsonl"
     ours = ray_engine.read_whileai(path, system_prompt=SYSTEM, tools=TOOLS, row_key=True, range_bytes=2048)
     assert collect(ours) == load(str(path), system_prompt=SYSTEM, tools=TOOLS).with_format("arrow")[:].to_pylist()
+
+
+def test_conversations_rows_read_and_export_as_the_builder_reads_them(tmp_path: Path, load: Any) -> None:
+    """LLaMA-Factory's sharegpt rows (tools as JSON text) and OpenAI messages under `conversations`."""
+    from tests.near_miss_rows import LLAMA_FACTORY_ROWS, OPENAI_CONVERSATION_ROW
+
+    path = tmp_path / "conversations.jsonl"
+    rows = [*LLAMA_FACTORY_ROWS, OPENAI_CONVERSATION_ROW] * 30
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    ours = ray_engine.read_whileai(path, system_prompt=SYSTEM, row_key=True, range_bytes=4096)
+    assert collect(ours) == load(str(path), system_prompt=SYSTEM).with_format("arrow")[:].to_pylist()
+    local = whileai_datasets.export_dataset(str(path), str(tmp_path / "local.jsonl"), tools=TOOLS)
+    report = ray_engine.export_training(path, tmp_path / "ray.jsonl", tools=TOOLS, range_bytes=4096)
+    assert part_lines(str(tmp_path / "ray.jsonl")) == (tmp_path / "local.jsonl").read_bytes()
+    assert without_path(report) == without_path(local)
+
+
+def _json_array_file(path: Path, rows: list[Any]) -> Path:
+    """``rows`` as one indented JSON array, as ``json.dump(rows, f, indent=2)`` writes it."""
+    path.write_text(json.dumps(rows, indent=2, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def test_a_json_array_reads_and_exports_as_the_builder_reads_it(tmp_path: Path, load: Any) -> None:
+    from tests.near_miss_rows import LLAMA_FACTORY_ROWS, OPENAI_CONVERSATION_ROW
+
+    rows = [*generated_rows(2), *[*LLAMA_FACTORY_ROWS, OPENAI_CONVERSATION_ROW] * 20]
+    path = _json_array_file(tmp_path / "llamafactory.json", rows)
+    assert ray_source.WhileaiFiles([str(path)], range_bytes=4096).n_tasks() == 1  # never cut in ranges
+    ours = ray_engine.read_whileai(path, system_prompt=SYSTEM, row_key=True, block_bytes=8192)
+    assert collect(ours) == load(str(path), system_prompt=SYSTEM).with_format("arrow")[:].to_pylist()
+    options: dict[str, Any] = {"system_prompt": SYSTEM, "tools": TOOLS, "validate": False}
+    local = whileai_datasets.export_dataset(str(path), str(tmp_path / "local.jsonl"), **options)
+    report = ray_engine.export_training(path, tmp_path / "ray.jsonl", **options, block_bytes=8192)
+    assert part_lines(str(tmp_path / "ray.jsonl")) == (tmp_path / "local.jsonl").read_bytes()
+    assert without_path(report) == without_path(local)
+    assert report["groups"] and report["privileged_leaks"]["n_leaked"]
+
+
+def test_a_compressed_json_array_and_a_json_file_of_lines_read_as_the_builder_reads_them(
+    tmp_path: Path, load: Any
+) -> None:
+    from tests.near_miss_rows import LLAMA_FACTORY_ROWS
+
+    rows = LLAMA_FACTORY_ROWS * 40
+    packed = tmp_path / "rows.json.gz"
+    with gzip.open(packed, "wt", encoding="utf-8") as handle:
+        json.dump(rows, handle)
+    lines = tmp_path / "lines.json"  # one row per line under a .json name: JSONL, cut in ranges
+    lines.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    assert ray_source.WhileaiFiles([str(lines)], range_bytes=4096).n_tasks() > 1
+    for path in (packed, lines):
+        ours = ray_engine.read_whileai(path, system_prompt=SYSTEM, row_key=True, range_bytes=4096, block_bytes=4096)
+        local = load(str(path), system_prompt=SYSTEM, cache_dir=str(tmp_path / f"cache-{path.name}")).with_format("arrow")[:]
+        assert collect(ours) == local.to_pylist()
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ("[1]", r"^rows\.json line 42 \(array index 40\): expected a JSON object, got list"),
+        ('{"conversations": [{"from": "x", "value": "y"}]}',
+         r"^rows\.json line 42 \(array index 40\), conversations\[0\]\.from"),
+        ('"\\ud83e"', r"^rows\.json line 42 \(array index 40\): the row holds \\ud83e"),
+        ('{"prompt": "a" "b"}', r"^rows\.json line 42 \(array index 40\): not valid JSON \(Expecting ','"),
+    ],
+    ids=["not-an-object", "bad-role", "lone-surrogate", "not-json"],
+)
+def test_a_broken_array_element_fails_with_the_builders_file_line_and_index(
+    tmp_path: Path, bad: str, message: str
+) -> None:
+    from tests.near_miss_rows import LLAMA_FACTORY_ROWS
+
+    elements = [json.dumps(LLAMA_FACTORY_ROWS[i % 3]) for i in range(60)]
+    elements[40] = bad  # element i on line i + 2, in a later block than the first
+    path = tmp_path / "rows.json"
+    path.write_text("[\n" + ",\n".join(elements) + "\n]\n", encoding="utf-8")
+    with pytest.raises(ExportFormatError, match=message) as local:
+        whileai_datasets.export_dataset(str(path), str(tmp_path / "local.jsonl"), system_prompt=SYSTEM)
+    with pytest.raises(ExportFormatError, match=message) as ours:
+        ray_engine.export_training(path, tmp_path / "ray", system_prompt=SYSTEM, block_bytes=4096)
+    assert str(ours.value) == str(local.value)
+    assert not (tmp_path / "ray").exists()
+
+
+def test_the_first_broken_element_of_a_block_is_the_one_reported(tmp_path: Path) -> None:
+    """A refused element (a lone surrogate) is raised at its row's turn, after the rows before it."""
+    from tests.near_miss_rows import LLAMA_FACTORY_ROWS
+
+    elements = [json.dumps(LLAMA_FACTORY_ROWS[0]), "[1]", '"\\ud83e"']
+    path = tmp_path / "rows.json"
+    path.write_text("[\n" + ",\n".join(elements) + "\n]\n", encoding="utf-8")
+    message = r"^rows\.json line 3 \(array index 1\): expected a JSON object"
+    with pytest.raises(ExportFormatError, match=message) as local:
+        whileai_datasets.export_dataset(str(path), str(tmp_path / "local.jsonl"))
+    with pytest.raises(ExportFormatError, match=message) as ours:
+        ray_engine.export_training(path, tmp_path / "ray")
+    assert str(ours.value) == str(local.value)
 
 
 def test_preference_pairs_read_as_the_builder_reads_them(tmp_path: Path, load: Any) -> None:

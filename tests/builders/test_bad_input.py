@@ -69,7 +69,7 @@ def test_bad_rows_report_is_empty_when_nothing_was_skipped(load: Any) -> None:
     [
         ({"mask_mode": "last"}, r"mask_mode must be one of 'assistant', 'final', got 'last'"),
         ({"on_bad_row": "ignore"}, r"on_bad_row must be one of 'raise', 'skip', got 'ignore'"),
-        ({"tools": {"name": "x"}}, r"tools must be a list of tool schemas or a path to a JSON file, got dict"),
+        ({"tools": {"name": "x"}}, r"tools must be a list of tool schemas, JSON text of one, or a path to a JSON file, got dict"),
         ({"tools": "/nonexistent/tools.json"}, r"/nonexistent/tools\.json: cannot read the tools file"),
         ({"chunk_rows": 0}, r"chunk_rows must be a whole number, 1 or more, got int 0"),
     ],

@@ -5,11 +5,12 @@ final_text), the rows whileai's own ``export_dataset`` writes from them
 (openai, trl, fireworks, and unrolled trl completion rows), and the hand-made
 fixtures in tests/data (training messages rows, platform pulls with
 ``tool_trace``, OTel rows with ``conversation_id``, the HF flat set with
-``messages_json`` / ``steps_json``). Each example mutates a seed: a key
-deleted or inserted, a value's type changed, a value nested past the
-recursion limit, odd unicode (lone surrogates, NUL, bidi marks), or the line
-itself cut or spliced with bytes; then ``load_dataset("whileai/export")``
-reads it. The only exception allowed is ``ExportFormatError`` whose location
+``messages_json`` / ``steps_json``), and the near-miss shapes (``conversations`` of
+OpenAI messages and of ShareGPT ``from``/``value`` turns, tools as JSON text). Each
+example mutates a seed: a key deleted or inserted, a value's type changed, a value
+replaced by its JSON text, a value nested past the recursion limit, odd unicode (lone
+surrogates, NUL, bidi marks), or the line itself cut or spliced with bytes; then
+``load_dataset("whileai/export")`` reads it, as JSONL and as a ``.json`` array. The only exception allowed is ``ExportFormatError`` whose location
 names the file; hypothesis' deadline catches a hang, and resident memory
 must stay within a bound over the whole run.
 
@@ -33,6 +34,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import DATA, TOOLS, read_jsonl, seeded_rows
+from tests.near_miss_rows import LLAMA_FACTORY_ROWS, OPENAI_CONVERSATION_ROW
 from whileai_datasets import ExportFormatError
 
 PROFILE = settings.get_profile(os.environ.get("WAI_FUZZ_PROFILE", "fuzz-ci"))
@@ -61,6 +63,7 @@ def seeds() -> tuple[str, ...]:
             rows += read_jsonl(out)[:3]
     for fixture in sorted(DATA.glob("*.jsonl")):
         rows += read_jsonl(fixture)
+    rows += [*LLAMA_FACTORY_ROWS, OPENAI_CONVERSATION_ROW]
     return tuple(json.dumps(row, ensure_ascii=False) for row in rows)
 
 
@@ -70,7 +73,8 @@ SCALARS = (st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value
            | st.text(max_size=12) | ODD_TEXT)
 VALUES = st.recursive(SCALARS, lambda kids: st.lists(kids, max_size=3) | st.dictionaries(
     st.sampled_from(["role", "content", "tool_calls", "function", "arguments", "name", "id", "type", "steps",
-                     "messages", "tool", "result", "text", "user", "x"]) | st.text(max_size=6), kids, max_size=3),
+                     "messages", "tool", "result", "text", "user", "x", "conversations", "from", "value",
+                     "system", "tools"]) | st.text(max_size=6), kids, max_size=3),
     max_leaves=8)
 PLACEHOLDER = "\u0000deep\u0000"
 #: Read once: hypothesis raises the limit while a test runs, and generation must not depend on it.
@@ -102,12 +106,13 @@ def mutated_lines(draw: st.DrawFn) -> str:
     deep_depth = 0
     for _ in range(draw(st.integers(min_value=1, max_value=3))):
         paths = [p for p in _paths(row) if p]
-        kind = draw(st.sampled_from(["delete", "insert", "retype", "deep", "unicode", "empty"]))
+        kind = draw(st.sampled_from(["delete", "insert", "retype", "deep", "unicode", "empty", "as_text"]))
         if kind == "insert" or not paths:
             containers = [p for p in _paths(row) if isinstance(_walk(row, p), (dict, list))]
             target = _walk(row, draw(st.sampled_from(containers)))
             if isinstance(target, dict):
-                target[draw(st.text(max_size=8) | st.sampled_from(["messages", "steps", "tool_calls", "role"]))] = \
+                target[draw(st.text(max_size=8) | st.sampled_from(["messages", "steps", "tool_calls", "role",
+                                                                   "conversations", "from", "tools"]))] = \
                     copy.deepcopy(draw(VALUES))
             elif isinstance(target, list):
                 target.insert(draw(st.integers(0, len(target))), copy.deepcopy(draw(VALUES)))
@@ -118,6 +123,8 @@ def mutated_lines(draw: st.DrawFn) -> str:
             del parent[path[-1]]
         elif kind == "retype":
             parent[path[-1]] = copy.deepcopy(draw(VALUES))
+        elif kind == "as_text":  # tools, arguments, a function_call's calls: JSON text where a value was
+            parent[path[-1]] = json.dumps(parent[path[-1]])
         elif kind == "unicode":
             parent[path[-1]] = draw(ODD_TEXT) + str(parent[path[-1]])[:20] + draw(ODD_TEXT)
         elif kind == "empty":
@@ -140,18 +147,38 @@ def _walk(root: Any, path: tuple[Any, ...]) -> Any:
     return root
 
 
+def _damaged(draw: st.DrawFn, data: bytes) -> tuple[bytes, bool]:
+    """``data`` as it is (half the time), cut short, or spliced with bytes; and whether it was changed."""
+    damage = draw(st.sampled_from(["none", "none", "cut", "splice"]))
+    if damage == "cut":
+        data = data[: draw(st.integers(0, max(len(data) - 1, 0)))]
+    elif damage == "splice":
+        at = draw(st.integers(0, len(data)))
+        data = data[:at] + draw(st.binary(min_size=1, max_size=6)) + data[at:]
+    return data, damage != "none"
+
+
+def _read_or_refused(folder: Path, content: bytes, name: str, outcomes: dict[str, int]) -> Any:
+    """The dataset read from ``content`` (counted as read), or None when the builder refused it with
+    an ``ExportFormatError`` naming the file (counted as refused); anything else fails the test."""
+    try:
+        ds = _load(folder, content, name)
+    except ExportFormatError as err:
+        assert err.location and err.location.startswith(name), err
+        assert err.problem and err.hint, err
+        outcomes["refused"] = outcomes.get("refused", 0) + 1
+        return None
+    assert len(ds.to_list()) == ds.num_rows >= 1
+    outcomes["read"] = outcomes.get("read", 0) + 1
+    return ds
+
+
 @st.composite
 def damaged_files(draw: st.DrawFn) -> bytes:
     """A file of one to three lines: mutated seeds, clean seeds, and lines cut or spliced with bytes."""
     lines = []
     for _ in range(draw(st.integers(min_value=1, max_value=3))):
-        line = draw(mutated_lines() | st.sampled_from(seeds())).encode("utf-8", "surrogatepass")
-        damage = draw(st.sampled_from(["none", "none", "cut", "splice"]))
-        if damage == "cut":
-            line = line[: draw(st.integers(0, max(len(line) - 1, 0)))]
-        elif damage == "splice":
-            at = draw(st.integers(0, len(line)))
-            line = line[:at] + draw(st.binary(min_size=1, max_size=6)) + line[at:]
+        line, _ = _damaged(draw, draw(mutated_lines() | st.sampled_from(seeds())).encode("utf-8", "surrogatepass"))
         lines.append(line)
     return b"\n".join(lines) + draw(st.sampled_from([b"\n", b""]))
 
@@ -167,12 +194,12 @@ def fuzz_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("fuzz")
 
 
-def _load(folder: Path, content: bytes) -> Any:
+def _load(folder: Path, content: bytes, name: str = FILE_NAME) -> Any:
     import datasets
 
     import whileai_datasets  # noqa: F401
 
-    path = folder / FILE_NAME
+    path = folder / name
     path.write_bytes(content)
     return datasets.load_dataset("whileai/export", data_files=str(path), split="train", keep_in_memory=True,
                                  cache_dir=str(folder / "cache"), download_mode="force_redownload")
@@ -187,16 +214,7 @@ def test_the_builder_only_ever_raises_export_format_error_with_a_location(fuzz_d
     outcomes: dict[str, int] = {}
 
     def check(content: bytes) -> None:
-        try:
-            ds = _load(fuzz_dir, content)
-        except ExportFormatError as err:
-            assert err.location and err.location.startswith(FILE_NAME), err
-            assert err.problem and err.hint, err
-            outcomes["refused"] = outcomes.get("refused", 0) + 1
-            return
-        rows = ds.to_list()
-        assert len(rows) == ds.num_rows >= 1
-        outcomes["read"] = outcomes.get("read", 0) + 1
+        _read_or_refused(fuzz_dir, content, FILE_NAME, outcomes)
 
     for found in sorted(REGRESSIONS.iterdir()):
         check = example(content=found.read_bytes())(check)
@@ -204,6 +222,37 @@ def test_the_builder_only_ever_raises_export_format_error_with_a_location(fuzz_d
         settings(PROFILE, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])(check))()
     assert outcomes.get("refused", 0) and outcomes.get("read", 0), outcomes  # both kinds of input were tried
     assert _rss() - baseline < MEMORY_BOUND
+
+
+@st.composite
+def damaged_arrays(draw: st.DrawFn) -> tuple[bytes, int, bool]:
+    """A ``.json`` file of one array of one to three rows (mutated or clean seeds), on one line or
+    one a line, maybe cut or spliced with bytes; with its element count and whether it was damaged."""
+    # the rows' texts as they are (a nested one would not survive json.loads), joined as an array
+    rows = [draw(mutated_lines() | st.sampled_from(seeds())) for _ in range(draw(st.integers(1, 3)))]
+    separator = draw(st.sampled_from([", ", ",\n ", "\n,"]))
+    content, damaged = _damaged(draw, ("[" + separator.join(rows) + "]\n").encode("utf-8", "surrogatepass"))
+    return content, len(rows), damaged
+
+
+def test_a_json_array_only_ever_raises_export_format_error_with_a_location(fuzz_dir: Path) -> None:
+    import datasets
+
+    datasets.disable_progress_bars()
+    name = "fuzz.json"
+    outcomes: dict[str, int] = {}
+
+    @settings(PROFILE, max_examples=max(20, PROFILE.max_examples // 3),
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(case=damaged_arrays())
+    def check(case: tuple[bytes, int, bool]) -> None:
+        content, n_rows, damaged = case
+        ds = _read_or_refused(fuzz_dir, content, name, outcomes)
+        if ds is not None and not damaged:
+            assert ds.num_rows == n_rows  # every element is a row: none lost, none made up
+
+    check()
+    assert outcomes.get("refused", 0) and outcomes.get("read", 0), outcomes
 
 
 # ---------------------------------------------------------------- export, then read back

@@ -75,7 +75,8 @@ def test_a_bad_line_in_a_later_piece_names_its_exact_line_and_row(
 
 
 def test_skip_mode_reports_equal_one_process(tmp_path: Path, load: Any, lines: list[str]) -> None:
-    bad = {i: "{oops" if i % 2 else '{"reward": true}' for i in range(10, len(lines), 41)}
+    wrong_reward = '{"messages": [{"role": "user", "content": "x"}], "reward": true}'
+    bad = {i: "{oops" if i % 2 else wrong_reward for i in range(10, len(lines), 41)}
     path = write_jsonl(tmp_path / "run.jsonl", [bad.get(i, line) for i, line in enumerate(lines)])
     with pytest.warns(BadRowsWarning, match=rf"skipped {len(bad)} bad row\(s\)") as warned_one:
         one = load(path, parse_workers=1, on_bad_row="skip", cache_dir=str(tmp_path / "one"))
@@ -247,3 +248,17 @@ def test_workers_hand_pieces_over_through_the_temp_dir_too(
     two = load(path, parse_workers=2, cache_dir=str(tmp_path / "two"))
     assert list(two) == list(one)
     assert not list(tmp_path.glob("whileai-parse-*"))  # removed once read
+
+
+def test_a_worker_words_its_errors_for_the_surface_its_job_names(tmp_path: Path) -> None:
+    """A spawned worker does not inherit the command line's surface: its job carries it."""
+    from whileai_datasets.rows import option_names
+    from whileai_datasets.rows.canonical import Options
+    from whileai_datasets.rows.parallel import Job, parse_piece
+
+    path = write_jsonl(tmp_path / "run.jsonl", ["{oops"])
+    job = Job(str(path), "run.jsonl", 0, path.stat().st_size, 0, 0, "default", Options(), 100, "skip", False,
+              str(tmp_path / "piece.arrow"), True, "export")
+    piece = parse_piece(job)
+    assert piece.bad["first_error"].endswith("fix the line or pass --on-bad-row skip.")
+    assert option_names.current() == "python"  # and this process is left as it was

@@ -65,3 +65,33 @@ def test_template_needs_a_subcommand() -> None:
 def test_unknown_source_is_an_error(tmp_path: Path) -> None:
     code, _, err = _run("template", "inspect", str(tmp_path / "missing.jinja"))
     assert code == 1 and "no such file or directory" in err
+
+
+def test_inspect_and_patch_agree_on_a_template_patch_refuses(tmp_path: Path) -> None:
+    """inspect names the refusal class patch will give, and both say tokenize still masks it turn by turn."""
+    macro = Path(__file__).parent / "templates" / "llama3_macro_scoped.jinja"
+    code, out, _ = _run("template", "inspect", str(macro))
+    assert code == 0
+    blocks_line = next(line for line in out.splitlines() if "generation blocks:" in line)
+    assert "`template patch` refuses this template [refusal class: mixed-header]" in blocks_line
+    assert "turn by turn" in blocks_line and "run `template patch` to add them" not in out
+    assert "token masks by:           per-turn rendering" in out
+    code, _, err = _run("template", "patch", str(macro), str(tmp_path / "out.jinja"))
+    assert code == 1 and "[refusal class: mixed-header]" in err
+    assert "tokenize still masks this template exactly, turn by turn" in err
+
+
+def test_inspect_says_patch_adds_blocks_where_it_does(trl_dir: Path) -> None:
+    code, out, _ = _run("template", "inspect", str(trl_dir / "qwen2_5.jinja"))
+    assert code == 0 and "none (`template patch` adds them, verified on every probe)" in out
+
+
+def test_inspect_text_report_gives_each_failing_probes_reason(tmp_path: Path) -> None:
+    path = tmp_path / "no_tools.jinja"
+    path.write_text("{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception('no tool messages') }}"
+                    "{% endif %}<{{ m.role }}>{{ m.content }}</s>{% endfor %}"
+                    "{% if add_generation_prompt %}<assistant>{% endif %}")
+    code, out, _ = _run("template", "inspect", str(path))
+    assert code == 0
+    reasons = [line.strip() for line in out.splitlines() if line.strip().startswith("- ")]
+    assert reasons and all("no tool messages" in line for line in reasons), out

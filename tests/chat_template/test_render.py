@@ -48,7 +48,7 @@ def test_render_equals_transformers_on_every_trl_template(
         for variant in (probe, with_parts(probe), with_string_arguments(probe)):
             expected = _transformers_text(tokenizer, variant.messages, variant.tools, variant.add_generation_prompt)
             if expected is None:
-                with pytest.raises(TemplateError, match="failed to render|forbids"):
+                with pytest.raises(TemplateError, match="failed to render|forbids|the template reads"):
                     template.render(variant.messages, variant.tools, variant.add_generation_prompt,
                                     now=datetime.now())
                 continue
@@ -162,3 +162,27 @@ def test_render_error_names_template_line_and_cause() -> None:
     text = "{% for m in messages %}\n{{ raise_exception('roles must alternate') }}{% endfor %}"
     with pytest.raises(TemplateError, match=r"^t\.jinja:2: the template failed to render: .*roles must alternate"):
         ChatTemplate(text, name="t.jinja").render(CHAT[:1])
+
+
+def test_a_missing_special_token_is_named_with_how_to_pass_it() -> None:
+    template = ChatTemplate("{{ bos_token }}{% for m in messages %}{{ m.content + eos_token }}{% endfor %}",
+                            name="t.jinja")
+    with pytest.raises(TemplateError, match=r"^t\.jinja:1: the template reads 'eos_token', a special token this "
+                                            r"render was not given\. Pass it: render\(\.\.\., eos_token=tokenizer"):
+        template.render([{"role": "user", "content": "hi"}])
+    rendered = template.render([{"role": "user", "content": "hi"}], bos_token="<s>", eos_token="</s>")
+    assert rendered.text == "<s>hi</s>"
+
+
+def test_an_item_the_row_lacks_is_named_as_the_rows_not_the_templates() -> None:
+    template = ChatTemplate("{{ messages[0]['content'] }}", name="t.jinja")
+    with pytest.raises(TemplateError, match=r"this conversation does not have \(list object has no element 0\)\. "
+                                            r"The template expects a message"):
+        template.render([])
+
+
+def test_an_other_undefined_name_is_named() -> None:
+    template = ChatTemplate("{% for m in messages %}{{ m.content ~ custom_setting.suffix }}{% endfor %}", name="t.jinja")
+    with pytest.raises(TemplateError, match=r"reads 'custom_setting', which is neither a message field nor a render "
+                                            r"argument\. Pass it as render\(\.\.\., custom_setting=\.\.\.\)"):
+        template.render([{"role": "user", "content": "hi"}])

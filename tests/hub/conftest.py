@@ -33,6 +33,8 @@ from typing import Any
 
 import pytest
 
+from tests.processes import stop
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SERVER = REPO_ROOT / "tests" / "hub_server"
 TOKENS = {"alice": "alice-token-0001", "bob": "bob-token-0002"}
@@ -117,12 +119,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalHub]:
         port = _wait_for_port(port_file, process, err)
         yield LocalHub(f"http://127.0.0.1:{port}", log, err)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop(process)
 
 
 def _wait_for_port(port_file: Path, process: subprocess.Popen[bytes], stderr: Path) -> int:

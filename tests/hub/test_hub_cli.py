@@ -108,7 +108,7 @@ def test_load_source_rejects_an_unknown_file_type(tmp_path):
     source = tmp_path / "rows.csv"
     source.write_text("a,b\n1,2\n")
 
-    with pytest.raises(PublishError, match=r"rows\.csv: expected a \.parquet or \.jsonl file, got \.csv"):
+    with pytest.raises(PublishError, match=r"rows\.csv: expected a \.parquet, \.jsonl or \.json file, got \.csv"):
         hub_cli.load_source(source)
 
 

@@ -395,3 +395,21 @@ def test_a_batch_of_many_chunks_keeps_its_rows_in_order_and_names_the_bad_one(qw
     assert pa.compute.sum(skipped.column("bad_rows_dropped")).as_py() == 1
     kept = whole.column("input_ids").to_pylist()
     assert skipped.column("input_ids").to_pylist() == kept[:bad] + kept[bad + 1:]
+
+
+def test_show_mask_names_the_row_a_template_cannot_render(
+    tmp_path: Path, rows_file: Path, qwen_tokenizer: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from whileai_datasets import cli
+
+    tokenizer_dir = tmp_path / "tok"
+    qwen_tokenizer.save_pretrained(str(tokenizer_dir))
+    template = tmp_path / "reads_a_late_message.jinja"
+    template.write_text("{% for m in messages %}{{ m.role }}: {% generation %}{{ m.content }}{% endgeneration %}\n"
+                        "{% endfor %}{{ messages[99]['content'] }}")
+    args = ["show-mask", str(rows_file), "--tokenizer", str(tokenizer_dir), "--template", str(template),
+            "--row", "1", "--system-prompt", SYSTEM_PROMPT]
+    assert cli.main(args) == 1
+    err = capsys.readouterr().err
+    assert f"{rows_file} row 1: the template reads an item this conversation does not have" in err
+    assert "reads_a_late_message.jinja:2" in err and "Or show another row with --row." in err

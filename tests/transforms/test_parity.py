@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import whileai_datasets
+from whileai_datasets import ExportFormatError
 
 from .conftest import SYSTEM, TOOLS, all_rows, edge_rows, read_jsonl, seeded_rows, write_jsonl
 
@@ -125,8 +126,23 @@ def test_a_row_with_no_messages_is_refused_like_whileai(tmp_path: Path) -> None:
     rows = [{"prompt": "", "steps": []}]
     with pytest.raises(ValueError, match="0:messages_missing"):
         theirs(rows, str(tmp_path / "theirs.jsonl"))
-    with pytest.raises(ValueError, match="0:messages_missing"):
+    # refused as the row is read, naming the keys it has (an ExportFormatError is a ValueError)
+    with pytest.raises(ValueError, match=r"rows row 0: no conversation to train on: the row has 'prompt', 'steps'"):
         whileai_datasets.export_dataset(rows, str(tmp_path / "ours.jsonl"))
+
+
+def test_a_row_with_no_conversation_is_refused_where_whileai_writes_a_system_only_one(tmp_path: Path) -> None:
+    """A deliberate difference (README): with a system prompt, whileai exports an eval row
+    (``question`` / ``reply``) as a conversation of the system message alone, which trains nothing."""
+    from whileai.simulations import export_dataset as theirs
+
+    rows = [{"question": "What is 2 + 2?", "reply": "4"}]
+    theirs(rows, str(tmp_path / "theirs.jsonl"), system_prompt=SYSTEM, validate=False)
+    assert [row["messages"] for row in read_jsonl(tmp_path / "theirs.jsonl")] == [[{"role": "system", "content": SYSTEM}]]
+    with pytest.raises(ExportFormatError, match=r"rows row 0: no conversation to train on: the row has 'question', "
+                       r"'reply'\. A trainable row holds `messages`"):
+        whileai_datasets.export_dataset(rows, str(tmp_path / "ours.jsonl"), system_prompt=SYSTEM, validate=False)
+    assert not (tmp_path / "ours.jsonl").exists()
 
 
 # ---------------------------------------------------------------- preference

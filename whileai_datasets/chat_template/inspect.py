@@ -85,6 +85,7 @@ class TemplateReport:
     classifier: str | None = None  # why this is a guard/classifier template, when it is one
     mask_method: str | None = None
     mask_method_reason: str | None = None
+    patch_refusal_class: str | None = None  # why ``with_generation()`` refuses, when it does
     tool_call_arguments: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -286,9 +287,23 @@ def _yes_no(value: bool | None) -> str:
     return "unknown" if value is None else "yes" if value else "no"
 
 
+def _no_blocks(report: TemplateReport) -> str:
+    """What ``template patch`` would do with a template that has no generation block, in the words it uses."""
+    if report.classifier:
+        return "none; a guard/classifier template: `template patch` and tokenize both refuse it"
+    if report.mask_method == "patched":
+        return "none (`template patch` adds them, verified on every probe)"
+    if report.patch_refusal_class:
+        return (f"none; `template patch` refuses this template [refusal class: {report.patch_refusal_class}], "
+                "and tokenize masks it exactly, turn by turn")
+    if report.mask_method == "turns":
+        return "none; tokenize masks it exactly, turn by turn (`template patch` is not tried: see below)"
+    return "none (run `template patch` to add them)"
+
+
 def _block_lines(report: TemplateReport) -> list[str]:
     if not report.generation_blocks:
-        return ["  generation blocks:        none (run `template patch` to add them)"]
+        return [f"  generation blocks:        {_no_blocks(report)}"]
     lines = [f"  generation blocks:        {len(report.generation_blocks)}"]
     for block in report.generation_blocks:
         where = " inside a macro" if block.in_macro else " inside a {% set %} capture" if block.in_capture else ""
@@ -326,7 +341,8 @@ def format_report(report: TemplateReport) -> str:
     ]
     failed = [p for p in report.probes if not p.ok]
     if failed:
-        lines.append(f"  probes that fail:         {', '.join(p.name for p in failed)}")
+        lines.append(f"  probes that fail:         {len(failed)}")
+        lines += [f"    - {p.name}: {p.error or 'no reason recorded'}" for p in failed]
     if report.span_tracking_exact is False:
         lines.append("  ! span markers change this template's output; spans from render() are unreliable")
     return "\n".join(lines)

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from whileai_datasets.cli import bad_rows as bad_rows_cli
 from whileai_datasets.cli import ray_options as ray_cli
 from whileai_datasets.errors import ExportFormatError, WhileaiError
 
@@ -32,7 +33,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "to OUT (.parquet for Parquet, else JSONL), with the same rows and report as "
         "whileai.simulations.export_dataset.",
     )
-    parser.add_argument("source", metavar="IN", type=Path, help="whileai rows (.jsonl, .jsonl.gz or .parquet)")
+    parser.add_argument("source", metavar="IN", type=Path,
+                        help="whileai rows (.jsonl, .jsonl.gz, .json: an array or one row per line, or .parquet)")
     parser.add_argument("output", metavar="OUT", type=Path, help="the file to write (.parquet or .jsonl)")
     add_row_options(parser)
     parser.add_argument("--format", choices=FORMATS, default="openai", help="wire shape (default: %(default)s)")
@@ -45,6 +47,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="with --format openai: write each message's weight from the loss mask (assistant: "
                         "OpenAI and Fireworks; all: Together, weight 0 on context too)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    bad_rows_cli.add_option(parser)
     ray_cli.add_engine_option(parser)
     parser.set_defaults(run=run)
     return parser
@@ -105,6 +108,10 @@ def _export(args: argparse.Namespace) -> dict[str, Any]:
         raise ExportFormatError(f"--weights applies to training rows exported by the local engine, not with "
                                 f"{'--engine ray' if ray else '--preference'}", location="--weights",
                                 hint="Drop --weights, or export training rows with the local engine")
+    if bad_rows_cli.given(args) and (ray or args.preference):
+        raise ExportFormatError(f"{bad_rows_cli.FLAG} applies to rollouts exported by the local engine, not with "
+                                f"{'--engine ray' if ray else '--preference'}", location=bad_rows_cli.FLAG,
+                                hint=f"Drop {bad_rows_cli.FLAG}, or export the rollouts with the local engine")
     if ray:
         return ray_cli.run_ray_export(args, training_options(args, system, tools))
     if args.preference:
@@ -126,6 +133,7 @@ def _export(args: argparse.Namespace) -> dict[str, Any]:
             progress=progress,
             push_to=args.push_to,
             weights=args.weights,
+            on_bad_row=bad_rows_cli.chosen(args),
             **training_options(args, system, tools),
         )
 

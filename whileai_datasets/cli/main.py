@@ -14,6 +14,7 @@ from whileai_datasets.cli import push as hub_cli
 from whileai_datasets.cli import show_mask
 from whileai_datasets.cli import template as template_cli
 from whileai_datasets.errors import WhileaiError
+from whileai_datasets.rows import option_names
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -55,7 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     handles_signals = threading.current_thread() is threading.main_thread()
     before = signal.signal(signal.SIGTERM, _terminated) if handles_signals else None
     try:
-        code: int = args.run(args)
+        with option_names.command_line(args.command):  # messages name the command's flags
+            code: int = args.run(args)
     except (WhileaiError, OSError) as err:  # an OSError in the file system's own words, with the path
         print(f"whileai-datasets {args.command}: {err}", file=sys.stderr)
         return 1

@@ -16,6 +16,7 @@ from typing import Any
 
 from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
 
+from whileai_datasets.cli import bad_rows as bad_rows_cli
 from whileai_datasets.cli import export as export_cli
 from whileai_datasets.cli import ray_options as ray_cli
 from whileai_datasets.columnar import _arrow
@@ -39,7 +40,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "and a dataset card. The repo is private unless --public is given. The token is HF_TOKEN or the "
         "`hf auth login` one.")
     parser.add_argument("source", metavar="SOURCE", type=Path,
-                        help="a .parquet file, a whileai .jsonl export, or a folder written by save_to_disk")
+                        help="a .parquet file, whileai rollouts (.jsonl, .json), or a folder written by save_to_disk")
     parser.add_argument("repo_id", metavar="REPO_ID", help="namespace/name (a bare name goes to your namespace)")
     parser.add_argument("--public", action="store_true", help="create (or push to) a public repo")
     parser.add_argument("--split-by", metavar="KEY", help="hold out whole groups of KEY (e.g. scenario_id)")
@@ -47,6 +48,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="share of KEY groups held out with --split-by (default 0.1)")
     parser.add_argument("--seed", type=int, default=0, help="which groups --split-by holds out (default 0)")
     export_cli.add_row_options(parser)  # for raw rollouts (.jsonl SOURCE), as `export` takes them
+    bad_rows_cli.add_option(parser)
     parser.add_argument("--preference", type=Path, metavar="PAIRS",
                         help="preference pairs (.jsonl/.parquet) to publish as the `preference` config")
     parser.add_argument("--tokenizer", metavar="DIR",
@@ -90,7 +92,7 @@ def _push(args: argparse.Namespace) -> Any:
 def _push_on_ray(args: argparse.Namespace) -> Any:
     """`push --engine ray`: raw rollouts only (the workers read them), the options `export` takes."""
     for flag, value in (("--preference", args.preference), ("--tokenizer", args.tokenizer),
-                        ("--report", args.report)):
+                        ("--report", args.report), (bad_rows_cli.FLAG, args.on_bad_row)):
         if value:
             raise PublishError(f"{flag} is not available with --engine ray", location=flag,
                                hint="Publish with --engine local for that")
@@ -128,7 +130,8 @@ def _print(result: Any, as_json: bool) -> None:
 
 #: The `add_row_options` flags that only mean something for raw rollouts (what `export` reads).
 _RAW_ONLY = (("system_prompt", "--system-prompt"), ("system_prompt_file", "--system-prompt-file"),
-             ("tools", "--tools"), ("max_tool_output_chars", "--max-tool-output-chars"))
+             ("tools", "--tools"), ("max_tool_output_chars", "--max-tool-output-chars"),
+             ("on_bad_row", bad_rows_cli.FLAG))
 
 
 def _rows(args: argparse.Namespace) -> Dataset | DatasetDict:
@@ -141,7 +144,8 @@ def _rows(args: argparse.Namespace) -> Dataset | DatasetDict:
                                "the flag (apply it when exporting)")
         return load_source(args.source, mask_mode=args.mask_mode)
     system, tools = export_cli.row_inputs(args)
-    ds = load_source(args.source, mask_mode=args.mask_mode, system_prompt=system, tools=tools)
+    ds = load_source(args.source, mask_mode=args.mask_mode, system_prompt=system, tools=tools,
+                     on_bad_row=args.on_bad_row)
     assert isinstance(ds, Dataset)
     if system is None:
         _warn_without_system(ds)
@@ -164,16 +168,20 @@ def _warn_without_system(ds: Dataset) -> None:
               "ran under. Pass --system-prompt-file FILE with the agent's system prompt.", file=sys.stderr)
 
 
+#: What whileai rollouts are named (read by the `whileai/export` builder), compressed or not.
+_ROLLOUT_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson")
+
+
 def _is_jsonl(path: Path) -> bool:
-    return "".join(path.suffixes[-2:]).lower().endswith((".jsonl", ".jsonl.gz")) and path.is_file()
+    return "".join(path.suffixes[-2:]).lower().endswith(_ROLLOUT_SUFFIXES) and path.is_file()
 
 
 def load_source(path: Path, *, mask_mode: str = "assistant", config: str = "default", system_prompt: str | None = None,
-                tools: list[Any] | None = None) -> Dataset | DatasetDict:
+                tools: list[Any] | None = None, on_bad_row: str | None = None) -> Dataset | DatasetDict:
     """SOURCE as a Dataset (one file) or what save_to_disk wrote (a Dataset or a DatasetDict).
 
-    A .jsonl file goes through the `whileai/export` builder (`config` "default" or "preference",
-    the loss mask from `mask_mode`); a .parquet file is read as it is (canonical rows)."""
+    A .jsonl (or .json) file goes through the `whileai/export` builder (`config` "default" or
+    "preference", the loss mask from `mask_mode`); a .parquet file is read as it is (canonical rows)."""
     if path.is_dir():
         return load_from_disk(str(path))
     if not path.is_file():
@@ -182,10 +190,10 @@ def load_source(path: Path, *, mask_mode: str = "assistant", config: str = "defa
     suffixes = "".join(path.suffixes[-2:]).lower()
     if path.suffix.lower() == ".parquet":
         return load_dataset("parquet", data_files=str(path), split="train")
-    if suffixes.endswith((".jsonl", ".jsonl.gz")):
+    if suffixes.endswith(_ROLLOUT_SUFFIXES):
         return _load_whileai_export(path, config, {"mask_mode": mask_mode, "system_prompt": system_prompt,
-                                                   "tools": tools})
-    raise PublishError(f"expected a .parquet or .jsonl file, got {path.suffix or 'no suffix'}",
+                                                   "tools": tools, "on_bad_row": on_bad_row})
+    raise PublishError(f"expected a .parquet, .jsonl or .json file, got {path.suffix or 'no suffix'}",
                        location=str(path), hint="Convert the rows to Parquet, or save them with save_to_disk")
 
 

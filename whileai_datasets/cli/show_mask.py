@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from whileai_datasets.errors import SchemaError
+from whileai_datasets.cli import bad_rows as bad_rows_cli
+from whileai_datasets.errors import SchemaError, TemplateError
 from whileai_datasets.tokenize.token_masks import Tokenize, spans_to_token_mask
 
 GREEN, DIM, RESET = "\x1b[30;42m", "\x1b[2m", "\x1b[0m"
@@ -82,7 +83,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="Render one row of a whileai export with its chat template, tokenize it, and highlight the "
         "supervised tokens (green) against the context (dim).",
     )
-    parser.add_argument("source", metavar="SOURCE", help="a whileai export (.jsonl, .jsonl.gz, .parquet)")
+    parser.add_argument("source", metavar="SOURCE", help="a whileai export (.jsonl, .jsonl.gz, .json, .parquet)")
     parser.add_argument("--tokenizer", required=True, help="a local tokenizer directory (AutoTokenizer)")
     parser.add_argument("--template", help="a chat template file or a shipped family (default: the tokenizer's)")
     parser.add_argument("--row", type=int, default=0, help="row index (default 0)")
@@ -92,6 +93,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--html", type=Path, help="also write the view as an HTML page")
     parser.add_argument("--no-color", action="store_true", help="mark supervised text with [[...]] instead of colour")
     parser.add_argument("--json", action="store_true", help="print runs and counts as JSON")
+    bad_rows_cli.add_option(parser)
     parser.set_defaults(run=run)
     return parser
 
@@ -118,13 +120,17 @@ def run(args: argparse.Namespace) -> int:
     refuse_overwrite(args.html, [args.source, args.tools, args.template])
     ds = load_dataset(
         "whileai/export", data_files=args.source, split="train", system_prompt=args.system_prompt,
-        tools=args.tools, mask_mode=args.mask_mode,
+        tools=args.tools, mask_mode=args.mask_mode, on_bad_row=bad_rows_cli.chosen(args),
     )
     if not 0 <= args.row < len(ds):
         raise SchemaError(f"row {args.row} is out of range: the source has {len(ds)} rows", location=args.source,
                           hint=f"Pass --row between 0 and {len(ds) - 1}.")
     transform = Tokenize(AutoTokenizer.from_pretrained(args.tokenizer), _template(args.template))
-    view = mask_view(transform, ds[args.row])
+    try:
+        view = mask_view(transform, ds[args.row])
+    except TemplateError as err:  # the template's line is known; say which row it could not render
+        raise TemplateError(f"{args.source} row {args.row}: {err.problem}", location=err.location,
+                            hint=f"{err.hint} Or show another row with --row.") from err
     if args.html:
         _files.write_text(args.html, view.html_page(f"{args.source} row {args.row}"))
     if args.json:

@@ -35,15 +35,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from whileai_datasets._options import check_count, check_flag
-from whileai_datasets._typing import MessageWeights
+from whileai_datasets._typing import ON_BAD_ROW, MessageWeights, OnBadRow
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError
-from whileai_datasets.export import overwrite, pipeline, pushing, reports, sources
+from whileai_datasets.export import overwrite, pipeline, pushing, refusals, reports, sources
 from whileai_datasets.export import writer as export_writer
+from whileai_datasets.rows import option_names
 from whileai_datasets.transforms import gates, think, wire
 from whileai_datasets.transforms import groups as grouping
 
 MASK_MODES = ("assistant", "final")
+#: the gates, under the name the Ray engine's export calls them by
+_gate = refusals.gate
 #: Called with the source rows each finished chunk held, and the total.
 Progress = Callable[[int, int], None]
 
@@ -65,6 +68,7 @@ def export_training(
     format: str = "openai",
     push_to: str | None = None,
     weights: MessageWeights | None = None,
+    on_bad_row: OnBadRow | None = None,
 ) -> dict[str, Any]:
     """Write training rows as whileai's ``export_dataset`` does, gated, and return its report.
 
@@ -86,6 +90,10 @@ def export_training(
             mask: ``"assistant"`` puts it on assistant turns only (OpenAI, Fireworks), ``"all"``
             on every message (Together, which then reads every message's weight). None
             (default): the file is byte-equal to whileai's.
+        on_bad_row: ``"raise"`` (None, the default, is the same) stops at the first row that
+            cannot be read, naming its file, line and key; ``"skip"`` leaves such rows out (a
+            ``BadRowsWarning`` says how many) and the report gains ``bad_rows`` (count, first
+            error, locations).
     Returns:
         whileai's report: ``n``, ``format``, ``with_system``, ``with_tools``,
         ``groups``, ``tool_call_roundtrip``, ``mask_mode``, ``unrolled``,
@@ -113,13 +121,15 @@ def export_training(
         format=format,
         push_to=push_to,
         weights=weights,
+        on_bad_row=on_bad_row,
     )
 
 
 export_dataset = export_training
 
 
-def _check_options(format: str, mask_mode: str, weights: str | None = None, **flags: Any) -> None:
+def _check_options(format: str, mask_mode: str, weights: str | None = None, on_bad_row: str | None = None,
+                   **flags: Any) -> None:
     """``format``, ``mask_mode`` and ``weights`` from their vocabularies; ``flags`` (strip_think, validate,
     unroll, ...) must be bools and ``max_tool_output_chars`` a count (whileai clamps -1 to 0: refused here)."""
     cap = flags.pop("max_tool_output_chars", None)
@@ -140,6 +150,12 @@ def _check_options(format: str, mask_mode: str, weights: str | None = None, **fl
             location="weights",
             hint="Fireworks rows already carry weight on assistant turns; TRL reads no per-message weight.",
         )
+    if on_bad_row is not None and on_bad_row not in ON_BAD_ROW:
+        raise ExportFormatError(
+            f"on_bad_row must be one of {', '.join(map(repr, ON_BAD_ROW))} or None, got {on_bad_row!r}",
+            location="on_bad_row",
+            hint="'raise' stops at the first bad row, 'skip' leaves bad rows out and counts them.",
+        )
     if mask_mode not in MASK_MODES:
         raise ExportFormatError(
             f"mask_mode must be one of {', '.join(map(repr, MASK_MODES))}, got {mask_mode!r}",
@@ -152,14 +168,15 @@ def run_training(
     source: Any, output: str | None, *, progress: Progress | None = None, **options: Any
 ) -> dict[str, Any]:
     """``export_training`` with a progress callback (source rows done per chunk)."""
-    _check_options(options["format"], options["mask_mode"], options.get("weights"), strip_think=options["strip_think"],
+    _check_options(options["format"], options["mask_mode"], options.get("weights"), options.get("on_bad_row"),
+                   strip_think=options["strip_think"],
                    validate=options["validate"], unroll=options["unroll"],
                    max_tool_output_chars=options["max_tool_output_chars"])
     overwrite.refuse_overwrite(output, overwrite.input_paths(source))
     # opened before the source is read: an export to the same path that finishes meanwhile is noticed at commit
     writer = export_writer.open_writer(output, export_writer.TRAINING_NULLS) if output else None
     try:
-        src = sources.Source(source, options["system_prompt"], options["tools"])
+        src = sources.Source(source, options["system_prompt"], options["tools"], options.get("on_bad_row") or "raise")
         if writer is None and src.path:
             writer = export_writer.open_writer(sources.default_output(src.path), export_writer.TRAINING_NULLS)
         if options.get("push_to") and writer is None:
@@ -194,14 +211,16 @@ def _write_training(
 
     with pipeline.reused_memory():
         for rows, payload, before, done in pipeline.pipelined(work, src.chunks()):
-            _check_messages(rows, before, stats.n)
+            refusals.check_messages(rows, before, stats.n)
             stats.add(rows, before)
             if writer is not None:
                 writer.write_encoded(payload)
             if progress is not None:
                 progress(done, src.n_raw)
     report = stats.report(src.leaks, keys, src.n_raw)
-    _gate(report, options["validate"])
+    if src.bad_rows is not None:
+        report["bad_rows"] = src.bad_rows
+    refusals.gate(report, options["validate"])
     if writer is not None:
         report["path"] = writer.commit()
         report["n_written"] = report["n"]
@@ -219,40 +238,6 @@ def _canonical_rows(src: sources.Source, groups: dict[str, pa.Array] | None,
         return rows
 
     return canonical
-
-
-def _check_messages(rows: pa.Table, before: int, offset: int) -> None:
-    """whileai's ``check(rows, "training")``: every row has messages."""
-    if before >= 0:
-        return
-    first = offset - 1 - before
-    raise ExportFormatError(
-        f"schema_invalid in training_rows: {first}:messages_missing",
-        location=f"row {first}",
-        hint="A row needs at least one message: pass system_prompt=, or drop rows with no conversation.",
-    )
-
-
-def _gate(report: dict[str, Any], validate: bool) -> None:
-    """whileai's two gates, in its order: tool-call round trip, then privileged leaks."""
-    roundtrip = report["tool_call_roundtrip"]
-    if validate and roundtrip["invalid"]:
-        raise ExportFormatError(
-            f"tool_call_roundtrip_invalid: {roundtrip['invalid']} of {roundtrip['checked']} tool calls do not "
-            f"parse back to structured arguments (rows {roundtrip['rows']}); training on them teaches "
-            "string-wrapped arguments",
-            location="tool_calls[].function.arguments",
-            hint="Fix the rows or pass validate=False.",
-        )
-    leaks = report["privileged_leaks"]
-    if validate and leaks["n_leaked"]:
-        raise ExportFormatError(
-            f"privileged_leak: {leaks['n_leaked']} of {leaks['n_checked']} rows quote their own privileged "
-            "context (reference, principle or hidden state) in an assistant turn; the export scrubs the key, "
-            "not the reply, so training on them teaches the model to say what only the grader was told",
-            location="assistant turns",
-            hint="Drop those rows (report['privileged_leaks']['leaked'] names them) or pass validate=False.",
-        )
 
 
 # ---------------------------------------------------------------- preference
@@ -299,14 +284,14 @@ def export_preference(
     dropped = trl_cut = fireworks_cut = 0
     if format == "trl":
         rows, dropped, trl_cut = wire.trl_preference_table(rows)
-    _check_sides(rows)
+    refusals.check_sides(rows)
     roundtrip = _pair_roundtrip(rows, format)
     if validate and roundtrip["invalid"]:
         raise ExportFormatError(
             f"tool_call_roundtrip_invalid: {roundtrip['invalid']} of {roundtrip['checked']} tool calls in the "
             "pairs do not parse back to structured arguments",
             location="chosen/rejected tool_calls[].function.arguments",
-            hint="Fix the rows or pass validate=False.",
+            hint=f"Fix the rows or pass {option_names.spell('validate', False)}.",
         )
     stats_rows, written = rows, rows
     if format == "fireworks":
@@ -328,7 +313,8 @@ def export_preference(
                 "no_preference_pairs: nothing had a chosen and a rejected side; all-pass or all-fail runs "
                 "produce no contrast",
                 location="pairs",
-                hint="Regrade or raise difficulty, or pass validate=False to get the empty report without a file.",
+                hint=f"Regrade or raise difficulty, or pass {option_names.spell('validate', False)} to get the empty "
+                "report without a file.",
             )
         report["path"] = None
         return report
@@ -371,18 +357,6 @@ def _pair_table(pairs: Any, system: str, drop_ties: bool) -> tuple[pa.Table, int
         )
     kept = [p for p in entries if not (drop_ties and p.get("tie"))]
     return sources.normalize_rows(kept, "preference", system), len(entries) - len(kept)
-
-
-def _check_sides(rows: pa.Table) -> None:
-    for side in ("chosen", "rejected"):
-        empty = np.flatnonzero(_arrow.lengths(_arrow.column(rows, side)) == 0)
-        if len(empty):
-            bad = "; ".join(f"{i}:{side}_missing" for i in empty[:5].tolist())
-            raise ExportFormatError(
-                f"schema_invalid in export_preference: {bad}",
-                location=f"pair {int(empty[0])}, {side}",
-                hint="Each side needs at least one message: pass system_prompt=, or drop the pair.",
-            )
 
 
 def _pair_roundtrip(rows: pa.Table, format: str) -> dict[str, Any]:

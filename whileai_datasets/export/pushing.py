@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError
+from whileai_datasets.rows import option_names
 
 #: Turns one chunk of source rows (and its first row's offset) into canonical rows.
 ChunkRows = Callable[[pa.Table, int], pa.Table]
@@ -115,10 +116,12 @@ def _wider(schema: pa.Schema, later: pa.Schema) -> pa.Schema:
     try:
         return pa.unify_schemas([schema, later], promote_options="permissive")
     except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
-        raise ExportFormatError(f"push_to: a later chunk of rows has columns the first chunk's types cannot hold "
-                                f"({err})", location="push_to",
-                                hint="Give every row's carried keys one type (or export without push_to and "
-                                "publish the cast dataset with whileai_datasets.publish)") from err
+        flag = option_names.spell("push_to").rstrip("=")
+        publish = "whileai-datasets push" if option_names.in_command_line() else "whileai_datasets.publish"
+        raise ExportFormatError(f"{flag}: a later chunk of rows has columns the first chunk's types cannot hold "
+                                f"({err})", location=flag,
+                                hint=f"Give every row's carried keys one type (or export without {flag} and "
+                                f"publish the cast rows with {publish})") from err
 
 
 def _rewrite(path: Path, schema: pa.Schema) -> pa.ipc.RecordBatchStreamWriter:

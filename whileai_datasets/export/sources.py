@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError
+from whileai_datasets.rows import option_names
 from whileai_datasets.rows.canonical import Normalizer, Options
 from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.normalize import RowContext
@@ -42,8 +43,11 @@ class Source:
     """Canonical training rows from ``source``, a chunk at a time, plus what
     the report needs from the raw rows (their count and the leak report)."""
 
-    def __init__(self, source: Any, system_prompt: str | None, tools: Sequence[dict[str, Any]] | None) -> None:
+    def __init__(self, source: Any, system_prompt: str | None, tools: Sequence[dict[str, Any]] | None,
+                 on_bad_row: str = "raise") -> None:
         import datasets
+
+        from whileai_datasets.builders.bad_rows import bad_rows
 
         self.path = ""
         system, resolved_tools = "", []
@@ -65,12 +69,19 @@ class Source:
         self.table: pa.Table | None = None
         self.dataset: Any = None
         self.prepend: PrependSystem | None = None
+        #: the rows left out under ``on_bad_row="skip"`` (``BadRows.to_dict()``), else None
+        self.bad_rows: dict[str, Any] | None = None
         if raw is not None:
             self.n_raw = len(raw)
-            self.table = normalize_rows([r for r in raw if isinstance(r, dict)], "default", self.system)
+            bad = BadRows()
+            self.table = normalize_rows([r for r in raw if isinstance(r, dict)], "default", self.system,
+                                        on_bad_row, bad)
+            self.bad_rows = bad.to_dict() if on_bad_row == "skip" else None
             self.leaks = gates.leak_report(raw)
             return
-        self.dataset = load_path(self.path, self.system) if self.path else canonical_dataset(source)
+        self.dataset = load_path(self.path, self.system, on_bad_row) if self.path else canonical_dataset(source)
+        if self.path and on_bad_row == "skip":
+            self.bad_rows = bad_rows(self.dataset)
         self.prepend = PrependSystem(self.system) if self.system and not self.path else None
         self.n_raw = len(self.dataset)
         if self.path:
@@ -151,16 +162,19 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return table.combine_chunks()
 
 
-def normalize_rows(rows: list[dict[str, Any]], config: str, system: str) -> pa.Table:
-    """Canonical rows (``config`` "default" or "preference") from rows in memory."""
+def normalize_rows(rows: list[dict[str, Any]], config: str, system: str, on_bad_row: str = "raise",
+                   bad: BadRows | None = None) -> pa.Table:
+    """Canonical rows (``config`` "default" or "preference") from rows in memory; rows
+    skipped under ``on_bad_row="skip"`` are counted in ``bad``."""
     normalizer = Normalizer(config, Options(system_prompt=system))
     contexts = ((RowContext("rows", None, i), row) for i, row in enumerate(rows))
-    tables = list(iter_tables(contexts, normalizer, chunk_rows=CHUNK_ROWS, on_bad_row="raise", bad=BadRows()))
+    tables = list(iter_tables(contexts, normalizer, chunk_rows=CHUNK_ROWS, on_bad_row=on_bad_row,
+                              bad=bad if bad is not None else BadRows()))
     return pa.concat_tables(tables) if tables else normalizer.chunk().table()
 
 
-def load_path(path: str, system: str) -> Any:
-    """The canonical dataset of a JSONL / Parquet export, through the builder."""
+def load_path(path: str, system: str, on_bad_row: str = "raise") -> Any:
+    """The canonical dataset of a JSONL / JSON / Parquet export, through the builder."""
     import datasets
 
     from whileai_datasets.builders import registry
@@ -168,9 +182,10 @@ def load_path(path: str, system: str) -> Any:
     registry.register()  # idempotent; load_dataset("whileai/export") needs it
 
     if not os.path.exists(path):
-        raise ExportFormatError("no such file", location=path, hint="Pass an existing JSONL or Parquet export.")
+        raise ExportFormatError("no such file", location=path, hint="Pass an existing JSONL, JSON or Parquet export.")
     return datasets.load_dataset(
-        "whileai/export", data_files=path, split="train", system_prompt=system or None, leak_facts=True
+        "whileai/export", data_files=path, split="train", system_prompt=system or None, leak_facts=True,
+        on_bad_row=on_bad_row,
     )
 
 
@@ -189,7 +204,9 @@ def path_leaks(ds: Any, path: str, n_rows: int) -> dict[str, Any]:
         raise ExportFormatError(
             f"the leak facts kept with the cached dataset cover {scan.n_rows} rows, the dataset has {n_rows}",
             location=ds.cache_files[0]["filename"],
-            hint="The datasets cache is stale or was edited: load again with download_mode='force_redownload'.",
+            hint="The datasets cache is stale or was edited: " + (
+                "load again with download_mode='force_redownload'." if option_names.has_flag("download_mode")
+                else "remove that cache folder (or set HF_DATASETS_CACHE to a new one) and run again."),
         )
     return scan.report()
 

@@ -21,7 +21,6 @@ from whileai_datasets.ray_engine import report as ray_report
 from whileai_datasets.ray_engine import source as ray_source
 from whileai_datasets.ray_engine.groups import GroupLookup, group_table, stamp_groups
 from whileai_datasets.rows.canonical import Options
-from whileai_datasets.rows.normalize import RowContext
 
 #: The public row key: the file a row came from and its position in it.
 SOURCE_FILE = "source_file"
@@ -63,8 +62,8 @@ def read_whileai(
         config: ``"default"`` (training rows) or ``"preference"`` (pairs).
         system_prompt, tools, mask_mode, keep_message_keys: As the builder's.
         row_key: Add ``source_file`` (the path) and ``source_offset`` (the
-            line's byte offset in the decompressed file, or the Parquet row
-            number): sort on them to restore file order, or keep them for
+            line's byte offset in the decompressed file, the array index in a
+            ``.json`` array, or the Parquet row number): sort on them to restore file order, or keep them for
             ``stamp_groups``.
         range_bytes: JSONL bytes per read task (the unit of parallelism).
         block_bytes: JSONL bytes per block (the unit ``map_batches`` sees).
@@ -276,9 +275,7 @@ class TrainingBatches:
     def _no_messages(self, rows: pa.Table, index: int) -> ExportFormatError:
         file = int(_arrow.column(rows, ray_source.FILE)[index].as_py())
         pos = int(_arrow.column(rows, ray_source.POS)[index].as_py())
-        path = self.paths[file]
-        name = os.path.basename(path)
-        ctx = RowContext(name, None, pos) if ray_source._is_parquet(path) else RowContext(name, *ray_source.locate(path, pos))
+        ctx = ray_source.row_context(self.paths[file], pos)
         return ExportFormatError(
             "schema_invalid in training_rows: messages_missing",
             location=ctx.at(),

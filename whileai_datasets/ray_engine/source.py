@@ -2,10 +2,12 @@
 
 ``WhileaiFiles`` is a Ray ``Datasource``. It splits an uncompressed JSONL file
 into byte ranges read in parallel (a line belongs to the range its first byte
-is in), reads a compressed file as one stream, and a Parquet file by groups of
-row groups. Its blocks hold the raw lines (or the Parquet columns) and a row
-key: the file's index in the source list and the row's position in it (the
-byte offset of its line in the decompressed stream, or its Parquet row number).
+is in), reads a compressed file as one stream, a ``.json`` file holding a JSON
+array as one stream of its elements (``json_arrays``), and a Parquet file by
+groups of row groups. Its blocks hold the raw lines (the elements' JSON text,
+or the Parquet columns) and a row key: the file's index in the source list and
+the row's position in it (the byte offset of its line in the decompressed
+stream, the element's array index, or its Parquet row number).
 ``pyarrow.json`` is never used: it fails on real whileai rows.
 
 ``Normalize`` is the builder's step (``canonical.Normalizer``) as a
@@ -32,6 +34,7 @@ from ray.data import Datasource, ReadTask
 from ray.data.block import BlockMetadata
 
 from whileai_datasets.errors import ExportFormatError, WhileaiError
+from whileai_datasets.ray_engine import json_arrays
 from whileai_datasets.rows import file_kind, read_errors
 from whileai_datasets.rows.canonical import Chunk, Normalizer, Options
 from whileai_datasets.rows.normalize import RowContext
@@ -44,7 +47,9 @@ POS = "_wai_pos"
 LINE = "_wai_line"
 LEAK = "_wai_leak"
 HAS_SCENARIO = "_wai_scenario"
-PRIVATE = (FILE, POS, LINE, LEAK, HAS_SCENARIO)
+#: A JSON array element the reader refused in its place: the error's fields (else null).
+REFUSAL = "_wai_refusal"
+PRIVATE = (FILE, POS, LINE, LEAK, HAS_SCENARIO, REFUSAL)
 
 #: Bytes of JSONL per read task, and per block within a task.
 RANGE_BYTES = 16 << 20
@@ -121,6 +126,8 @@ class WhileaiFiles(Datasource):
         for index, path in enumerate(self.paths):
             if _is_parquet(path):
                 plans = [partial(_read_parquet, index, path, groups) for groups in self._row_groups(path)]
+            elif _is_json_array(path):
+                plans = [partial(_read_array, index, path, self.block_bytes)]
             elif _compression(path):
                 plans = [partial(_read_stream, index, path, self.block_bytes)]
             else:
@@ -189,6 +196,25 @@ def _read_range(index: int, path: str, start: int, end: int, block_bytes: int) -
             yield _lines_block(b"", pos, index)
 
 
+def _is_json_array(path: str) -> bool:
+    return json_arrays.holds_array(path, partial(_open_file, path))
+
+
+def _read_array(index: int, path: str, block_bytes: int) -> Iterator[pa.Table]:
+    """The elements of a JSON array file (plain or compressed), a block at a time."""
+    name = os.path.basename(path)
+    with read_errors.read_failures(name, path, partial(_open_file, path)), _open_file(path) as handle:
+        for texts, indices, refusals in json_arrays.element_blocks(handle, name, block_bytes):
+            files, positions = pa.array(np.full(len(texts), index, np.int32)), pa.array(indices, pa.int64())
+            columns = [files, positions, pa.array(texts, pa.large_binary()), pa.array(refusals, pa.string())]
+            yield pa.table(columns, names=[FILE, POS, LINE, REFUSAL])
+
+
+def _open_file(path: str) -> Any:
+    """``path``'s bytes, decompressed."""
+    return _open_stream(path) if _compression(path) else open(path, "rb")
+
+
 def _open_stream(path: str) -> Any:
     compression = _compression(path)
     if compression == "xz":
@@ -242,7 +268,7 @@ def locate(path: str, pos: int) -> tuple[int, int]:
     """``(line, row)`` of the JSONL line at byte ``pos``: the builder's line
     number (1-based) and row number (non-blank lines before it). Error path only."""
     line = row = 0
-    with _open_stream(path) if _compression(path) else open(path, "rb") as stream:
+    with _open_file(path) as stream:
         read = 0
         tail = b""
         while read < pos:
@@ -290,12 +316,15 @@ class Normalize:
         positions = block.column(POS).to_numpy()
         rows = block.column(LINE).to_pylist() if LINE in block.column_names else _parquet_rows(block)
         jsonl = LINE in block.column_names
+        refusals = block.column(REFUSAL).to_pylist() if REFUSAL in block.column_names else None
         chunk = normalizer.chunk()
         keep = np.zeros(len(rows), dtype=bool)
         leaks: list[str | None] = []
         scenario: list[bool] = []
         with _gc_paused():
             for i, raw in enumerate(rows):
+                if refusals is not None and refusals[i] is not None:
+                    raise json_arrays.refusal(refusals[i])
                 if isinstance(raw, bytes):
                     if not raw.strip():
                         continue
@@ -325,9 +354,18 @@ class Normalize:
             raise
 
     def _context(self, file: int, pos: int) -> RowContext:
-        path = self.paths[int(file)]
-        line, row = locate(path, int(pos))
-        return RowContext(os.path.basename(path), line, row)
+        return row_context(self.paths[int(file)], int(pos))
+
+
+def row_context(path: str, pos: int) -> RowContext:
+    """The builder's context of the row at ``pos`` (a row key) of ``path``: its file and row
+    number (Parquet), line and array index (a JSON array) or line and row (JSONL). Error path only."""
+    name = os.path.basename(path)
+    if _is_parquet(path):
+        return RowContext(name, None, pos)
+    if _is_json_array(path):
+        return json_arrays.element_context(partial(_open_file, path), name, pos)
+    return RowContext(name, *locate(path, pos))
 
 
 _NORMALIZERS: dict[tuple[Any, ...], Normalizer] = {}

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from whileai_datasets.errors import WhileaiError
 from whileai_datasets.rows import content as content_parts
-from whileai_datasets.rows import normalize, schema
+from whileai_datasets.rows import conversations, normalize, schema
 from whileai_datasets.rows.columns import MessageColumns, ScalarColumns
 from whileai_datasets.rows.features import storage_type
 from whileai_datasets.rows.leaks import LeakScan
@@ -146,12 +146,8 @@ class Chunk:
         return pa.Table.from_arrays(arrays, schema=target)
 
     def _tools_of(self, row: dict[str, Any], ctx: RowContext) -> str | None:
-        own = row.get("tools")
-        if own is None or own == []:
-            return None
-        if not isinstance(own, list):
-            raise ctx.error("tools", f"expected a list of tool schemas, got {type(own).__name__}", "Fix the row.")
-        return normalize.JSON_ENCODER.encode(own)
+        own = conversations.tools_of(row.get("tools"), ctx)
+        return normalize.JSON_ENCODER.encode(own) if own is not None else None
 
     def _tools_column(self, values: list[str | None]) -> pa.Array:
         constant = self.options.tools_json
@@ -180,11 +176,21 @@ class TrainingChunk(Chunk):
         source = shaped.get("messages")
         if source and not isinstance(source, list):
             raise ctx.error("messages", f"expected a list of messages, got {type(source).__name__}", "Fix the row.")
+        column, system, own = "messages", self.options.system_prompt, ""
+        if not source and "conversations" in shaped:
+            source = conversations.from_conversations(shaped, ctx)
+            column, own = "conversations", conversations.row_system(shaped, source or [], ctx)
+            if not system:  # the row's system leads as the option's would (error paths keep the turns' indices)
+                system, own = own, ""
         built = None if source else normalize.conversation(shaped)
         turns = source or built
+        if not turns:
+            raise conversations.no_conversation_error(shaped, ctx)
         if shaped.get("images") is not None:  # TRL's vision rows: placeholders + references
             turns = content_parts.fill_images(turns, shaped["images"], ctx.error)
-        self.lists["messages"].add(turns, system=self.options.system_prompt, ctx=ctx)
+        if own:  # the option's system prompt, then the row's own
+            turns = [{"role": "system", "content": own}, *turns]
+        self.lists["messages"].add(turns, system=system, ctx=ctx, column=column)
         if self.options.tools_json is None:
             self.tools.append(self._tools_of(shaped, ctx))
         self.scalars.add(shaped, ctx)
@@ -192,7 +198,7 @@ class TrainingChunk(Chunk):
         # assistant texts just added, are reused when nothing reshaped it
         if shaped is not row:
             return row, None, None
-        return row, built, self.lists["messages"].said
+        return row, built if column == "messages" else source, self.lists["messages"].said
 
     def _undo(self) -> None:
         del self.tools[self.num_rows :]
@@ -225,8 +231,7 @@ class PreferenceChunk(Chunk):
             turns = self._side(pair.get(side), ctx, side)
             self.lists[side].add(turns, system=self.options.system_prompt, ctx=ctx, column=side)
         if self.options.tools_json is None:
-            own = pair.get("tools")
-            self.tools.append(normalize.JSON_ENCODER.encode(own) if isinstance(own, list) and own else None)
+            self.tools.append(self._tools_of(pair, ctx))
         self.scalars.add(pair, ctx)
         return row, None, None
 
@@ -281,7 +286,7 @@ def _reshaped(row: dict[str, Any]) -> bool:
 
 def _object(row: Any, ctx: RowContext) -> dict[str, Any]:
     if not isinstance(row, dict):
-        raise ctx.error("", f"expected a JSON object, got {normalize.type_name(row)}", "Each line must be one object.")
+        raise ctx.error("", f"expected a JSON object, got {normalize.type_name(row)}", "Each row (a line, or an element of a JSON array) must be one object.")
     return row
 
 

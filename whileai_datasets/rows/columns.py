@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from whileai_datasets._typing import ROLES
 from whileai_datasets.rows import content as content_parts
-from whileai_datasets.rows import normalize
+from whileai_datasets.rows import normalize, option_names
 from whileai_datasets.rows.features import MESSAGE_TYPE, TOOL_CALL_TYPE, storage_type
 from whileai_datasets.rows.normalize import RowContext
 
@@ -251,7 +251,7 @@ def _bad_role(ctx: RowContext, path: str, role: Any) -> None:
     raise ctx.error(
         f"{path}.role",
         f"expected one of {', '.join(repr(r) for r in ROLES)}, got {got}",
-        "Fix the exporter that wrote the row, or skip bad rows with on_bad_row='skip'.",
+        f"Fix the exporter that wrote the row, or skip bad rows with {option_names.spell('on_bad_row', 'skip')}.",
     )
 
 

@@ -1,4 +1,10 @@
-"""Which whileai inputs are Parquet: the name says so, or the bytes are a whole Parquet file.
+"""Which whileai inputs are Parquet or a JSON array, and which are JSONL.
+
+A ``.json`` file (optionally compressed) whose first character past whitespace is ``[`` holds one
+JSON array of rows (:func:`is_json_array`); any other ``.json`` file is read as JSONL, one row per
+line, as ``.jsonl`` files are.
+
+Parquet: the name says so, or the bytes are a whole Parquet file.
 
 Four bytes are not enough to tell: a JSONL file whose first line happens to start with ``PAR1``
 (or a line spliced onto such bytes) would be read as Parquet and fail deep inside pyarrow with
@@ -20,6 +26,11 @@ MAGIC = b"PAR1"
 _SMALLEST = 12
 #: compressed JSONL: never Parquet (and a zstd stream cannot seek back to sniff)
 _COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".lz4")
+
+
+#: bytes looked at for the ``[`` of a JSON array
+_SNIFF_BYTES = 4096
+_UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def named_parquet(name: str) -> bool:
@@ -71,3 +82,30 @@ def _whole_parquet(handle: Any) -> bool:
         # magic at both ends but no readable footer: not a Parquet file, so read as the JSONL its name says
         return False
     return True
+
+
+def named_json(name: str) -> bool:
+    """Whether ``name`` is a ``.json`` file, compressed or not (not ``.jsonl``)."""
+    lower = name.lower()
+    for suffix in _COMPRESSED:
+        lower = lower.removesuffix(suffix)
+    return lower.endswith(".json")
+
+
+def is_json_array(name: str, handle: Any) -> bool:
+    """Whether the open binary file ``handle`` (named ``name``, a ``.json`` file) holds a JSON
+    array: its first character past whitespace (and a UTF-8 byte order mark) is ``[``. Looked at
+    without consuming the handle (``peek``, or a read and a seek back); a stream that allows
+    neither is read as JSONL. The handle is left at the position it had."""
+    if not named_json(name):
+        return False
+    peek = getattr(handle, "peek", None)
+    if callable(peek):
+        head = peek(_SNIFF_BYTES)[:_SNIFF_BYTES]
+    elif _seekable(handle):
+        start = handle.tell()
+        head = handle.read(_SNIFF_BYTES)
+        handle.seek(start)
+    else:
+        return False
+    return bytes(head).removeprefix(_UTF8_BOM).lstrip(b" \t\r\n").startswith(b"[")

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from whileai_datasets.errors import ParseWorkerError, WhileaiError
+from whileai_datasets.rows import option_names
 from whileai_datasets.rows.canonical import Normalizer, Options
 from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.lifeline import (
@@ -103,6 +104,8 @@ class Job:
     #: the Arrow IPC file the worker writes the piece's tables to
     output: str
     numbered: bool = True
+    #: where the errors are shown (``option_names.current()``): a spawned worker does not inherit it
+    surface: str = "python"
 
 
 @dataclass
@@ -160,6 +163,11 @@ def parse_piece(job: Job) -> Piece:
     """Parse one piece in a worker (also callable in process). The tables go
     to an Arrow IPC file, not back through the pipe: pickling them and
     pushing them through a pipe cost a tenth of the parse."""
+    with option_names.command_line(job.surface):
+        return _parse_piece(job)
+
+
+def _parse_piece(job: Job) -> Piece:
     normalizer = _normalizer(job.config, job.options)
     bad = BadRows()
     leaks = LeakScan() if job.leaks else None
@@ -211,6 +219,13 @@ def _scratch_root(workers: int) -> str | None:
     stat = os.statvfs(shm)
     room = stat.f_bavail * stat.f_frsize
     return shm if room >= 4 * (workers + 2) * PIECE_MAX_BYTES else None
+
+
+def _memory_hint() -> str:
+    """What to do when a worker ran out of memory, in the words of the surface shown."""
+    if option_names.has_flag("parse_workers"):
+        return "If the machine ran out of memory, load with parse_workers=1 (one process) or a smaller chunk_rows"
+    return "If the machine ran out of memory, free some (or split the input into smaller files) and run again"
 
 
 def _context() -> Any:
@@ -298,7 +313,7 @@ class RangeReader:
             raise ParseWorkerError(
                 f"a worker process parsing the file died ({self._death()})",
                 location=source,
-                hint="If the machine ran out of memory, load with parse_workers=1 (one process) or a smaller chunk_rows",
+                hint=_memory_hint(),
             ) from err
         finally:
             for _, future in pending:
@@ -363,7 +378,7 @@ class RangeReader:
             yield Job(
                 path, source, start, stop, line, row, self.normalizer.config_name,
                 self.normalizer.options, self.chunk_rows, self.on_bad_row, leaks,
-                os.path.join(scratch, f"piece-{self._pieces:06d}.arrow"), numbered,
+                os.path.join(scratch, f"piece-{self._pieces:06d}.arrow"), numbered, option_names.current(),
             )
             if numbered:
                 lines, rows = count_lines(handle, start, stop)

@@ -28,6 +28,7 @@ from typing import IO
 import pyarrow as pa
 
 from whileai_datasets.errors import ExportFormatError, WhileaiError
+from whileai_datasets.rows import option_names
 from whileai_datasets.rows.normalize import RowContext
 
 #: Bytes read at a time while counting the lines before a cut.
@@ -157,7 +158,7 @@ def nesting_error(ctx: RowContext, err: RecursionError) -> ExportFormatError:
         f"so nesting must stay well below {limit} levels ({err})",
         location=ctx.at(),
         hint="whileai rows nest a few levels; this line is likely corrupt. Fix or drop it, or pass "
-        "on_bad_row='skip'.",
+        f"{option_names.spell('on_bad_row', 'skip')}.",
     )
 
 
@@ -170,20 +171,22 @@ def unencodable_error(ctx: RowContext, err: UnicodeEncodeError) -> ExportFormatE
         "so it cannot be stored as UTF-8 text",
         location=ctx.at(),
         hint="The writer split an emoji or other character in two; fix the text (or the line's bytes), or pass "
-        "on_bad_row='skip'.",
+        f"{option_names.spell('on_bad_row', 'skip')}.",
     )
 
 
 def no_rows_error(name: str, reopen: Callable[[], IO[bytes]]) -> ExportFormatError:
-    """The error for a file that holds no rows (empty, or only blank lines)."""
+    """The error for a file that holds no rows (empty, only blank lines, or ``[]``)."""
     with reopen() as handle:
-        blank = bool(handle.read(1))
-    what = "the file holds only blank lines" if blank else "the file is empty"
+        head = handle.read(64)
+    what = "the file holds only blank lines" if head else "the file is empty"
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):  # a .json file: nothing else gets here with one
+        what = "the file holds an empty JSON array"
     return ExportFormatError(
         f"no rows in {name}: {what}",
         location=name,
-        hint="Check that the export that wrote it finished (or the download completed), or leave the file "
-        "out of data_files.",
+        hint="Check that the export that wrote it finished (or the download completed), "
+        f"{option_names.leave_out_hint()}.",
     )
 
 

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from whileai_datasets.errors import ExportFormatError, WhileaiError
+from whileai_datasets.rows import option_names
 from whileai_datasets.rows.canonical import Chunk, Normalizer
 from whileai_datasets.rows.features import MESSAGE_TYPE, message_from_storage
 from whileai_datasets.rows.leaks import LeakScan
@@ -164,7 +165,7 @@ def _parse_line(raw: bytes, ctx: RowContext) -> Any:
         raise ExportFormatError(
             f"not valid JSON ({err}); the line starts {snippet!r}",
             location=ctx.at(),
-            hint="Each line must hold one JSON object; fix the line or pass on_bad_row='skip'.",
+            hint=f"Each line must hold one JSON object; fix the line or pass {option_names.spell('on_bad_row', 'skip')}.",
         ) from err
     except RecursionError as err:
         raise nesting_error(ctx, err) from err

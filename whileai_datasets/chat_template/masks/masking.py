@@ -113,7 +113,8 @@ def _encode_call(call: Mapping[str, Any], encoding: ArgumentEncoding) -> dict[st
 class MaskPlan:
     """The method a template's rows are masked with, and what it renders with.
 
-    ``reason`` says why a structural patch was not possible (method ``"turns"``).
+    ``reason`` says why a structural patch was not possible (method ``"turns"``), and
+    ``refusal_class`` names the kind of refusal when ``with_generation()`` refused.
     """
 
     method: MaskMethod
@@ -123,6 +124,7 @@ class MaskPlan:
     tracking_exact: bool = True
     generation_prompt: str = ""
     original: ChatTemplate | None = None  # the template as given (``template`` is its patched copy)
+    refusal_class: str | None = None
 
     def content_line(self, messages: list[dict[str, Any]], tools: Any, at: tuple[int, int]) -> int | None:
         """The line of the given template whose output holds text ``at`` of the row's rendering (error path)."""
@@ -186,5 +188,6 @@ def plan_masks(chat: ChatTemplate) -> MaskPlan:
         patched = chat.with_generation()
     except TemplateError as err:
         reason = f"{err.location}: {err.problem}" if err.location else err.problem
-        return MaskPlan("turns", chat, arguments, reason=reason, generation_prompt=prompt)
+        return MaskPlan("turns", chat, arguments, reason=reason, generation_prompt=prompt,
+                        refusal_class=getattr(err, "refusal_class", "unclassified"))
     return MaskPlan("patched", patched, arguments, generation_prompt=prompt, original=chat)

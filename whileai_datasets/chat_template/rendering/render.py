@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from jinja2 import nodes
 
+from whileai_datasets.chat_template.rendering.failures import failure_problem_and_hint
 from whileai_datasets.chat_template.rendering.spans import (
     LoopTracker,
     RenderedChat,
@@ -318,11 +319,8 @@ def run_template(template: jinja2.Template, context: Mapping[str, Any], name: st
             else "Chat templates from the Hub are untrusted code; do not use this template.",
         ) from err
     except Exception as err:
-        raise TemplateError(
-            f"the template failed to render: {type(err).__name__}: {err}",
-            location=_error_location(err, name),
-            hint="Check that the messages have the shape this template expects.",
-        ) from err
+        problem, hint = failure_problem_and_hint(err)
+        raise TemplateError(problem, location=_error_location(err, name), hint=hint) from err
 
 
 def _collect(pieces: Iterator[str], meter: Meter) -> str:

@@ -1,0 +1,152 @@
+"""Every code example of README.md and docs/ runs, as written, on the bundled sample and the offline tokenizer.
+
+The blocks are read at run time (README.md may be rewritten: whatever python blocks it holds then are
+run), classified by tests/docs_examples.py and run page by page in subprocesses: one for every page,
+one more with `HF_ENDPOINT` pointed at the local test hub for the blocks marked `docs-test: hub`. Each
+example is one test here; those that cannot run are skipped with the reason their page gives, and the
+end of the run prints how many examples ran and lists the skipped ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.docs_examples import ROOT, SETUP_PAGE, Example, collect, plan
+from tests.processes import stop
+
+EXAMPLES = collect()
+RUNNER = Path(__file__).with_name("docs_examples.py")
+HUB_SERVER = Path(__file__).with_name("hub_server")
+HUB_TOKEN, HUB_USER = "hf_docs_examples_token", "me"
+TIMEOUT = 900
+
+
+def _start(examples: list[Example], base: Path, work: Path, env: dict[str, str]) -> Callable[[], dict[str, Any]]:
+    """Start the runner on ``examples``; the returned function waits for it and gives its results."""
+    work.mkdir(parents=True, exist_ok=True)
+    plan_file, results_file, log = work / "plan.json", work / "results.json", work / "runner.log"
+    plan_file.write_text(plan(examples, base, work), encoding="utf-8")
+    with log.open("w") as output:
+        process = subprocess.Popen([sys.executable, str(RUNNER), str(plan_file), str(results_file)], env=env,
+                                   cwd=work, stdout=output, stderr=subprocess.STDOUT)
+
+    def finish() -> dict[str, Any]:
+        try:
+            code = process.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            stop(process)
+            raise
+        if code != 0 or not results_file.exists():
+            pytest.fail(f"the docs examples runner exited with {code}:\n{log.read_text()}")
+        results: dict[str, Any] = json.loads(results_file.read_text(encoding="utf-8"))
+        return results
+
+    return finish
+
+
+def _environment(home: Path) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "WHILEAI_"))}
+    env.update(PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])), HF_HOME=str(home),
+               HF_DATASETS_CACHE=str(home / "datasets"), HF_HUB_OFFLINE="1", HF_DATASETS_DISABLE_PROGRESS_BARS="1",
+               TOKENIZERS_PARALLELISM="false", TRANSFORMERS_VERBOSITY="error", PYTHONWARNINGS="ignore")
+    return env
+
+
+class _LocalHub:
+    def __init__(self, root: Path) -> None:
+        port_file = root / "port"
+        self.stderr = root / "server.stderr"
+        command = [sys.executable, str(HUB_SERVER), "--port", "0", "--port-file", str(port_file),
+                   "--data-dir", str(root / "data"), "--log", str(root / "requests.jsonl"),
+                   f"--token={HUB_TOKEN}:{HUB_USER}"]
+        with self.stderr.open("w") as stderr:
+            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, cwd=ROOT,
+                                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+        deadline = time.monotonic() + 30
+        while not port_file.exists():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the local hub did not start:\n{self.stderr.read_text()}")
+            time.sleep(0.05)
+        self.url = f"http://127.0.0.1:{int(port_file.read_text())}"
+
+    def stop(self) -> None:
+        stop(self.process)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
+    root = tmp_path_factory.mktemp("docs-examples")
+    base = root / "example-folder"
+    base.mkdir()
+    runnable = [e for e in EXAMPLES if e.skip is None]
+    setup = [e for e in runnable if e.page == SETUP_PAGE]
+    if not setup:
+        pytest.fail(f"{SETUP_PAGE} has no runnable example: it builds the folder every other page runs in")
+    found = _start(setup, base, root / "setup", _environment(root / "home"))()
+    # then the other pages, and the Hub pages beside them (two processes, two cores)
+    local = _start([e for e in runnable if not e.hub and e.page != SETUP_PAGE], base, root / "local",
+                   _environment(root / "home"))
+    hub_examples = [e for e in runnable if e.hub]
+    if hub_examples:
+        hub = _LocalHub(root)
+        try:
+            env = _environment(root / "hub-home")
+            env.update(HF_ENDPOINT=hub.url, HF_TOKEN=HUB_TOKEN, HF_HUB_DISABLE_XET="1")
+            del env["HF_HUB_OFFLINE"]
+            found.update(_start(hub_examples, base, root / "hub", env)())
+        finally:
+            hub.stop()
+    found.update(local())
+    yield found
+    _summary(request, found)
+
+
+def _summary(request: pytest.FixtureRequest, found: dict[str, Any]) -> None:
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+        _write_summary(reporter, found)
+
+
+def _write_summary(reporter: Any, found: dict[str, Any]) -> None:
+    ran = [e for e in EXAMPLES if e.id in found]
+    passed = sum(found[e.id]["status"] == "passed" for e in ran)
+    langs = {lang: sum(e.lang == lang for e in ran) for lang in ("python", "console", "bash")}
+    skipped = [e for e in EXAMPLES if e.skip is not None]
+    pages = len({e.page for e in EXAMPLES})
+    reporter.write_line("")
+    reporter.write_line(f"docs examples: {len(ran)} run ({passed} passed; {langs['python']} python, "
+                        f"{langs['console'] + langs['bash']} shell, {sum(e.hub for e in ran)} against the local hub) "
+                        f"of {len(EXAMPLES)} found on {pages} pages; {len(skipped)} skipped:")
+    for example in skipped:
+        reporter.write_line(f"  {example.id} ({example.lang}): {example.skip}")
+    slowest = sorted(ran, key=lambda e: -float(found[e.id].get("seconds", 0)))[:3]
+    reporter.write_line("slowest: " + ", ".join(f"{e.id} {found[e.id].get('seconds', 0):.1f}s" for e in slowest))
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.id for e in EXAMPLES])
+def test_docs_example_runs_as_written(example: Example, results: dict[str, Any]) -> None:
+    if example.skip is not None:
+        pytest.skip(f"{example.id}: {example.skip}")
+    result = results[example.id]
+    assert result["status"] == "passed", f"{example.id} ({example.lang}) failed:\n{example.code}\n{result['error']}"
+
+
+def test_every_page_has_an_example_or_is_prose_only() -> None:
+    """The collector finds blocks on the pages that show code (a fence it misreads would vanish silently)."""
+    pages = {e.page for e in EXAMPLES}
+    for page in ("README.md", SETUP_PAGE, "docs/getting-started.md", "docs/token-masks.md"):
+        assert page in pages, f"no code example found on {page}"
