@@ -328,6 +328,11 @@ CLASS_OUTCOMES = {
     "mixed_header_set_appended": "mixed-header",
     # a macro writes the whole turn and reads a name set once at the top: inlined at the call (GigaChat)
     "mixed_header_macro_global": "patched",
+    # the header again after a turn's tool calls (DeepSeek-R1-distill): the calls' loop has no test of its own,
+    # the closing marker after it in the same branch does, so that branch's test is the prompt test
+    "mixed_header_after_calls": "patched",
+    # near miss: the loop alone writes the calls; how often a loop ran is no test
+    "mixed_header_calls_loop_only": "mixed-header",
     # the system note moves to the last user turn: that history turn's span is where its own pass writes
     # what the model generates after the prompt, so the role test inside the loop is proven on every probe
     "shared_output_tekken": "patched",
@@ -382,7 +387,8 @@ def test_a_shared_output_in_the_message_loop_is_split_by_the_role_inside_the_loo
 @pytest.mark.parametrize("stem", ["mixed_header_set", "mixed_header_codellama", "empty_content_ternary",
                                   "empty_content_marker_between", "empty_content_eos_after_loop",
                                   "shared_output_tekken", "shared_output_system_if_last", "shared_output_or_roles",
-                                  "mixed_header_set_derived", "mixed_header_macro_global"])
+                                  "mixed_header_set_derived", "mixed_header_macro_global",
+                                  "mixed_header_after_calls"])
 def test_a_patched_tokenizer_config_gives_transformers_our_assistant_mask(
     stem: str, tmp_path: Path, char_tokenizer: Callable[[str], Any]
 ) -> None:
