@@ -12,7 +12,17 @@ from whileai_datasets import ChatTemplate
 from whileai_datasets.errors import TemplateError
 
 HERE = Path(__file__).parent / "templates" / "guards"
-GUARDS = ["llama_style", "shield_style"]
+#: Llama-Guard- and ShieldGemma-style, and shapes beyond them: a judge prompt that always opens the
+#: assistant's turn (rerank-style), a verdict question naming the judged role, one quoting the judged
+#: message, a short verdict footer, the role named as the question's last word, a response judge that
+#: refuses a conversation ending on the user.
+GUARDS = ["judge_prompt", "llama_style", "quoted_verdict", "response_judge", "role_named_last", "role_question",
+          "shield_style", "verdict_footer"]
+#: Chat templates whose ends look like a guard's: the assistant's next header written after every
+#: conversation (so [user] and [user, assistant] end the same way), the system note folded into the last
+#: user turn (so [user] is not a prefix of [user, assistant]).
+NEAR_MISSES = ["header_trailer_chat.jinja", "mistral_shared_output.jinja", "classes/shared_output_tekken.jinja"]
+TEMPLATES = HERE.parent
 REFUSAL = r"guard/classifier template, not a chat-training template: it puts the whole conversation into one user prompt"
 
 
@@ -49,3 +59,24 @@ def test_tokenize_refuses_rows_on_a_guard_template(tmp_path: Path, load: Any) ->
 @pytest.mark.parametrize("stem", trl_names("all"))
 def test_no_chat_template_of_trl_is_taken_for_a_classifier(stem: str, read_trl: Any) -> None:
     assert ChatTemplate(read_trl(stem), name=f"{stem}.jinja").inspect().classifier is None
+
+
+@pytest.mark.parametrize("name", NEAR_MISSES)
+def test_a_chat_template_whose_ending_looks_like_a_guard_is_a_chat_template(name: str) -> None:
+    chat = ChatTemplate.from_file(TEMPLATES / name)
+    report = chat.inspect()
+    assert report.classifier is None
+    assert report.mask_method == "patched"
+    chat.with_generation()
+
+
+def test_a_judge_prompt_with_the_assistant_turn_always_open_is_still_a_guard() -> None:
+    report = ChatTemplate.from_file(HERE / "judge_prompt.jinja").inspect()
+    assert report.classifier is not None and "Does the last message of the conversation meet the policy?" in \
+        report.classifier
+
+
+def test_every_written_template_outside_the_guard_folder_is_not_a_guard() -> None:
+    for path in sorted(TEMPLATES.rglob("*.jinja")):
+        if path.parent != HERE:
+            assert ChatTemplate.from_file(path).inspect().classifier is None, path.name

@@ -45,7 +45,7 @@ def test_patch_writes_verified_template(trl_dir: Path, tmp_path: Path) -> None:
 def test_patch_refusal_exits_1_with_reason(trl_dir: Path, tmp_path: Path) -> None:
     macro = Path(__file__).parent / "templates" / "llama3_macro_scoped.jinja"  # a macro not safe to inline
     code, _, err = _run("template", "patch", str(macro), str(tmp_path / "out.jinja"))
-    assert code == 1 and err.startswith("error: llama3_macro_scoped.jinja:10:") and "role header" in err
+    assert code == 1 and err.startswith("error: llama3_macro_scoped.jinja:11:") and "role header" in err
     assert "[refusal class: mixed-header]" in err
     assert not (tmp_path / "out.jinja").exists()
 

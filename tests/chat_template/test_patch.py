@@ -315,11 +315,35 @@ CLASSES = Path(__file__).parent / "templates" / "classes"
 #: Written here in the style of real templates; what each gives today (a refusal names its class).
 CLASS_OUTCOMES = {
     "empty_content_ternary": "patched",
+    # the turn in one expression, the end marker only between turns: an empty last answer has an empty span
+    "empty_content_marker_between": "patched",
+    "empty_content_eos_after_loop": "patched",  # the end marker after the loop is the empty turn's whole span
+    # near miss: an empty answer renders the question again, text the model never writes for that turn
+    "empty_content_borrowed": "shared-output",
     "mixed_header_codellama": "patched",  # one `{{ chunk }}` for every role, inside the message loop
     "mixed_header_set": "patched",  # header and content built in one `{% set %}`: split before the content
+    # the same, the content reaching the `{% set %}` through another variable (axolotl's llama3)
+    "mixed_header_set_derived": "patched",
+    # near miss: the variable is extended after the content on the last turn; a split would move that text
+    "mixed_header_set_appended": "mixed-header",
+    # a macro writes the whole turn and reads a name set once at the top: inlined at the call (GigaChat)
+    "mixed_header_macro_global": "patched",
+    # the header again after a turn's tool calls (DeepSeek-R1-distill): the calls' loop has no test of its own,
+    # the closing marker after it in the same branch does, so that branch's test is the prompt test
+    "mixed_header_after_calls": "patched",
+    # near miss: the loop alone writes the calls; how often a loop ran is no test
+    "mixed_header_calls_loop_only": "mixed-header",
     # the system note moves to the last user turn: that history turn's span is where its own pass writes
     # what the model generates after the prompt, so the role test inside the loop is proven on every probe
     "shared_output_tekken": "patched",
+    # the system note only in a user message that ends the conversation: no prompt is a prefix of the
+    # render, but the prompt adds nothing and the answer's pass writes only a space before the content
+    "shared_output_system_if_last": "patched",
+    # one output for user, system and plain answers under an `or`; a last tool message is closed
+    # differently: the header the prompt ends with is where the answer's pass starts
+    "shared_output_or_roles": "patched",
+    # near miss: the system note is written inside the last answer's pass, before its content
+    "shared_output_note_in_answer": "mixed-header",
 }
 
 
@@ -361,7 +385,10 @@ def test_a_shared_output_in_the_message_loop_is_split_by_the_role_inside_the_loo
 
 
 @pytest.mark.parametrize("stem", ["mixed_header_set", "mixed_header_codellama", "empty_content_ternary",
-                                  "shared_output_tekken"])
+                                  "empty_content_marker_between", "empty_content_eos_after_loop",
+                                  "shared_output_tekken", "shared_output_system_if_last", "shared_output_or_roles",
+                                  "mixed_header_set_derived", "mixed_header_macro_global",
+                                  "mixed_header_after_calls"])
 def test_a_patched_tokenizer_config_gives_transformers_our_assistant_mask(
     stem: str, tmp_path: Path, char_tokenizer: Callable[[str], Any]
 ) -> None:

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 from jinja2.exceptions import TemplateSyntaxError
 
 from whileai_datasets.chat_template.analysis.analysis import Analysis, analyse
+from whileai_datasets.chat_template.analysis.refusals import Unpatchable
+from whileai_datasets.chat_template.masks.turn_check import turn_by_turn_note
 from whileai_datasets.chat_template.patching.patch import add_generation
 from whileai_datasets.chat_template.rendering.render import compile_plain, render_chat
 from whileai_datasets.chat_template.rendering.spans import RenderedChat
@@ -297,7 +299,14 @@ class ChatTemplate:
                 + (report.coverage_problems[0] if report.coverage_problems else "no assistant turn is covered"),
                 location=f"{self.name}:{report.generation_blocks[0].line}",
                 hint="Remove the existing {% generation %} tags and run with_generation() again.")
-        patched = add_generation(self.text, self.special_tokens, self.name, analysis=self._probe())
+        analysis = self._probe()
+        try:
+            patched = add_generation(self.text, self.special_tokens, self.name, analysis=analysis)
+        except Unpatchable as err:
+            if err.refusal_class != "classifier":  # the refusal says what per-turn masking can do instead
+                exact = report.span_tracking_exact is True
+                err.hint = f"{err.hint} {turn_by_turn_note(self.text, analysis.kwargs, self.name, analysis, exact)}"
+            raise
         return ChatTemplate(patched, name=self.name, special_tokens=self.special_tokens, budget=self.budget)
 
     def render(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None,

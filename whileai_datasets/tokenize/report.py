@@ -19,7 +19,9 @@ def mask_report(tokenized: Any, source_rows: int | None = None) -> dict[str, Any
     method per row (``mask_methods``), the rows dropped by ``on_bad_row='skip'``
     (``bad_rows_dropped``; counted on the first kept row of each batch, so a
     batch that kept no row at all is only in its warning) and the rows
-    dropped for having no supervised token (given the source's row count)."""
+    dropped for having no supervised token (given the source's row count), and the assistant turns
+    that carry loss but have nothing to write (``empty_assistant_turns``: no content, reasoning or tool
+    call; each trains only its end-of-turn marker where the template writes one)."""
     table = tokenized.with_format("arrow")[:] if hasattr(tokenized, "with_format") else tokenized
     import pyarrow.compute as pc
 
@@ -47,6 +49,43 @@ def mask_report(tokenized: Any, source_rows: int | None = None) -> dict[str, Any
         report["mask_methods"] = {item["values"]: item["counts"] for item in counts}
     else:
         report["mask_methods"] = {}
+    report["empty_assistant_turns"] = empty_assistant_turns(table)
     if source_rows is not None:
         report["rows_dropped_unsupervised"] = source_rows - table.num_rows - report["bad_rows_dropped"]
     return report
+
+
+def _is_empty(flat: Any, name: str) -> Any:
+    """Per message: whether field ``name`` is missing, null or of length 0 (True where the field is absent)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if name not in {field.name for field in flat.type}:
+        return pa.array([True] * len(flat), pa.bool_())
+    values = pc.struct_field(flat, name)
+    if pa.types.is_list(values.type) or pa.types.is_large_list(values.type):
+        length = pc.list_value_length(values)
+    elif pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+        length = pc.utf8_length(values)
+    else:
+        return pc.is_null(values)
+    return pc.fill_null(pc.equal(length, 0), True)
+
+
+def empty_assistant_turns(table: Any) -> int:
+    """Assistant messages with loss and nothing to write, counted over the whole table (column-wise)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not table.num_rows or "messages" not in table.column_names or "loss_mask" not in table.column_names:
+        return 0
+    messages = pc.list_flatten(table["messages"])
+    if isinstance(messages, pa.ChunkedArray):
+        messages = messages.combine_chunks()
+    flags = pc.list_flatten(table["loss_mask"])
+    if len(flags) != len(messages) or not pa.types.is_struct(messages.type):
+        return 0  # not canonical rows (a loss_mask entry per message): nothing to count
+    empty = pc.and_(pc.equal(pc.struct_field(messages, "role"), "assistant"), pc.equal(pc.cast(flags, pa.int8()), 1))
+    for name in ("content", "parts", "tool_calls", "reasoning_content"):
+        empty = pc.and_(empty, _is_empty(messages, name))
+    return int(pc.sum(pc.cast(pc.fill_null(empty, False), pa.int64())).as_py() or 0)

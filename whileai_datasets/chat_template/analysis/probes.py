@@ -234,11 +234,34 @@ def _generated_in_turn(run: ProbeRun, k: int, render: Renderer, prompt: str) -> 
     start_k, end_k = run.message_spans[k]
     alone = _try(render, run.probe.messages[: k + 1], False)
     if alone is None or not alone.startswith(prompt) or len(alone) == len(prompt) or end_k <= start_k:
-        return None
+        return _whole_pass(run, k, render, prompt) if end_k > start_k else None
     generated, own = alone[len(prompt) :], run.text[start_k:end_k]
     if own.count(generated) != 1 or not own.endswith(generated):
         return None
     return end_k - len(generated)
+
+
+def _whole_pass(run: ProbeRun, k: int, render: Renderer, prompt: str) -> int | None:
+    """Where the model's text starts in the turn's pass, found from the prompt's end (None: not found).
+
+    The history renders differently with and without the turn (Mistral writes the system note only into
+    a last user message; Hermes closes a last tool message differently), so the prompt is not a prefix
+    of the render. The prompt's end is still the start of the turn's pass: the longest end of the prompt
+    that the pass starts with is the header the prompt supplies, and it must reach the content (found
+    where the probe with this content starting with another letter leaves the render) but for
+    whitespace, so no text between them is left unattributed.
+    """
+    start_k, end_k = run.message_spans[k]
+    messages = run.probe.messages
+    variant = _try(render, [*messages[:k], marked(messages[k]), *messages[k + 1 :]], run.probe.add_generation_prompt)
+    if variant is None:
+        return None
+    content_at = common_prefix(run.text, variant)
+    if not start_k <= content_at < end_k:
+        return None
+    own = run.text[start_k:content_at]
+    supplied = next(n for n in range(len(own), -1, -1) if prompt.endswith(own[:n]))
+    return start_k + supplied if not own[supplied:].strip() else None
 
 
 def _turn_end(run: ProbeRun, k: int, render: Renderer, header: int, foreign: list[tuple[int, int]]) -> int:

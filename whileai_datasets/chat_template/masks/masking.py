@@ -43,13 +43,15 @@ def supervised_spans(rendered: RenderedChat, loss_mask: Sequence[int]) -> list[t
     """The generation spans of the messages whose loss_mask entry is 1.
 
     A block opened outside the message loop (one block around the whole loop)
-    belongs to no message; it is split along the messages' rendered spans.
+    belongs to no message; it is split along the messages' rendered spans. An
+    empty block (an empty assistant message) supervises nothing, so no token
+    that merely straddles its position (the end of a role header) is trained.
     """
     spans: list[tuple[int, int]] = []
     flags = list(loss_mask)
     for block in rendered.generation_blocks:
         if block.message is not None:
-            if block.message < len(flags) and flags[block.message]:
+            if block.message < len(flags) and flags[block.message] and block.end > block.start:
                 spans.append((block.start, block.end))
             continue
         for index, (start, end) in enumerate(rendered.message_spans):

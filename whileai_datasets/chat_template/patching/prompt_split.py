@@ -110,9 +110,13 @@ def _prompt_test(decision: Decision, decisions: Iterable[Decision], source: Sour
     if len(inner) > 1:
         raise _Inexpressible
     atoms = ["loop.first"] if inner else []
+    decisions = list(decisions)
     for other in decisions:
         if other.unit is not unit:
-            guard = _ran_before(other, unit, source, loop_ids)
+            try:
+                guard = _ran_before(other, unit, source, loop_ids)
+            except _Inexpressible:
+                guard = _branch_ran(other, unit, decisions, source)
             if guard is not None:
                 atoms.append(f"not {_group(guard)}")
     assert decision.late is not None and unit.pieces is not None
@@ -156,6 +160,37 @@ def _ran_before(other: Decision, unit: Unit, source: SourceMap, loop_ids: set[in
     if tests:
         return " and ".join(_group(t) for t in tests)
     return _generated_expression(other, source)
+
+
+def _always_writes(decision: Decision) -> bool:
+    """Whether the decision's unit writes generated constant text whenever it runs."""
+    pieces, (i, _), (k, offset) = decision.unit.pieces, decision.start, decision.end
+    return (decision.condition is None and bool(pieces) and not decision.unit.is_data
+            and any(p.const for p in (pieces or [])[i : k + (offset > 0)]))
+
+
+def _branch_ran(other: Decision, unit: Unit, decisions: list[Decision], source: SourceMap) -> str:
+    """For an ``other`` whose own test is inexpressible (it sits in a loop): the test of an if branch around
+    it that also holds, unconditionally, an output writing generated text before ``unit``; that branch ran
+    exactly when generated text was written there (DeepSeek's tool calls, then their closing marker)."""
+    theirs = other.unit.ancestors
+    for depth in range(len(theirs) - 1, -1, -1):
+        node = theirs[depth]
+        if not isinstance(node, nodes.If) or any(a is node for a in unit.ancestors):
+            continue
+        child = theirs[depth + 1] if depth + 1 < len(theirs) else other.unit.statement
+        body = next((b for b in statement_lists(node) if any(s is child for s in b)), None)
+        if body is None:
+            continue
+        if any(d.unit is not other.unit and d.unit.start < unit.start and _always_writes(d)
+               and any(s is d.unit.statement for s in body) and d.unit.ancestors[: depth + 1] == theirs[: depth + 1]
+               and len(d.unit.ancestors) == depth + 1 for d in decisions):
+            path = [*theirs[: depth + 1], child]
+            start = next(n for n in range(len(path)) if not any(a is path[n] for a in unit.ancestors))
+            tests = [_branch_test(n, c, source) for n, c in pairwise(path[start:])]
+            if tests:
+                return " and ".join(_group(t) for t in tests)
+    raise _Inexpressible
 
 
 def _branch(node: nodes.Node, child: nodes.Node) -> int:

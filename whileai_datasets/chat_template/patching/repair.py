@@ -115,12 +115,25 @@ def _only_prepends(between: list[nodes.Node], name: str) -> bool:
     return True
 
 
-def _reads_content(node: nodes.Node) -> bool:
+def _reads_content(node: nodes.Node, derived: frozenset[str] = frozenset()) -> bool:
+    """Whether ``node`` reads a message's content, directly or through a variable in ``derived``."""
     for item in [node, *node.find_all((nodes.Getitem, nodes.Getattr))]:
         key = item.arg.value if isinstance(item, nodes.Getitem) and isinstance(item.arg, nodes.Const) else getattr(item, "attr", None)
         if key == "content":
             return True
-    return False
+    return any(name.name in derived for name in [node, *node.find_all(nodes.Name)] if isinstance(name, nodes.Name))
+
+
+def content_variables(template: nodes.Template) -> frozenset[str]:
+    """Names some ``{% set %}`` binds to a value read from a message's content (``message_text``), to a
+    fixed point: a name set from such a name is one too."""
+    assigns = [a for a in template.find_all(nodes.Assign) if isinstance(a.target, nodes.Name)]
+    derived: frozenset[str] = frozenset()
+    while True:
+        grown = derived | {str(a.target.name) for a in assigns if _reads_content(a.node, derived)}  # type: ignore[attr-defined]
+        if grown == derived:
+            return derived
+        derived = frozenset(grown)
 
 
 def _assignment(unit: Unit, name: str) -> tuple[nodes.Assign, list[nodes.Node]] | None:
@@ -152,7 +165,8 @@ def split_assigned_output(text: str, unit_start: int, name: str = "<template>") 
         return None
     assign = found[0]
     operands = _chain(assign.node, source)
-    split = next((k for k, op in enumerate(operands or []) if _reads_content(op)), 0)
+    derived = content_variables(source.ast) - {variable}
+    split = next((k for k, op in enumerate(operands or []) if _reads_content(op, derived)), 0)
     spans = [source.spans.get(id(op)) for op in operands or []]
     whole, tag, out = source.spans.get(id(assign.node)), source.tag_range(unit.node), source.tag_range(assign)
     if split == 0 or any(s is None for s in spans) or whole is None or tag is None or out is None:
@@ -191,14 +205,26 @@ _MACRO_ONLY = {"varargs", "kwargs", "caller", "loop"}
 
 
 def _bound_anywhere(body: list[nodes.Node], skip: nodes.Macro) -> set[str]:
+    """Names bound outside ``skip`` whose value the call site might see differ from the macro's: all but
+    those bound exactly once in the whole template, by a top-level ``{% set %}`` or macro definition (one
+    value everywhere: an ``if`` opens no scope, so a second binding anywhere would count)."""
     names: set[str] = set()
+    bindings: dict[str, int] = {}
+    once_on_top: set[str] = set()
     for stmt in body:
         if stmt is skip:
             continue
-        names |= {str(n.name) for n in stmt.find_all(nodes.Name) if n.ctx in ("store", "param")}
+        stored = [str(n.name) for n in stmt.find_all(nodes.Name) if n.ctx in ("store", "param")]
         if isinstance(stmt, nodes.Macro):
-            names.add(str(stmt.name))
-    return names
+            stored.append(str(stmt.name))
+        for bound in stored:
+            bindings[bound] = bindings.get(bound, 0) + 1
+        names |= set(stored)
+        if isinstance(stmt, nodes.Macro):
+            once_on_top.add(str(stmt.name))
+        elif isinstance(stmt, nodes.Assign) and isinstance(stmt.target, nodes.Name):
+            once_on_top.add(str(stmt.target.name))
+    return {n for n in names if not (n in once_on_top and bindings[n] == 1)}
 
 
 def _free_names(macro: nodes.Macro) -> set[str]:
