@@ -78,7 +78,7 @@ def test_inspect_and_patch_agree_on_a_template_patch_refuses(tmp_path: Path) -> 
     assert "token masks by:           per-turn rendering" in out
     code, _, err = _run("template", "patch", str(macro), str(tmp_path / "out.jinja"))
     assert code == 1 and "[refusal class: mixed-header]" in err
-    assert "tokenize still masks this template exactly, turn by turn" in err
+    assert "tokenize masks it turn by turn instead" in err and "No patched copy was written" in err
 
 
 def test_inspect_says_patch_adds_blocks_where_it_does(trl_dir: Path) -> None:

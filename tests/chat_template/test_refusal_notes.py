@@ -39,3 +39,12 @@ def test_a_template_no_probe_renders_says_there_is_nothing_to_mask() -> None:
 def test_a_guard_refusal_adds_no_turn_by_turn_note() -> None:
     with pytest.raises(TemplateError, match=r"the verdict as the completion\. \[refusal class: classifier\]$"):
         ChatTemplate.from_file(TEMPLATES / "guards" / "judge_prompt.jinja").with_generation()
+
+
+def test_inspect_says_what_the_refusal_says_about_turn_by_turn_masks() -> None:
+    can = ChatTemplate.from_file(TEMPLATES / "classes" / "mixed_header_set_appended.jinja").inspect()
+    cannot = ChatTemplate.from_file(TEMPLATES / "classes" / "shared_output_note_in_answer.jinja").inspect()
+    assert (can.patch_refusal_class, can.turns_mask) == ("mixed-header", True)
+    assert "and tokenize masks it exactly, turn by turn" in can.format()
+    assert cannot.patch_refusal_class is not None and cannot.turns_mask is False
+    assert "and tokenize cannot mask it turn by turn either (the reason below)" in cannot.format()

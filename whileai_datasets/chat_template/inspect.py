@@ -86,6 +86,7 @@ class TemplateReport:
     mask_method: str | None = None
     mask_method_reason: str | None = None
     patch_refusal_class: str | None = None  # why ``with_generation()`` refuses, when it does
+    turns_mask: bool | None = None  # then: whether tokenize masks it turn by turn instead
     tool_call_arguments: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -294,8 +295,9 @@ def _no_blocks(report: TemplateReport) -> str:
     if report.mask_method == "patched":
         return "none (`template patch` adds them, verified on every probe)"
     if report.patch_refusal_class:
-        return (f"none; `template patch` refuses this template [refusal class: {report.patch_refusal_class}], "
-                "and tokenize masks it exactly, turn by turn")
+        then = ("and tokenize masks it exactly, turn by turn" if report.turns_mask is not False else
+                "and tokenize cannot mask it turn by turn either (the reason below)")
+        return f"none; `template patch` refuses this template [refusal class: {report.patch_refusal_class}], {then}"
     if report.mask_method == "turns":
         return "none; tokenize masks it exactly, turn by turn (`template patch` is not tried: see below)"
     return "none (run `template patch` to add them)"

@@ -223,7 +223,8 @@ class ChatTemplate:
             return report  # a classifier template has no mask method: tokenize refuses it
         plan = self.mask_plan()
         self._report = replace(report, mask_method=plan.method, mask_method_reason=plan.reason,
-                               patch_refusal_class=plan.refusal_class, tool_call_arguments=plan.arguments)
+                               patch_refusal_class=plan.refusal_class, turns_mask=plan.turns_mask,
+                               tool_call_arguments=plan.arguments)
         return self._report
 
     def _structure(self) -> TemplateReport:

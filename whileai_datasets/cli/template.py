@@ -72,6 +72,5 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     except (TemplateError, ExportFormatError) as error:
         err.write(f"error: {error}\n")
         if args.template_command == "patch" and getattr(error, "refusal_class", "classifier") != "classifier":
-            err.write("  No patched copy was written. tokenize still masks this template exactly, turn by turn\n"
-                      "  (`template inspect` says `token masks by: per-turn rendering`): you can train on it as it is.\n")
+            err.write("  No patched copy was written (the refusal says what tokenize does instead).\n")
         return 1

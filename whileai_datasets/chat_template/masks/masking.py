@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from whileai_datasets.chat_template.analysis.classifier import refuse_classifier
 from whileai_datasets.chat_template.analysis.probes import PINNED_NOW, probe_set, with_string_arguments
+from whileai_datasets.chat_template.masks.turn_check import cannot_mask_turn_by_turn
 from whileai_datasets.chat_template.masks.turns import TurnRenderer
 from whileai_datasets.chat_template.rendering.render import render_plain
 from whileai_datasets.chat_template.rendering.spans import RenderedChat
@@ -125,6 +126,8 @@ class MaskPlan:
     generation_prompt: str = ""
     original: ChatTemplate | None = None  # the template as given (``template`` is its patched copy)
     refusal_class: str | None = None
+    #: with ``refusal_class``: whether per-turn rendering masks the probes (the refusal's own finding)
+    turns_mask: bool | None = None
 
     def content_line(self, messages: list[dict[str, Any]], tools: Any, at: tuple[int, int]) -> int | None:
         """The line of the given template whose output holds text ``at`` of the row's rendering (error path)."""
@@ -189,5 +192,6 @@ def plan_masks(chat: ChatTemplate) -> MaskPlan:
     except TemplateError as err:
         reason = f"{err.location}: {err.problem}" if err.location else err.problem
         return MaskPlan("turns", chat, arguments, reason=reason, generation_prompt=prompt,
-                        refusal_class=getattr(err, "refusal_class", "unclassified"))
+                        refusal_class=getattr(err, "refusal_class", "unclassified"),
+                        turns_mask=not cannot_mask_turn_by_turn(err.hint or ""))
     return MaskPlan("patched", patched, arguments, generation_prompt=prompt, original=chat)

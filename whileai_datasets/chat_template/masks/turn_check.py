@@ -26,6 +26,11 @@ TURNS_MASK = "tokenize masks it turn by turn instead (mask method 'turns', check
 NO_TURNS_MASK = "tokenize cannot mask it turn by turn either: {why}."
 
 
+def cannot_mask_turn_by_turn(hint: str) -> bool:
+    """Whether a refusal's hint (written with ``NO_TURNS_MASK``) says per-turn rendering fails too."""
+    return NO_TURNS_MASK.split("{", 1)[0] in hint
+
+
 def _loss_mask(messages: list[dict[str, Any]]) -> list[int]:
     return [int(m.get("role") == "assistant") for m in messages]
 
