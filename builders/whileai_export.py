@@ -36,11 +36,12 @@ from datasets.exceptions import DatasetGenerationError
 
 from whileai_datasets.builders import cache_space, inputs
 from whileai_datasets.builders.config import WhileaiExportConfig
-from whileai_datasets.errors import ExportFormatError, WhileaiError
+from whileai_datasets.errors import ExportFormatError, NothingToTrainWarning, WhileaiError
 from whileai_datasets.rows import file_kind, option_names, parallel, read_errors
 from whileai_datasets.rows.canonical import Normalizer
 from whileai_datasets.rows.json_array import iter_json_array_rows
 from whileai_datasets.rows.leaks import LeakScan
+from whileai_datasets.rows.no_loss import NoLoss
 from whileai_datasets.rows.reader import (
     BadRows,
     LinePosition,
@@ -84,6 +85,8 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         super().__init__(*args, dataset_name=CACHE_NAME, **kwargs)
         self.config.validate()
         self.bad_rows = BadRows()
+        #: rows read that carry no loss (warned once per split; training rows only)
+        self.no_loss = NoLoss()
         #: leak facts of the rows read (training rows only), for the export's leak gate
         self.leaks = LeakScan() if self.config.leak_facts and self.config.name == "default" else None
         #: bad rows already warned about while streaming
@@ -196,11 +199,16 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                 reopen = partial(open, file, "rb")
                 inputs.refuse_cut_zstd(name, file, reopen)
                 skipped_before, rows_read = self.bad_rows.count, 0
+                start_row = 0 if byte_range is None else None
                 with read_errors.read_failures(name, file, reopen), open(file, "rb") as opened:
                     handle = inputs.line_reader(opened)
                     tables, position = self._shard_tables(handle, file, str(original), name, byte_range, normalizer)
+                    if position is not None:
+                        start_row = position.row
                     yielded = 0
                     for yielded, table in enumerate(tables, 1):
+                        exact = start_row is not None and self.bad_rows.count == skipped_before
+                        self.no_loss.add(table, name, start_row + rows_read if exact else None)  # type: ignore[operator]
                         rows_read += table.num_rows
                         yield Key(shard, yielded - 1), table
                     if byte_range is None and not rows_read and self.bad_rows.count == skipped_before:
@@ -215,6 +223,7 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                 at_file_end = byte_range is None or byte_range[1] >= byte_range[2]
                 if not self._preparing and at_file_end:
                     self._warn_streamed_bad_rows()
+                    self._warn_no_loss(name)
         finally:
             if self._range_reader is not None:
                 self._range_reader.close()
@@ -278,6 +287,7 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
 
     def _prepare_split(self, split_generator: datasets.SplitGenerator, **kwargs: Any) -> None:
         before, self.leaks = self.bad_rows.count, LeakScan() if self.leaks is not None else None
+        self.no_loss = NoLoss()
         super()._prepare_split(split_generator, **kwargs)
         prefix = os.path.join(self._output_dir, f"{self.dataset_name}-{split_generator.name}")
         for path in sorted(glob.glob(glob.escape(prefix) + "-[0-9][0-9][0-9][0-9][0-9]." + JOB_REPORT_FILE)):
@@ -285,6 +295,7 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                 job = json.load(handle)
             os.remove(path)
             self.bad_rows.merge(job["bad_rows"])
+            self.no_loss.merge(job.get("no_loss") or {})
             if self.leaks is not None and job["leaks"] is not None:
                 self.leaks.merge(job["leaks"])
         if not os.path.isdir(self._output_dir):
@@ -297,10 +308,11 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                 json.dump(self.bad_rows.to_dict(), handle)
         if not split_generator.split_info.num_examples:
             raise _all_rows_skipped(split_generator.name, self.bad_rows)
+        self._warn_no_loss(f"split {split_generator.name!r}")
 
     def _prepare_split_single(self, *, fpath: str, job_id: int, **kwargs: Any) -> Iterator[tuple[int, bool, Any]]:
-        outer = self.bad_rows, self.leaks
-        self.bad_rows, self._preparing = BadRows(), True
+        outer = self.bad_rows, self.leaks, self.no_loss
+        self.bad_rows, self.no_loss, self._preparing = BadRows(), NoLoss(), True
         self.leaks = LeakScan() if outer[1] is not None else None
         try:
             for item in super()._prepare_split_single(fpath=fpath, job_id=job_id, **kwargs):
@@ -309,14 +321,21 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                     if os.path.isdir(os.path.dirname(job_report)):
                         with open(job_report, "w", encoding="utf-8") as handle:
                             leaks = self.leaks.state() if self.leaks is not None else None
-                            json.dump({"bad_rows": self.bad_rows.to_dict(), "leaks": leaks}, handle)
+                            json.dump({"bad_rows": self.bad_rows.to_dict(), "leaks": leaks,
+                                       "no_loss": self.no_loss.to_dict()}, handle)
                 yield item
         except (DatasetGenerationError, OSError) as err:
             # raised here, in the worker: its __cause__ would not survive the trip back from a num_proc worker
             self._raise_cause(err)
             raise
         finally:
-            (self.bad_rows, self.leaks), self._preparing = outer, False
+            (self.bad_rows, self.leaks, self.no_loss), self._preparing = outer, False
+
+    def _warn_no_loss(self, where: str) -> None:
+        """One ``NothingToTrainWarning`` for the rows counted so far that carry no loss, then a fresh count."""
+        if self.no_loss.count:
+            warnings.warn(self.no_loss.message(where), NothingToTrainWarning, stacklevel=3)
+        self.no_loss = NoLoss()
 
     def _warn_streamed_bad_rows(self) -> None:
         if self.bad_rows.count > self._warned_bad_rows:
