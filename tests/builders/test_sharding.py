@@ -206,7 +206,7 @@ def test_skip_mode_counts_and_locations_equal_one_shard(tmp_path: Path, load: An
         whole = load(path, shard_bytes=0, on_bad_row="skip", cache_dir=str(tmp_path / "whole"))
     with pytest.warns(BadRowsWarning, match=rf"skipped {len(bad)} bad row\(s\).*{first}") as parallel:
         sharded = load(path, shard_bytes=SHARD, num_proc=2, on_bad_row="skip", cache_dir=str(tmp_path / "sharded"))
-    assert len(single) == len(parallel) == 1
+    assert [sum(issubclass(w.category, BadRowsWarning) for w in warned) for warned in (single, parallel)] == [1, 1]
     assert len(sharded.cache_files) == 2
     report = whileai_datasets.bad_rows(sharded)
     assert report == whileai_datasets.bad_rows(whole)
@@ -222,7 +222,7 @@ def test_streaming_skip_mode_warns_once_per_file(tmp_path: Path, load: Any, line
     streamed = load(path, shard_bytes=SHARD, on_bad_row="skip", streaming=True)
     with pytest.warns(BadRowsWarning, match=rf"skipped {len(bad)} bad row\(s\).*; first: run\.jsonl line 11 \(row 10\)") as got:
         rows = list(streamed)
-    assert len(got) == 1
+    assert sum(issubclass(w.category, BadRowsWarning) for w in got) == 1
     assert len(rows) == len(lines) - len(bad)
 
 
