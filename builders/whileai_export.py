@@ -24,6 +24,7 @@ import glob
 import itertools
 import json
 import os
+import re
 import warnings
 from collections.abc import Iterator
 from functools import partial
@@ -59,6 +60,8 @@ CACHE_NAME = "whileai_export"
 BAD_ROWS_FILE = "whileai_bad_rows.json"
 #: the leak facts taken from the raw rows while they were read, per split (``LeakScan.state()``)
 LEAKS_FILE = "whileai_leaks.json"
+#: per split, the rows read that carry no loss (``NoLoss.to_dict()``): said again each time the split loads
+NO_LOSS_FILE = "whileai_no_loss.json"
 #: what one prepare job leaves for its split: its skipped rows and leak facts
 JOB_REPORT_FILE = "whileai_job_report.json"
 
@@ -308,7 +311,15 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                 json.dump(self.bad_rows.to_dict(), handle)
         if not split_generator.split_info.num_examples:
             raise _all_rows_skipped(split_generator.name, self.bad_rows)
-        self._warn_no_loss(f"split {split_generator.name!r}")
+        inputs.update_json(os.path.join(self._output_dir, NO_LOSS_FILE), {split_generator.name: self.no_loss.to_dict()})
+        self.no_loss = NoLoss()  # said by _as_dataset, on this load and on every load from the cache
+
+    def _as_dataset(self, split: Any = datasets.Split.TRAIN, in_memory: bool = False) -> datasets.Dataset:
+        ds = super()._as_dataset(split, in_memory)
+        said = no_loss_of(os.path.join(self._fs._strip_protocol(self._output_dir), NO_LOSS_FILE), str(split))
+        if said is not None:
+            warnings.warn(said, NothingToTrainWarning, stacklevel=4)
+        return ds
 
     def _prepare_split_single(self, *, fpath: str, job_id: int, **kwargs: Any) -> Iterator[tuple[int, bool, Any]]:
         outer = self.bad_rows, self.leaks, self.no_loss
@@ -351,6 +362,22 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
             BadRowsWarning,
             stacklevel=3,
         )
+
+
+def no_loss_of(path: str, split: str) -> str | None:
+    """What to say about the rows of ``split`` (a split name, or a slice of one: ``train[:10%]``) that carry
+    no loss, from the report ``_prepare_split`` left in ``path``; None when they all carry some."""
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        reports: dict[str, Any] = json.load(handle)
+    base = re.match(r"[\w.-]+", split)
+    name = split if split in reports else base.group(0) if base else split
+    if not reports.get(name, {}).get("count"):
+        return None
+    found = NoLoss()
+    found.merge(reports[name])
+    return found.message(f"split {name!r}" if name == split else f"split {name!r} (loaded as {split!r})")
 
 
 def _all_rows_skipped(split: str, bad: BadRows) -> ExportFormatError:

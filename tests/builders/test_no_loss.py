@@ -54,3 +54,16 @@ def test_num_proc_jobs_merge_into_one_warning(tmp_path: Path) -> None:
     said = [str(w.message) for w in seen if issubclass(w.category, NothingToTrainWarning)]
     assert len(said) == 1 and said[0].startswith("1 of 5 rows of split 'train' train nothing") \
         and "first: part1.jsonl row 1." in said[0]
+
+
+def test_loading_again_from_the_cache_says_it_again(tmp_path: Path) -> None:
+    """The second load reads the prepared split from the cache; the rows still train nothing."""
+    source = write_jsonl(tmp_path / "asks.jsonl", _rows(3, [1]))
+    for _ in range(2):
+        with pytest.warns(NothingToTrainWarning, match=r"^1 of 4 rows of split 'train' train nothing: 1 have no "
+                                                       r"assistant turn; first: asks\.jsonl row 1\."):
+            load_dataset("whileai/export", data_files=str(source), split="train")
+    with pytest.warns(NothingToTrainWarning, match=r"rows of split 'train' \(loaded as 'train\[:2\]'\) train"):
+        load_dataset("whileai/export", data_files=str(source), split="train[:2]")
+    with pytest.warns(NothingToTrainWarning, match=r"rows of split 'train' train nothing"):
+        load_dataset("whileai/export", data_files=str(source))  # every split: a DatasetDict
