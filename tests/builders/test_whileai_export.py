@@ -147,6 +147,18 @@ def test_canonical_parquet_reads_back_to_the_same_rows(tmp_path: Path, load: Any
     assert list(again) == list(first)
 
 
+def test_portable_parquet_as_published_reads_back_to_the_same_rows(tmp_path: Path, load: Any) -> None:
+    """What publish writes for readers without this package: each message one Json value (List(Json()))."""
+    from whileai_datasets.columnar._portable import portable_table
+
+    first = load(DATA / "engine_multiturn.jsonl")
+    table = portable_table(first.with_format("arrow")[:])
+    assert isinstance(table.schema.field("messages").type.value_type, pa.JsonType)
+    path = tmp_path / "portable.parquet"
+    pq.write_table(table, path)
+    assert list(load(path)) == list(first)
+
+
 def test_streaming_gives_the_same_rows_as_the_prepared_dataset(load: Any) -> None:
     prepared = list(load(DATA / "engine_multiturn.jsonl"))
     streamed = list(load(DATA / "engine_multiturn.jsonl", streaming=True))

@@ -224,12 +224,17 @@ def parquet_rows(data: pa.Table | pa.RecordBatch) -> list[dict[str, Any]]:
     """Rows of Parquet data as the normalizer reads them: Json values and
     canonical message lists (a file this package wrote) decoded to Python."""
     json_columns = [f.name for f in data.schema if isinstance(f.type, pa.JsonType)]
+    #: ``List(Json())``: how this package publishes messages for readers without it (``columnar._portable``)
+    json_lists = [f.name for f in data.schema if pa.types.is_list(f.type) and isinstance(f.type.value_type, pa.JsonType)]
     message_columns = [f.name for f in data.schema if _is_message_list(f.type)]
     rows: list[dict[str, Any]] = data.to_pylist()
     for item in rows:
         for name in json_columns:
             if item[name] is not None:
                 item[name] = json.loads(item[name])
+        for name in json_lists:
+            if item[name] is not None:
+                item[name] = [json.loads(v) if v is not None else v for v in item[name]]
         for name in message_columns:
             if item[name] is not None:
                 item[name] = [message_from_storage(m) if m is not None else m for m in item[name]]
