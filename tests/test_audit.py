@@ -183,3 +183,30 @@ def test_on_whileai_demo_rows_as_trl_the_naive_ratio_is_what_mask_report_measure
     naive = found.findings["trains_every_token"]
     assert (naive.rows, naive.amount) == (len(rows), found.tokens - found.supervised_tokens)
     assert f"naive ratio          {found.naive_ratio:.1f}x" in found.format()
+
+
+def test_rows_after_unreadable_ones_keep_their_file_and_line(tmp_path: Path) -> None:
+    """The reader leaves unreadable rows out, so the rows read are numbered without them; their lines
+    are still the file's own."""
+    good = _talk(("system", "Own prompt"), ("user", "hello there"), ("assistant", "fine thanks"))
+    rows = [{"question": "q0", "reply": "r0"}, _talk(("user", "hi"), ("assistant", "fine")),
+            {"question": "q1", "reply": "r1"}, good]
+    source = write_jsonl(tmp_path / "mixed.jsonl", rows)
+    found = _audit(source, system_prompt="Be brief.")
+    first = found.to_dict()["findings"]["duplicate_system"]["first"]
+    assert found.findings["unreadable"].rows == 2
+    assert [(Path(f["file"]).name, f["line"]) for f in first] == [("mixed.jsonl", 4)]
+    lines = (tmp_path / "mixed.jsonl").read_text().splitlines()
+    assert json.loads(lines[first[0]["line"] - 1]) == good
+
+
+def test_past_the_last_unreadable_row_listed_no_line_is_guessed(tmp_path: Path) -> None:
+    from whileai_datasets.rows.reader import BadRows
+
+    own = _talk(("system", "Own prompt"), ("user", "hello there"), ("assistant", "fine thanks"))
+    unlisted = BadRows().KEEP + 1  # the reader lists this many skipped rows, and counts them all
+    rows = [own, *({"question": f"q{i}"} for i in range(unlisted)), own]
+    found = _audit(write_jsonl(tmp_path / "many-bad.jsonl", rows), system_prompt="Be brief.")
+    first = found.to_dict()["findings"]["duplicate_system"]["first"]
+    assert found.findings["unreadable"].rows == unlisted
+    assert [(f["row"], f["line"]) for f in first] == [(0, 1), (1, None)]

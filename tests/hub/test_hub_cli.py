@@ -192,3 +192,42 @@ def test_push_audit_puts_what_each_split_trains_on_the_card_with_its_plots(alice
     assert set(seen["plots"]) == expected
     assert all(svg.startswith("<svg") for svg in seen["plots"].values())
     assert all(f"]({path})" in card for path in expected)
+
+
+def audit_cli(argv: list[str]) -> dict[str, Any]:
+    import contextlib
+    import io
+
+    from whileai_datasets import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(["audit", *argv])
+    return {"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
+
+
+def test_audit_reads_a_published_repo_by_name(alice, repo_id, tmp_path):
+    """The repo's canonical rows are the rows as exported: auditing them by name counts what auditing the
+    rollouts they came from counts (think blocks already stripped on the way in)."""
+    from whileai_datasets import audit
+
+    sample = Path(whileai_datasets.__file__).parent / "data" / "sample.jsonl.gz"
+    alice.env_token = True
+    assert alice.run(push, argv=[str(sample), repo_id])["code"] == 0
+
+    done = alice.run(audit_cli, argv=[repo_id, "--json", "--fail-on", "zero-loss"])
+    assert done["code"] == 0, done["stderr"]
+    remote = json.loads(done["stdout"])
+    local = audit(str(sample)).to_dict()
+    assert remote["source"] == f"hf://datasets/{repo_id} (config 'canonical', split 'train')"
+    assert (remote["rows"], remote["training_rows"]) == (local["rows"], local["training_rows"]) == (72, 72)
+    counted = {name: found["rows"] for name, found in remote["findings"].items()}
+    assert counted == {name: found["rows"] for name, found in local["findings"].items()
+                       if name not in ("think_stripped", "emptied_by_think")} | {
+        "think_stripped": 0, "emptied_by_think": 0}  # stripped when pushed
+    assert remote["roles"] == local["roles"]
+
+    wrong = alice.run(audit_cli, argv=[f"hf://datasets/{repo_id}", "--split", "nope"])
+    assert wrong["code"] == 1 and "no split 'nope' (splits: train)" in wrong["stderr"]
+    missing = alice.run(audit_cli, argv=["alice/no-such-repo"])
+    assert missing["code"] == 1 and "no Hub dataset 'alice/no-such-repo'" in missing["stderr"]

@@ -41,21 +41,35 @@ def _open(path: str) -> Any:
     return gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8")
 
 
-def locate(source: Any, rows: Iterable[int]) -> dict[int, dict[str, Any]]:
-    """Per row number: ``{"row", "file", "line"}`` (file and line None where unknown)."""
+def locate(source: Any, rows: Iterable[int], skipped: dict[str, Any] | None = None) -> dict[int, dict[str, Any]]:
+    """Per row number (its number in the rows read): ``{"row", "file", "line"}`` (file and line None where
+    unknown).
+
+    ``skipped`` is the reader's report of the rows it left out (``BadRows.to_dict()``): their lines hold no
+    row read, so they are stepped over. When it lists fewer locations than it counts, rows past the last
+    one listed are left without a line (where the rest fell is not known).
+    """
     wanted = sorted(set(int(r) for r in rows))
     found: dict[int, dict[str, Any]] = {r: {"row": r, "file": None, "line": None} for r in wanted}
     files = source_files(source)
     if not wanted or not files:
         return found
+    left_out, complete = _left_out(skipped)
     pending = iter(wanted)
     target = next(pending, None)
     row = 0
     for path in files:
+        name = os.path.basename(path)
         with _open(path) as handle:
             for number, line in enumerate(handle, 1):
                 if not line.strip():
                     continue
+                if left_out:
+                    if (name, number) in left_out:
+                        left_out.discard((name, number))
+                        continue
+                elif not complete:  # past the last skipped row listed: later lines may hide more
+                    return found
                 while target is not None and target == row:
                     found[target] = {"row": target, "file": path, "line": number}
                     target = next(pending, None)
@@ -63,6 +77,15 @@ def locate(source: Any, rows: Iterable[int]) -> dict[int, dict[str, Any]]:
                 if target is None:
                     return found
     return found
+
+
+def _left_out(skipped: dict[str, Any] | None) -> tuple[set[tuple[str, int]], bool]:
+    """The (file name, line) of each row the reader left out, and whether that list is all of them."""
+    if not skipped or not skipped.get("count"):
+        return set(), True
+    places = [_parsed(text) for text in skipped.get("locations", [])]
+    lines = {(os.path.basename(p["file"]), p["line"]) for p in places if p["file"] and p["line"]}
+    return lines, len(lines) == int(skipped["count"])
 
 
 def count_unreadable(found: Audit, bad: dict[str, Any] | None) -> int:

@@ -24,7 +24,7 @@ from whileai_datasets.builders.whileai_export import BadRowsWarning
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError, SchemaError
 from whileai_datasets.export import exporters, pipeline, sources
-from whileai_datasets.hub import trainer_gaps
+from whileai_datasets.hub import hub_source, trainer_gaps
 from whileai_datasets.tokenize.token_masks import BadMaskRowsWarning, Tokenize
 
 ENGINES = ("local", "ray")
@@ -47,13 +47,17 @@ def audit(
     on_bad_row: str = "raise",
     engine: str = "local",
     progress: Progress | None = None,
+    config: str = "canonical",
+    split: str = "train",
+    revision: str | None = None,
 ) -> Audit:
     """See what a dataset will train before training it: every row through the export's pipeline and
     ``tokenize``, counted.
 
     Args:
         source: What ``export_dataset`` takes: a JSONL / Parquet path (or a glob), a canonical
-            ``Dataset``, a list of rows, a ``SimulationData``.
+            ``Dataset``, a list of rows, a ``SimulationData``; or a Hub repo this package published
+            (``namespace/name``, ``hf://datasets/namespace/name[@revision]``), read with ``load_dataset``.
         tokenizer: A fast tokenizer; without one only the message-level figures are reported.
         template: A ``ChatTemplate``, its text, a template file or a shipped family name; the
             tokenizer's own otherwise. Given without a tokenizer, the template's drops are still found.
@@ -64,6 +68,8 @@ def audit(
             (counted as ``bad_rows``).
         engine: ``"local"``; ``"ray"`` is refused for now (the audit runs in this process).
         progress: Called with (source rows done in the chunk, total) after each chunk.
+        config, split, revision: For a Hub repo source: the config (its ``canonical`` rows by
+            default), split and revision read.
     Returns:
         An ``Audit`` (``.to_dict()``, ``.format()``).
     Raises:
@@ -90,6 +96,8 @@ def audit(
                "strip_think": strip_think, "mask_mode": mask_mode, "unroll": unroll,
                "max_tool_output_chars": max_tool_output_chars, "format": format, "max_length": max_length,
                "on_bad_row": on_bad_row}
+    name = _name(source)
+    source, label = hub_source.resolve(source, config=config, split=split, revision=revision)
     with warnings.catch_warnings():  # an audit counts unreadable rows (the finding "unreadable"), it does not stop
         warnings.simplefilter("ignore", BadRowsWarning)
         src = sources.Source(source, system_prompt, tools, "skip")
@@ -98,7 +106,7 @@ def audit(
                  if tokenizer is not None else None)
     own = f"{getattr(tokenizer, 'name_or_path', '') or type(tokenizer).__name__}'s chat template"
     facts = template_drops.template_facts(chat, own if template is None else None) if chat is not None else None
-    found = Audit(source=_name(source), options={k: v for k, v in options.items() if k != "tools"},
+    found = Audit(source=label or name, options={k: v for k, v in options.items() if k != "tools"},
                   rows=src.n_raw, tokenized=transform is not None,
                   template=facts.to_dict() if facts is not None else None)
     unread = count_unreadable(found, src.bad_rows)
@@ -110,10 +118,10 @@ def audit(
         if progress is not None:
             progress(chunk.num_rows, src.n_raw)
     run.finish()
-    if isinstance(source, (str, os.PathLike)) and not unread:  # skipped rows would shift the line count
+    if isinstance(source, (str, os.PathLike)):
         wanted = [r for f in found.findings.values() for r in f.first]
         wanted += [int(r) for w in found.worst.values() for r in w.rows]
-        found.locations = locate(source, wanted)
+        found.locations = locate(source, wanted, src.bad_rows if unread else None)
     return found
 
 
