@@ -210,3 +210,30 @@ def test_past_the_last_unreadable_row_listed_no_line_is_guessed(tmp_path: Path) 
     first = found.to_dict()["findings"]["duplicate_system"]["first"]
     assert found.findings["unreadable"].rows == unlisted
     assert [(f["row"], f["line"]) for f in first] == [(0, 1), (1, None)]
+
+
+#: Prints ``content`` as it is: a list of parts comes out as its Python repr, keys and all.
+AS_IS = CHATML
+#: Writes the text of each text part.
+PARTS_AWARE = (
+    "{%- for m in messages %}<|im_start|>{{ m.role }}\n{%- if m.content is string %}{{ m.content }}{%- else %}"
+    "{%- for p in m.content %}{%- if p.type == 'text' %}{{ p.text }}{%- endif %}{%- endfor %}{%- endif %}"
+    "<|im_end|>\n{%- endfor %}{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}"
+)
+#: Leaves any content that is not a string out.
+STRINGS_ONLY = PARTS_AWARE.replace("{%- for p in m.content %}{%- if p.type == 'text' %}{{ p.text }}{%- endif %}"
+                                   "{%- endfor %}", "")
+
+
+@pytest.mark.parametrize(("template", "renders"), [(AS_IS, False), (STRINGS_ONLY, False), (PARTS_AWARE, True)])
+def test_content_parts_a_template_does_not_write_as_text_are_found_by_rendering(
+        tmp_path: Path, template: str, renders: bool) -> None:
+    parts = {"messages": [{"role": "user", "content": [{"type": "text", "text": "hello there"}]},
+                          {"role": "assistant", "content": "fine thanks"}]}
+    source = write_jsonl(tmp_path / "parts.jsonl", [_talk(("user", "hi"), ("assistant", "fine")), parts])
+    found = _audit(source, template=template)
+    assert found.template is not None and found.template["renders_content_parts"] is renders
+    drops = found.to_dict()["findings"]["template_drops_content_parts"]
+    assert (drops["rows"], [f["line"] for f in drops["first"]]) == ((0, []) if renders else (1, [2]))
+    assert found.count("template-drops") == drops["rows"]
+    assert ("text parts DROPPED" in found.format()) is not renders

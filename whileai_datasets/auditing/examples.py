@@ -128,4 +128,6 @@ def _notes(row: pa.Table, options: dict[str, Any], facts: TemplateFacts | None) 
             notes.append("the template leaves the tool schemas out of the render")
         if flags["reasoning"] and facts.renders_reasoning_content is False:
             notes.append("the template leaves reasoning_content out of the render")
+        if flags["parts"] and facts.renders_content_parts is False:
+            notes.append("the template leaves content parts out of the render, or writes their data, not their text")
     return notes

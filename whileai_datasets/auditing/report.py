@@ -48,6 +48,9 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
     "template_drops_tools": ("rows with tool schemas the template leaves out of the render", True, ""),
     "template_drops_reasoning": ("rows with reasoning (reasoning_content, or <think> kept in an earlier turn) "
                                  "the template leaves out of the render", True, ""),
+    "template_drops_content_parts": ("rows with content given as parts (lists of typed parts) the template leaves "
+                                     "out of the render, writes as the parts' data instead of their text, or "
+                                     "fails on", True, ""),
     "template_adds_system": ("rows without a system message, given the template's own default one", True, ""),
     "bad_rows": ("rows whose mask failed the check or that did not render, skipped (on_bad_row='skip')",
                  True, ""),
@@ -56,7 +59,8 @@ TRAINING_LEVEL = frozenset(("zero_loss", "render_unsupervised", "truncated_to_no
                             "supervision_truncated", "completion_turns_lost", "tool_output_cut", "bad_rows",
                             "trains_every_token"))
 #: ``--fail-on`` names that stand for several findings.
-GROUPS = {"template_drops": ("template_drops_system", "template_drops_tools", "template_drops_reasoning")}
+GROUPS = {"template_drops": ("template_drops_system", "template_drops_tools", "template_drops_reasoning",
+                             "template_drops_content_parts")}
 #: Per-row histograms: name -> edges.
 HISTOGRAMS = {"tokens_per_row": COUNT_EDGES, "tokens_before_cut_per_row": COUNT_EDGES,
               "supervised_tokens_per_row": COUNT_EDGES,

@@ -184,6 +184,8 @@ class _Run:
         if facts.think_in_history == "drops" and not self.options["strip_think"]:
             reasoning |= flags["think_before_last"]
         self.add("template_drops_reasoning", reasoning, numbers)
+        if facts.renders_content_parts is False:
+            self.add("template_drops_content_parts", flags["parts"], numbers)
         if facts.default_system_prompt is not None:
             self.add("template_adds_system", ~flags["has_system"] & ~flags["no_messages"], numbers)
 

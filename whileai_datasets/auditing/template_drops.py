@@ -1,8 +1,9 @@
 """What a chat template leaves out of (or adds to) the render, found by rendering probes.
 
 ``ChatTemplate.inspect()`` already renders probe conversations and says whether a system message, the
-tool schemas and reasoning in earlier turns reach the text; this adds two probes of its own: a
-``reasoning_content`` field (rendered or not) and a default system prompt the template writes when a
+tool schemas and reasoning in earlier turns reach the text; this adds probes of its own: a
+``reasoning_content`` field (rendered or not), content given as a list of text parts (rendered as its
+text, or left out or written as the parts' data) and a default system prompt the template writes when a
 conversation has none (Qwen2.5's "You are Qwen, created by Alibaba Cloud..."), found by rendering a
 user turn with and without a system message and comparing what precedes it. The audit then counts
 the rows each finding touches.
@@ -17,6 +18,7 @@ from typing import Any
 from whileai_datasets.errors import TemplateError
 
 _USER, _SYSTEM, _REASONING = "PROBE-USER-7f3a", "PROBE-SYSTEM-7f3a", "PROBE-REASONING-7f3a"
+_PART = "PROBE-PART-7f3a"
 
 
 @dataclass(frozen=True)
@@ -30,11 +32,15 @@ class TemplateFacts:
     renders_reasoning_content: bool | None
     think_in_history: str  # "keeps", "drops" or "unknown"
     default_system_prompt: str | None
+    #: content as a list of text parts: rendered as its text (True), or left out or written as the parts'
+    #: data, e.g. ``[{'type': 'text', ...}]`` (False)
+    renders_content_parts: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "mask_method": self.mask_method, "renders_system": self.renders_system,
                 "renders_tools": self.renders_tools, "renders_reasoning_content": self.renders_reasoning_content,
-                "think_in_history": self.think_in_history, "default_system_prompt": self.default_system_prompt}
+                "think_in_history": self.think_in_history, "default_system_prompt": self.default_system_prompt,
+                "renders_content_parts": self.renders_content_parts}
 
 
 def resolve(tokenizer: Any, template: Any) -> Any:
@@ -63,6 +69,7 @@ def template_facts(chat: Any, name: str | None = None) -> TemplateFacts:
         name=name or chat.name, mask_method=report.mask_method, renders_system=report.supports_system,
         renders_tools=report.supports_tools, renders_reasoning_content=_renders_reasoning(chat),
         think_in_history=report.think_in_history, default_system_prompt=default_system_prompt(chat),
+        renders_content_parts=_renders_text_parts(chat),
     )
 
 
@@ -77,6 +84,22 @@ def _renders_reasoning(chat: Any) -> bool | None:
     text = _text(chat, [{"role": "user", "content": _USER},
                         {"role": "assistant", "content": "ok", "reasoning_content": _REASONING}])
     return None if text is None else _REASONING in text
+
+
+def _renders_text_parts(chat: Any) -> bool | None:
+    """Whether a user turn given as ``[{"type": "text", "text": ...}]`` reaches the render as its text: not
+    left out, not written as the part's own data (a template that prints ``message.content`` as it is
+    writes the list's repr, keys and all), and not failing where the same turn as a string renders."""
+    text = _text(chat, [{"role": "user", "content": [{"type": "text", "text": _PART}]},
+                        {"role": "assistant", "content": "ok"}])
+    if text is None:  # it fails on parts: False if it renders the same turn given as a string
+        return None if _text(chat, [{"role": "user", "content": _PART}, {"role": "assistant", "content": "ok"}]) is None \
+            else False
+    if _PART not in text:
+        return False
+    at = text.index(_PART)
+    near = text[max(0, at - 40): at]
+    return not ("'text'" in near or '"text"' in near or "'type'" in near or '"type"' in near)
 
 
 def default_system_prompt(chat: Any) -> str | None:

@@ -57,6 +57,8 @@ def _template(data: dict[str, Any]) -> list[str]:
             f"tool schemas {'rendered' if facts['renders_tools'] else 'DROPPED'}"
             if facts["renders_tools"] is not None else "tool schemas: unknown",
             f"reasoning in earlier turns {facts['think_in_history']}"]
+    if facts.get("renders_content_parts") is False and data["findings"]["template_drops_content_parts"]["rows"]:
+        said.append("text parts DROPPED (or written as data)")  # said where rows have parts
     if facts["default_system_prompt"]:
         said.append(f"adds a default system prompt {facts['default_system_prompt'][:60]!r}")
     return [f"template             {facts['name']} (mask method {facts['mask_method']}): " + "; ".join(said)]
