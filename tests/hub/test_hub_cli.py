@@ -194,7 +194,7 @@ def test_push_audit_puts_what_each_split_trains_on_the_card_with_its_plots(alice
     assert all(f"]({path})" in card for path in expected)
 
 
-def audit_cli(argv: list[str]) -> dict[str, Any]:
+def command(argv: list[str]) -> dict[str, Any]:
     import contextlib
     import io
 
@@ -202,20 +202,22 @@ def audit_cli(argv: list[str]) -> dict[str, Any]:
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(["audit", *argv])
+        code = cli.main(argv)
     return {"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
 
 
-def test_audit_reads_a_published_repo_by_name(alice, repo_id, tmp_path):
+def test_audit_and_show_mask_read_a_published_repo_by_name(alice, repo_id, tmp_path, capsys):
     """The repo's canonical rows are the rows as exported: auditing them by name counts what auditing the
-    rollouts they came from counts (think blocks already stripped on the way in)."""
-    from whileai_datasets import audit
+    rollouts they came from counts (think blocks already stripped on the way in), and show-mask shows the
+    same tokens."""
+    from tests.tiny_lm import train_tokenizer, trl_template
+    from whileai_datasets import audit, cli
 
     sample = Path(whileai_datasets.__file__).parent / "data" / "sample.jsonl.gz"
     alice.env_token = True
     assert alice.run(push, argv=[str(sample), repo_id])["code"] == 0
 
-    done = alice.run(audit_cli, argv=[repo_id, "--json", "--fail-on", "zero-loss"])
+    done = alice.run(command, argv=["audit", repo_id, "--json", "--fail-on", "zero-loss"])
     assert done["code"] == 0, done["stderr"]
     remote = json.loads(done["stdout"])
     local = audit(str(sample)).to_dict()
@@ -227,7 +229,18 @@ def test_audit_reads_a_published_repo_by_name(alice, repo_id, tmp_path):
         "think_stripped": 0, "emptied_by_think": 0}  # stripped when pushed
     assert remote["roles"] == local["roles"]
 
-    wrong = alice.run(audit_cli, argv=[f"hf://datasets/{repo_id}", "--split", "nope"])
+    import gzip
+
+    texts = gzip.open(sample, "rt", encoding="utf-8").read().splitlines()
+    train_tokenizer(texts, chat_template=trl_template("qwen2_5"), vocab_size=600).save_pretrained(str(tmp_path / "tok"))
+    shown = ["--tokenizer", str(tmp_path / "tok"), "--rows", "2", "--row", "3", "--json"]
+    remote_rows = alice.run(command, argv=["show-mask", f"hf://datasets/{repo_id}", *shown])
+    assert remote_rows["code"] == 0, remote_rows["stderr"]
+    assert cli.main(["show-mask", str(sample), *shown]) == 0
+    local_rows = json.loads(capsys.readouterr().out)
+    assert json.loads(remote_rows["stdout"]) == local_rows and all(r["supervised"] > 0 for r in local_rows)
+
+    wrong = alice.run(command, argv=["audit", f"hf://datasets/{repo_id}", "--split", "nope"])
     assert wrong["code"] == 1 and "no split 'nope' (splits: train)" in wrong["stderr"]
-    missing = alice.run(audit_cli, argv=["alice/no-such-repo"])
+    missing = alice.run(command, argv=["audit", "alice/no-such-repo"])
     assert missing["code"] == 1 and "no Hub dataset 'alice/no-such-repo'" in missing["stderr"]

@@ -16,6 +16,7 @@ from typing import Any
 
 from whileai_datasets.auditing.report import FINDINGS, GROUPS
 from whileai_datasets.cli import export as export_cli
+from whileai_datasets.cli import hub_sources
 from whileai_datasets.cli import push as push_cli
 from whileai_datasets.errors import SchemaError
 
@@ -44,11 +45,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "what max_length cuts and what the template leaves out.",
     )
     parser.add_argument("source", metavar="SOURCE", help="whileai rows (.jsonl, .jsonl.gz, .parquet, or a glob), "
-                        "or a Hub repo this package published (namespace/name, hf://datasets/namespace/name)")
-    parser.add_argument("--config", default="canonical",
-                        help="with a Hub repo SOURCE: the config read (default: %(default)s, the rows as exported)")
-    parser.add_argument("--split", default="train", help="with a Hub repo SOURCE: the split read (default: %(default)s)")
-    parser.add_argument("--revision", help="with a Hub repo SOURCE: a branch, tag or commit")
+                        + hub_sources.SOURCE_HELP)
+    hub_sources.add_options(parser)
     parser.add_argument("--tokenizer", metavar="DIR", help="a local tokenizer directory (AutoTokenizer)")
     parser.add_argument("--template", metavar="FILE",
                         help="a chat template file or a shipped family (default: the tokenizer's own)")
@@ -76,9 +74,7 @@ def _write_html(args: argparse.Namespace, found: Any, tokenizer: Any, tools: Any
     from whileai_datasets.auditing.examples import worst_examples
     from whileai_datasets.auditing.html import audit_html
 
-    from whileai_datasets.hub.hub_source import resolve
-
-    rows, _ = resolve(args.source, config=args.config, split=args.split, revision=args.revision)  # cached by now
+    rows, _ = hub_sources.resolve(args)  # a Hub repo is in the datasets cache by now
     examples = worst_examples(rows, found, tokenizer=tokenizer, template=args.template, tools=tools)
     _files.write_text(args.html, audit_html(found.to_dict(), examples=examples))
 
@@ -100,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
             system_prompt=system, tools=tools, strip_think=not args.keep_think, mask_mode=args.mask_mode,
             unroll=args.unroll, max_tool_output_chars=args.max_tool_output_chars, format=args.format,
             on_bad_row="skip" if args.skip_bad_rows else "raise", progress=progress,
-            config=args.config, split=args.split, revision=args.revision,
+            **hub_sources.hub_options(args),
         )
     if args.html:
         _write_html(args, found, tokenizer, tools)

@@ -20,6 +20,7 @@ from typing import Any
 from whileai_datasets.auditing.examples import TITLES, WORST
 from whileai_datasets.cli import bad_rows as bad_rows_cli
 from whileai_datasets.cli import export as export_cli
+from whileai_datasets.cli import hub_sources
 from whileai_datasets.cli import push as push_cli
 from whileai_datasets.errors import SchemaError
 
@@ -33,7 +34,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "tokenize, and highlight the supervised tokens (green) against the context (dim) and what --max-length "
         "cuts (red).",
     )
-    parser.add_argument("source", metavar="SOURCE", help="a whileai export (.jsonl, .jsonl.gz, .json, .parquet)")
+    parser.add_argument("source", metavar="SOURCE", help="a whileai export (.jsonl, .jsonl.gz, .json, .parquet), "
+                        + hub_sources.SOURCE_HELP)
+    hub_sources.add_options(parser)
     parser.add_argument("--tokenizer", required=True, help="a local tokenizer directory (AutoTokenizer)")
     parser.add_argument("--template", help="a chat template file or a shipped family (default: the tokenizer's)")
     parser.add_argument("--row", type=int, default=0, help="the first row to show, by its number in SOURCE (default 0)")
@@ -57,7 +60,8 @@ def _options(args: argparse.Namespace, system: str | None) -> dict[str, Any]:
             "unroll": args.unroll, "max_tool_output_chars": args.max_tool_output_chars, "max_length": args.max_length}
 
 
-def _wanted(args: argparse.Namespace, tokenizer: Any, options: dict[str, Any], tools: Any) -> tuple[dict[int, str], Any]:
+def _wanted(args: argparse.Namespace, rows: Any, tokenizer: Any, options: dict[str, Any],
+            tools: Any) -> tuple[dict[int, str], Any]:
     """Row number -> title, and the audit that chose them (``--worst``) or None."""
     if args.rows < 1:
         raise SchemaError(f"--rows must be 1 or more, got {args.rows}", location="show-mask", hint="Pass --rows 1.")
@@ -68,7 +72,7 @@ def _wanted(args: argparse.Namespace, tokenizer: Any, options: dict[str, Any], t
     from whileai_datasets.auditing import audit
     from whileai_datasets.auditing.examples import worst_rows
 
-    found = audit(args.source, tokenizer=tokenizer, template=args.template, tools=tools,
+    found = audit(rows, tokenizer=tokenizer, template=args.template, tools=tools,
                   on_bad_row=bad_rows_cli.chosen(args), **{k: v for k, v in options.items()})
     kind = args.worst.replace("-", "_")
     wanted = worst_rows(found, (kind,), shown=args.rows)
@@ -89,16 +93,17 @@ def run(args: argparse.Namespace) -> int:
     from whileai_datasets.export import sources
 
     system, tools = export_cli.row_inputs(args)
-    src = sources.Source(args.source, system, tools, bad_rows_cli.chosen(args))  # the rows first: their errors
+    rows, label = hub_sources.resolve(args)
+    src = sources.Source(rows, system, tools, bad_rows_cli.chosen(args))  # the rows first: their errors
     if args.worst is None and args.row + args.rows > src.n_raw:
         raise out_of_range(max(args.row, src.n_raw), src.n_raw, src.path)
     tokenizer = push_cli.load_tokenizer(args.tokenizer, SchemaError)
     options = _options(args, system)
-    wanted, found = _wanted(args, tokenizer, options, tools)
+    wanted, found = _wanted(args, rows, tokenizer, options, tools)
     examples = row_examples(src, wanted, tokenizer=tokenizer, template=args.template, options=options,
                             locations=found.locations if found is not None else None)
     if args.html:
-        _files.write_text(args.html, rows_page(f"{args.source}: {len(examples)} row(s)", examples))
+        _files.write_text(args.html, rows_page(f"{label}: {len(examples)} row(s)", examples))
     if args.json:
         print(json.dumps([{"row": e.row, "title": e.title, "tokens": e.view.tokens, "supervised": e.view.supervised,
                            "tokens_cut": e.view.tokens_cut, "supervised_cut": e.view.supervised_cut, "notes": e.notes,
