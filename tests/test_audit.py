@@ -162,10 +162,10 @@ def test_cli_refuses_an_unknown_fail_on_name_and_lists_the_known_ones(capsys: py
     assert "unknown finding 'nonsense'; known:" in err and "duplicate-system" in err and "template-drops" in err
 
 
-def test_audit_refuses_the_ray_engine_and_a_max_length_it_cannot_count(tmp_path: Path) -> None:
+def test_audit_refuses_an_unknown_engine_and_a_max_length_it_cannot_count(tmp_path: Path) -> None:
     source = write_jsonl(tmp_path / "rows.jsonl", [_talk(("user", "hello"), ("assistant", "four"))])
-    with pytest.raises(ValueError, match="engine must be 'local' for the audit, got 'ray'"):
-        audit(str(source), engine="ray")
+    with pytest.raises(ValueError, match="engine must be one of 'local', 'ray', got 'dask'"):
+        audit(str(source), engine="dask")
     with pytest.raises(TypeError, match="max_length counts tokens, and no tokenizer was given"):
         audit(str(source), max_length=10)
 

@@ -63,7 +63,7 @@ def row_examples(source: Any, wanted: Mapping[int, str], *, tokenizer: Any, temp
         TemplateError: the template cannot render a row (the row is named).
     """
     src = source if isinstance(source, sources.Source) else sources.Source(
-        source, options.get("system_prompt"), tools, on_bad_row)
+        source, options.get("system_prompt"), tools, on_bad_row, patterns=True)
     chat = resolve(tokenizer, template)
     transform = Tokenize(tokenizer, chat, on_bad_row="skip")
     facts = template_facts(chat) if chat is not None else None

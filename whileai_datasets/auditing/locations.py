@@ -28,7 +28,12 @@ def source_files(source: Any) -> list[str]:
         return []
     path = os.fspath(source)
     files = sorted(glob.glob(path)) if glob.has_magic(path) else [path]
-    return [f for f in files if f.endswith((".jsonl", ".jsonl.gz", ".json")) and not _json_array(f)]
+    return [f for f in files if counts_lines(f)]
+
+
+def counts_lines(path: str) -> bool:
+    """Whether the audit gives lines for the rows of ``path``: a JSONL file, plain or gzip."""
+    return path.endswith((".jsonl", ".jsonl.gz", ".json")) and not _json_array(path)
 
 
 def _json_array(path: str) -> bool:
@@ -39,6 +44,12 @@ def _json_array(path: str) -> bool:
 
 def _open(path: str) -> Any:
     return gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8")
+
+
+def named_rows(found: Audit) -> list[int]:
+    """The row numbers an audit names: each finding's first rows and the worst rows."""
+    wanted = [r for f in found.findings.values() for r in f.first]
+    return wanted + [int(r) for w in found.worst.values() for r in w.rows]
 
 
 def locate(source: Any, rows: Iterable[int], skipped: dict[str, Any] | None = None) -> dict[int, dict[str, Any]]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-#: Row numbers kept per finding (the first ones met, in source order).
+#: Row numbers kept per finding (the first in source order; each ``add`` gets its rows in order).
 FIRST_LOCATIONS = 5
 #: Rows kept per "worst" list.
 WORST_ROWS = 10
@@ -46,8 +46,9 @@ class Finding:
         self.rows += len(hits)
         if amounts is not None:
             self.amount += int(np.asarray(amounts)[hits].sum())
-        if len(self.first) < FIRST_LOCATIONS and len(hits):
-            self.first.extend(int(r) for r in row_numbers[hits[: FIRST_LOCATIONS - len(self.first)]])
+        if len(hits):  # a chunk may count a finding twice (zero_loss: rows with no message, then the others)
+            met = np.concatenate([self.first, row_numbers[hits[:FIRST_LOCATIONS]]]).astype(np.int64)
+            self.first = [int(r) for r in np.sort(met, kind="stable")[:FIRST_LOCATIONS]]
 
     def add_count(self, rows: int, first: int | None, amount: int = 0) -> None:
         """Count ``rows`` found elsewhere (the trainer gaps), with the first one's number."""
@@ -81,6 +82,15 @@ class Histogram:
         self.n += len(values)
         self.low = float(values.min()) if self.low is None else min(self.low, float(values.min()))
         self.high = float(values.max()) if self.high is None else max(self.high, float(values.max()))
+
+    def merge(self, other: Histogram) -> None:
+        """Add the counts of ``other`` (the same edges), as if its values had been added here."""
+        self.counts += other.counts
+        self.total += other.total
+        self.n += other.n
+        lows = [v for v in (self.low, other.low) if v is not None]
+        highs = [v for v in (self.high, other.high) if v is not None]
+        self.low, self.high = (min(lows) if lows else None), (max(highs) if highs else None)
 
     def to_dict(self) -> dict[str, Any]:
         return {"edges": list(self.edges), "counts": self.counts.tolist(), "n": self.n,

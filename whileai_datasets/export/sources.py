@@ -10,6 +10,7 @@ resident memory stays at a few chunks however large the file is.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -44,7 +45,7 @@ class Source:
     the report needs from the raw rows (their count and the leak report)."""
 
     def __init__(self, source: Any, system_prompt: str | None, tools: Sequence[dict[str, Any]] | None,
-                 on_bad_row: str = "raise") -> None:
+                 on_bad_row: str = "raise", *, patterns: bool = False) -> None:
         import datasets
 
         from whileai_datasets.builders.bad_rows import bad_rows
@@ -79,7 +80,8 @@ class Source:
             self.bad_rows = bad.to_dict() if on_bad_row == "skip" else None
             self.leaks = gates.leak_report(raw)
             return
-        self.dataset = load_path(self.path, self.system, on_bad_row) if self.path else canonical_dataset(source)
+        self.dataset = (load_path(self.path, self.system, on_bad_row, patterns=patterns) if self.path
+                        else canonical_dataset(source))
         if self.path and on_bad_row == "skip":
             self.bad_rows = bad_rows(self.dataset)
         self.prepend = PrependSystem(self.system) if self.system and not self.path else None
@@ -173,18 +175,26 @@ def normalize_rows(rows: list[dict[str, Any]], config: str, system: str, on_bad_
     return pa.concat_tables(tables) if tables else normalizer.chunk().table()
 
 
-def load_path(path: str, system: str, on_bad_row: str = "raise") -> Any:
-    """The canonical dataset of a JSONL / JSON / Parquet export, through the builder."""
+def load_path(path: str, system: str, on_bad_row: str = "raise", *, patterns: bool = False) -> Any:
+    """The canonical dataset of a JSONL / JSON / Parquet export, through the builder. ``patterns``: a
+    glob pattern reads the files it matches, sorted (the audit's sources; an export's input stays one
+    file, so it can be told apart from the output)."""
     import datasets
 
     from whileai_datasets.builders import registry
 
     registry.register()  # idempotent; load_dataset("whileai/export") needs it
 
-    if not os.path.exists(path):
+    files: str | list[str] = path
+    if patterns and glob.has_magic(path):
+        files = sorted(p for p in glob.glob(path) if os.path.isfile(p))
+        if not files:
+            raise ExportFormatError("no file matches this pattern", location=path,
+                                    hint="Pass a glob that matches JSONL, JSON or Parquet exports.")
+    elif not os.path.exists(path):
         raise ExportFormatError("no such file", location=path, hint="Pass an existing JSONL, JSON or Parquet export.")
     return datasets.load_dataset(
-        "whileai/export", data_files=path, split="train", system_prompt=system or None, leak_facts=True,
+        "whileai/export", data_files=files, split="train", system_prompt=system or None, leak_facts=True,
         on_bad_row=on_bad_row,
     )
 

@@ -38,7 +38,7 @@ from whileai_datasets.ray_engine import json_arrays
 from whileai_datasets.rows import file_kind, read_errors
 from whileai_datasets.rows.canonical import Chunk, Normalizer, Options
 from whileai_datasets.rows.normalize import RowContext
-from whileai_datasets.rows.reader import _gc_paused, _parse_line, parquet_rows
+from whileai_datasets.rows.reader import BadRows, _gc_paused, _parse_line, parquet_rows
 from whileai_datasets.transforms import gates
 
 #: Private columns: the row key (file index, position) and raw-row facts.
@@ -51,6 +51,9 @@ HAS_SCENARIO = "_wai_scenario"
 REFUSAL = "_wai_refusal"
 PRIVATE = (FILE, POS, LINE, LEAK, HAS_SCENARIO, REFUSAL)
 
+#: Skipped rows per block given their exact location (``Normalize.skipping``): finding a JSONL line
+#: reads the file up to it.
+LOCATED = 5
 #: Bytes of JSONL per read task, and per block within a task.
 RANGE_BYTES = 16 << 20
 BLOCK_BYTES = 8 << 20
@@ -308,7 +311,15 @@ class Normalize:
                 self.report(err)
             raise
 
-    def _normalize(self, block: pa.Table) -> pa.Table:
+    def skipping(self, block: pa.Table, bad: BadRows) -> pa.Table:
+        """The canonical rows of ``block``, the rows the builder cannot read left out and counted in
+        ``bad`` (the builder's ``on_bad_row="skip"``); the first ``LOCATED`` of them carry the builder's
+        exact location (a JSONL line is found by reading the file up to it), the rest the file only."""
+        if FILE not in block.column_names:
+            return block
+        return self._normalize(block, bad)
+
+    def _normalize(self, block: pa.Table, bad: BadRows | None = None) -> pa.Table:
         if FILE not in block.column_names:  # Ray hands on empty blocks without their columns
             return block
         normalizer = _normalizer(self.config, self.options)
@@ -323,17 +334,24 @@ class Normalize:
         scenario: list[bool] = []
         with _gc_paused():
             for i, raw in enumerate(rows):
-                if refusals is not None and refusals[i] is not None:
-                    raise json_arrays.refusal(refusals[i])
-                if isinstance(raw, bytes):
-                    if not raw.strip():
-                        continue
-                    try:
-                        raw = json.loads(raw)
-                    except ValueError:
-                        _parse_line(rows[i], self._context(files[i], positions[i]))
+                located = bad is None or bad.count < LOCATED
+                try:
+                    if refusals is not None and refusals[i] is not None:
+                        raise json_arrays.refusal(refusals[i])
+                    if isinstance(raw, bytes):
+                        if not raw.strip():
+                            continue
+                        try:
+                            raw = json.loads(raw)
+                        except ValueError:
+                            _parse_line(rows[i], self._context(files[i], positions[i], located))
+                    self._add(chunk, raw, int(files[i]), int(positions[i]), jsonl and located)
+                except WhileaiError as err:
+                    if bad is None:
+                        raise
+                    bad.add(err)
+                    continue
                 keep[i] = True
-                self._add(chunk, raw, int(files[i]), int(positions[i]), jsonl)
                 leaks.append(_leak(raw))
                 scenario.append(isinstance(raw, dict) and "scenario_id" in raw)
         table = chunk.table()
@@ -353,7 +371,9 @@ class Normalize:
             chunk.add(row, self._context(file, pos))
             raise
 
-    def _context(self, file: int, pos: int) -> RowContext:
+    def _context(self, file: int, pos: int, located: bool = True) -> RowContext:
+        if not located:  # past a block's first LOCATED skipped rows: counted, never shown
+            return RowContext(os.path.basename(self.paths[int(file)]), None, int(pos))
         return row_context(self.paths[int(file)], int(pos))
 
 

@@ -1,0 +1,218 @@
+"""The audit's counting, one chunk at a time, and what it needs set up first.
+
+``Run`` counts one chunk of canonical rows: the messages (``message_figures``), the export's
+pipeline (``export.pipeline.training_chunk``) and, given a tokenizer, ``tokenize``'s columns
+(``token_figures``), into an ``Audit``'s flat-memory counters. The local audit (``runner``) runs it over
+every chunk of its source; the Ray one (``on_ray``) runs it in actors, block by block, and adds the
+blocks up. ``checked_options`` and ``prepare`` are the checks and set-up both share.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from whileai_datasets._typing import ON_BAD_ROW
+from whileai_datasets.auditing import message_figures, template_drops, token_figures
+from whileai_datasets.auditing.report import Audit
+from whileai_datasets.columnar import _arrow
+from whileai_datasets.errors import SchemaError
+from whileai_datasets.export import exporters, pipeline
+from whileai_datasets.hub import trainer_gaps
+from whileai_datasets.tokenize.token_masks import BadMaskRowsWarning, Tokenize
+
+
+def checked_options(*, tokenized: bool, system_prompt: str | None, tools: Sequence[dict[str, Any]] | None,
+                    strip_think: bool, mask_mode: str, unroll: bool, max_tool_output_chars: int | None, format: str,
+                    max_length: int | None, on_bad_row: str) -> dict[str, Any]:
+    """The audit's options, checked as the export checks them; ``tokenized``: a tokenizer was given."""
+    exporters._check_options(format, mask_mode, strip_think=strip_think, unroll=unroll,
+                             max_tool_output_chars=max_tool_output_chars)
+    if on_bad_row not in ON_BAD_ROW:
+        raise SchemaError(f"on_bad_row must be one of {', '.join(map(repr, ON_BAD_ROW))}, got {on_bad_row!r}",
+                          location="on_bad_row", hint="Pass on_bad_row='raise' or on_bad_row='skip'.")
+    if max_length is not None and not tokenized:
+        raise SchemaError("max_length counts tokens, and no tokenizer was given", location="max_length",
+                          hint="Pass tokenizer= (the one you will train with), or leave max_length out.")
+    return {"system_prompt": system_prompt, "tools": list(tools) if tools is not None else None,
+            "strip_think": strip_think, "mask_mode": mask_mode, "unroll": unroll,
+            "max_tool_output_chars": max_tool_output_chars, "format": format, "max_length": max_length,
+            "on_bad_row": on_bad_row}
+
+
+def prepare(tokenizer: Any, template: Any, options: dict[str, Any]
+            ) -> tuple[Any, Tokenize | None, template_drops.TemplateFacts | None]:
+    """The ``ChatTemplate`` rendered with (None when there is none), the ``tokenize`` transform the
+    chunks go through (None without a tokenizer) and what the template leaves out of the render."""
+    chat = template_drops.resolve(tokenizer, template)
+    own = f"{getattr(tokenizer, 'name_or_path', '') or type(tokenizer).__name__}'s chat template"
+    facts = template_drops.template_facts(chat, own if template is None else None) if chat is not None else None
+    return chat, transform_of(tokenizer, chat, options), facts
+
+
+def transform_of(tokenizer: Any, chat: Any, options: dict[str, Any]) -> Tokenize | None:
+    """``tokenize`` as the audit runs it: every row kept (those with no supervised token are counted)."""
+    if tokenizer is None:
+        return None
+    return Tokenize(tokenizer, chat, options["max_length"], on_bad_row=options["on_bad_row"],  # type: ignore[arg-type]
+                    keep_unsupervised=True)
+
+
+def source_name(source: Any) -> str:
+    """How the audit names its source: the path as given, else the source's type."""
+    if isinstance(source, (str, os.PathLike)):
+        return os.fspath(source)
+    return type(source).__name__
+
+
+def new_audit(name: str, options: dict[str, Any], rows: int, tokenized: bool,
+              facts: template_drops.TemplateFacts | None) -> Audit:
+    """An empty ``Audit`` of ``rows`` source rows, the counters at zero."""
+    return Audit(source=name, options={k: v for k, v in options.items() if k != "tools"}, rows=rows,
+                 tokenized=tokenized, template=facts.to_dict() if facts is not None else None)
+
+
+class Run:
+    """The counting, one chunk at a time."""
+
+    def __init__(self, found: Audit, options: dict[str, Any], tools_json: str | None,
+                 transform: Tokenize | None, facts: template_drops.TemplateFacts | None) -> None:
+        self.found, self.options, self.tools_json = found, options, tools_json
+        self.transform, self.facts = transform, facts
+        self.gaps: list[Any] = []
+        self.marked_rows = self.marked_turns = 0
+        self.training_offset = 0
+        #: format="trl" messages rows: TRL's default SFTTrainer trains every token of them
+        self.naive = options["format"] == "trl" and not options["unroll"] and options["mask_mode"] != "final"
+
+    def add(self, name: str, flags: np.ndarray, rows: np.ndarray, amounts: np.ndarray | None = None) -> None:
+        self.found.findings[name].add(flags, rows, amounts)
+
+    def chunk(self, chunk: pa.Table, offset: int) -> None:
+        numbers = offset + np.arange(chunk.num_rows, dtype=np.int64)
+        flags = message_figures.source_flags(chunk, self.options)
+        self.source_findings(flags, numbers)
+        keep = ~flags["no_messages"]
+        self.found.training_rows += int((~keep).sum())
+        self.add("zero_loss", flags["no_messages"], numbers)
+        if not keep.any():
+            return
+        table = chunk.filter(pa.array(keep)) if not keep.all() else chunk
+        shaped = {**self.options, "format": "openai"}
+        rows, _, _ = pipeline.training_chunk(table, 0, None, self.tools_json, shaped, False)
+        sample_source = numbers[keep]
+        if self.options["unroll"]:
+            sample_source = np.repeat(sample_source, np.maximum(flags["assistant_turns"][keep], 1))
+        self.training_findings(rows, sample_source)
+
+    def source_findings(self, flags: dict[str, Any], numbers: np.ndarray) -> None:
+        for name in ("no_messages", "only_system", "no_assistant", "duplicate_system", "missing_system",
+                     "final_not_last"):
+            self.add(name, flags[name], numbers)
+        think_name = "think_stripped" if self.options["strip_think"] else "think_kept"
+        self.add(think_name, flags["think"] > 0, numbers, flags["think"])
+        self.add("emptied_by_think", flags["emptied_by_think"] > 0, numbers, flags["emptied_by_think"])
+        facts = self.facts
+        if facts is None:
+            return
+        if facts.renders_system is False:
+            self.add("template_drops_system", flags["has_system"], numbers)
+        if facts.renders_tools is False:
+            self.add("template_drops_tools", flags["has_tools"], numbers)
+        reasoning = np.zeros(len(numbers), dtype=bool)
+        if facts.renders_reasoning_content is False:
+            reasoning |= flags["reasoning"]
+        if facts.think_in_history == "drops" and not self.options["strip_think"]:
+            reasoning |= flags["think_before_last"]
+        self.add("template_drops_reasoning", reasoning, numbers)
+        if facts.renders_content_parts is False:
+            self.add("template_drops_content_parts", flags["parts"], numbers)
+        if facts.default_system_prompt is not None:
+            self.add("template_adds_system", ~flags["has_system"] & ~flags["no_messages"], numbers)
+
+    def training_findings(self, rows: pa.Table, sample_source: np.ndarray) -> None:
+        found = self.found
+        figures = message_figures.training_figures(rows)
+        found.training_rows += rows.num_rows
+        self.add("tool_output_cut", figures["tool_outputs_cut"] > 0, sample_source, figures["tool_chars_cut"])
+        for role, chars in figures["role_chars"].items():
+            found.role_chars[role] = found.role_chars.get(role, 0) + chars
+        turns = figures["assistant_turns"]
+        if self.options["format"] == "trl" and self.options["mask_mode"] == "final" and not self.options["unroll"]:
+            self.add("completion_turns_lost", turns > 1, sample_source, np.maximum(turns - 1, 0))
+        if self.naive and self.transform is None:
+            self.add("trains_every_token", np.ones(rows.num_rows, dtype=bool), sample_source)
+        marked = np.asarray(_arrow.flat(_arrow.column(rows, "loss_mask")).to_numpy(zero_copy_only=False))
+        per_row = np.bincount(_arrow.parents(_arrow.column(rows, "loss_mask")), weights=marked,
+                              minlength=rows.num_rows)
+        self.marked_rows += int((per_row > 0).sum())
+        self.marked_turns += int(marked.sum())
+        self.gaps.append(trainer_gaps.chunk_gaps(rows, "training rows", offset=self.training_offset))
+        self.training_offset += rows.num_rows
+        zero = per_row == 0
+        if self.transform is not None:
+            zero |= self.token_findings(rows, sample_source, per_row > 0)
+        self.add("zero_loss", zero, sample_source)
+
+    def token_findings(self, rows: pa.Table, sample_source: np.ndarray, marked: np.ndarray) -> np.ndarray:
+        """Tokenize the chunk once and count; returns, per training row, whether it has no supervised token."""
+        found = self.found
+        numbered = _arrow.set_column(rows, token_figures.ROW_COLUMN, pa.array(np.arange(rows.num_rows)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", BadMaskRowsWarning)  # counted below as bad_rows
+            tokenized = self.transform(numbered, indices=sample_source.tolist())  # type: ignore[misc]
+        figures = token_figures.token_columns(tokenized)
+        position = figures["row"]
+        source = sample_source[position]
+        skipped = np.ones(rows.num_rows, dtype=bool)
+        skipped[position] = False
+        self.add("bad_rows", skipped, sample_source)
+        found.tokens += int(figures["num_tokens"].sum())
+        found.supervised_tokens += int(figures["num_supervised_tokens"].sum())
+        found.tokens_before_cut += int((figures["num_tokens"] + figures["tokens_truncated"]).sum())
+        amounts = {"truncated": figures["tokens_truncated"], "supervision_truncated":
+                   figures["supervised_tokens_truncated"], "truncated_to_nothing": figures["supervised_tokens_truncated"]}
+        for name, flags in token_figures.token_flags(figures, marked[position]).items():
+            self.add(name, flags, source, amounts.get(name))
+        if self.naive:
+            self.add("trains_every_token", np.ones(len(position), dtype=bool), source,
+                     figures["num_tokens"] - figures["num_supervised_tokens"])
+        share = token_figures.supervised_share(figures)
+        found.histograms["tokens_per_row"].add(figures["num_tokens"])
+        found.histograms["tokens_before_cut_per_row"].add(figures["num_tokens"] + figures["tokens_truncated"])
+        found.histograms["supervised_tokens_per_row"].add(figures["num_supervised_tokens"])
+        found.histograms["supervised_share_per_row"].add(share)
+        found.worst["least_supervised"].add(share, source, num_tokens=figures["num_tokens"],
+                                            num_supervised_tokens=figures["num_supervised_tokens"])
+        cut = figures["tokens_truncated"] > 0
+        found.worst["most_cut"].add(figures["tokens_truncated"][cut], source[cut],
+                                    supervised_lost=figures["supervised_tokens_truncated"][cut])
+        for method, n in token_figures.mask_methods(tokenized).items():
+            found.mask_methods[method] = found.mask_methods.get(method, 0) + n
+        zero = np.zeros(rows.num_rows, dtype=bool)
+        zero[position] = figures["num_supervised_tokens"] == 0
+        return zero
+
+    def finish(self) -> None:
+        found = self.found
+        report = trainer_gaps.trainer_report(trainer_gaps.merge_gaps(self.gaps),
+                                             {"messages": self.marked_rows, "sharegpt": self.marked_turns})
+        supervised = found.supervised_tokens if found.tokenized else None
+        for entry in report.values():
+            entry["trains_tokens"] = supervised
+            entry["how"] = "the mask exactly, except the rows listed as inexact"
+        fmt, naive = self.options["format"], self.naive
+        report["trl"] = {
+            "config": "this export (format='trl')" if fmt == "trl" else "tokenized (assistant_masks)",
+            "unit": "rows", "rows": found.training_rows, "exact": not naive, "inexact": {},
+            "trains_tokens": (found.tokens if naive else supervised) if found.tokenized else None,
+            "how": "messages rows: SFTTrainer trains every token (the naive route)" if naive else
+            "prompt/completion rows: the last assistant turn and what follows it" if fmt == "trl" else
+            "pre-tokenized rows: exactly the assistant_masks",
+        }
+        found.trainers = report

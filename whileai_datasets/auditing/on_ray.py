@@ -1,0 +1,262 @@
+"""``audit(..., engine="ray")``: the local audit's counting in Ray actors, block by block, added up here.
+
+Blocks of raw rows (``ray_engine.source.WhileaiFiles``: byte ranges of JSONL, a JSON array, Parquet
+row groups) go to a pool of actors. Each actor builds the tokenizer once (from a directory, a factory
+or an object, as ``ray_engine.tokenize``'s do), reads its blocks into canonical rows as the builder
+does with ``on_bad_row="skip"`` (the audit counts unreadable rows, it does not stop on them), and runs
+``counting.Run`` over them with row numbers counted from the block's first row. It sends back one row
+per block: its first and last row keys (file index, position) and its counters (``Block``).
+
+The driver adds the counters up as they stream in. The few rows it keeps (each finding's first rows,
+the worst rows, each trainer gap's first) are held as (block key, row in block), which sorts as source
+order because blocks never overlap. At the end the blocks' row counts, in key order, turn those into
+the row numbers the local audit reports, and ``locations.locate`` finds their files and lines.
+Driver memory: the counters and four numbers per block, flat in the row count.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from whileai_datasets.auditing import counting
+from whileai_datasets.auditing.locations import count_unreadable, locate, named_rows
+from whileai_datasets.auditing.report import Audit
+from whileai_datasets.auditing.tally import FIRST_LOCATIONS, WORST_ROWS
+from whileai_datasets.columnar import _arrow
+from whileai_datasets.errors import ExportFormatError, UnsupportedVersionError, WhileaiError
+from whileai_datasets.export.sources import CHUNK_ROWS
+from whileai_datasets.hub import trainer_gaps
+from whileai_datasets.rows.canonical import Options
+from whileai_datasets.rows.reader import BadRows
+
+#: A row key: the file's index in the source's files, and the row's position in the file.
+Key = tuple[int, int]
+#: What the actors send back: one row per block, its ``Block`` pickled.
+_COUNTS = pa.schema([("block", pa.binary())])
+
+
+@dataclass
+class Block:
+    """One block's counts, row numbers counted from its first row."""
+
+    first: Key
+    last: Key
+    rows: int  # canonical rows read
+    samples: int  # rows the pipeline made (what the trainer gaps' locations count)
+    found: Audit
+    gaps: dict[str, dict[str, dict[str, Any]]]
+    marked: tuple[int, int]  # rows with a marked turn, marked turns (the trainer report's row counts)
+    bad: dict[str, Any]  # ``BadRows.to_dict()`` of the rows the reader left out
+
+
+def audit_on_ray(source: Any, *, tokenizer: Any, template: Any, options: dict[str, Any],
+                 progress: Callable[[int, int | None], None] | None = None, concurrency: int | None = None,
+                 range_bytes: int | None = None, block_bytes: int | None = None) -> Audit:
+    """The audit of ``source`` (files as ``ray_engine.read_whileai`` takes them) on the Ray runtime this
+    process is connected to (a local one is started when none is), with ``counting.checked_options``.
+
+    ``tokenizer``: an object, a directory or Hub id, or a zero-argument factory, built once per actor.
+    ``concurrency``: actors in the pool (default: the cluster's CPUs less one, at least one).
+    ``range_bytes``, ``block_bytes``: as ``read_whileai``; a block is what one actor counts at a time.
+    """
+    ray = _ray()
+    from whileai_datasets.ray_engine import report as ray_report
+    from whileai_datasets.ray_engine import source as ray_source
+    from whileai_datasets.ray_engine.tokenizing import build_tokenizer
+
+    if not isinstance(source, (str, os.PathLike)):
+        raise ExportFormatError(
+            f"the Ray audit reads files, got {type(source).__name__}", location="engine='ray'",
+            hint="Pass a file, a glob or a directory of JSONL/Parquet files, or audit rows in memory with "
+                 "engine='local'.")
+    paths = tuple(ray_source.expand_paths(source))
+    built = build_tokenizer(tokenizer) if tokenizer is not None else None
+    chat, _, facts = counting.prepare(built, template, options)  # bad options and templates fail here, once
+    tools_json = json.dumps(options["tools"], ensure_ascii=False) if options["tools"] else None
+    files = ray_source.WhileaiFiles(paths, range_bytes=range_bytes or ray_source.RANGE_BYTES,
+                                    block_bytes=block_bytes or ray_source.BLOCK_BYTES)
+    totals = Totals(counting.new_audit(counting.source_name(source), options, 0, built is not None, facts))
+    collector = ray_report.Collector.remote()  # type: ignore[attr-defined]
+    try:
+        setup = (paths, tokenizer, chat, options, tools_json, facts, ray_report.Reporter(collector))
+        blocks = ray.data.read_datasource(files, override_num_blocks=files.n_tasks())
+        counted = blocks.map_batches(AuditBlocks, batch_format="pyarrow", batch_size=None, num_cpus=1,
+                                     concurrency=concurrency or _pool(ray), fn_constructor_args=setup)
+        with ray_report.surfaced(collector):
+            for batch in counted.iter_batches(batch_format="pyarrow", batch_size=None):
+                for blob in batch.column("block").to_pylist():
+                    block: Block = pickle.loads(blob)
+                    totals.add(block)
+                    if progress is not None:
+                        progress(block.rows + int(block.bad["count"]), None)
+    finally:
+        ray.kill(collector)
+    return totals.finish(tools_json, facts, list(paths))
+
+
+def _ray() -> Any:
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise UnsupportedVersionError("engine='ray' needs Ray Data, which is not installed", location="engine",
+                                      hint="pip install 'whileai-datasets[ray]', or audit with engine='local'."
+                                      ) from None
+    if not ray.is_initialized():
+        ray.init()
+    return ray
+
+
+def _pool(ray: Any) -> int:
+    """Actors by default: one per CPU of the cluster, one CPU left for the read tasks."""
+    return max(1, int(ray.cluster_resources().get("CPU", 1)) - 1)
+
+
+class AuditBlocks:
+    """The actor: the tokenizer built once, then each raw block read and counted (``Block``)."""
+
+    def __init__(self, paths: tuple[str, ...], tokenizer: Any, chat: Any, options: dict[str, Any],
+                 tools_json: str | None, facts: Any, reporter: Any) -> None:
+        from whileai_datasets.ray_engine import source as ray_source
+        from whileai_datasets.ray_engine.tokenizing import build_tokenizer
+
+        built = build_tokenizer(tokenizer) if tokenizer is not None else None
+        self.transform = counting.transform_of(built, chat, options)
+        self.normalize = ray_source.Normalize(paths, "default", Options(system_prompt=str(options["system_prompt"] or "")))
+        self.options, self.tools_json, self.facts, self.reporter = options, tools_json, facts, reporter
+
+    def __call__(self, raw: pa.Table) -> pa.Table:
+        try:
+            return self._count(raw)
+        except WhileaiError as err:  # Ray brings only the text back: the driver raises this one
+            self.reporter(err)
+            raise
+
+    def _count(self, raw: pa.Table) -> pa.Table:
+        from whileai_datasets.ray_engine import source as ray_source
+
+        if ray_source.FILE not in raw.column_names or not raw.num_rows:  # Ray hands on empty blocks
+            return _COUNTS.empty_table()
+        files, positions = raw.column(ray_source.FILE), raw.column(ray_source.POS)
+        bad = BadRows()
+        table = self.normalize.skipping(raw, bad)
+        table = _arrow.drop(table, *ray_source.PRIVATE)
+        found = counting.new_audit("", self.options, table.num_rows, self.transform is not None, self.facts)
+        run = counting.Run(found, self.options, self.tools_json, self.transform, self.facts)
+        for start in range(0, table.num_rows, CHUNK_ROWS):
+            run.chunk(table.slice(start, CHUNK_ROWS), start)
+        block = Block((files[0].as_py(), positions[0].as_py()), (files[-1].as_py(), positions[-1].as_py()),
+                      table.num_rows, run.training_offset, found, trainer_gaps.merge_gaps(run.gaps),
+                      (run.marked_rows, run.marked_turns), bad.to_dict())
+        return pa.table({"block": pa.array([pickle.dumps(block)], pa.binary())}, schema=_COUNTS)
+
+
+@dataclass
+class Totals:
+    """The blocks added up, in any order; ``finish`` puts the kept rows in source order."""
+
+    found: Audit
+    blocks: list[tuple[Key, Key, int, int]] = field(default_factory=list)
+    first: dict[str, list[tuple[Key, int]]] = field(default_factory=dict)
+    worst: dict[str, list[tuple[float, Key, int, dict[str, int]]]] = field(default_factory=dict)
+    gaps: dict[str, dict[str, dict[str, Any]]] = field(default_factory=lambda: trainer_gaps.merge_gaps(()))
+    marked: list[int] = field(default_factory=lambda: [0, 0])
+    bad: list[tuple[Key, int, str]] = field(default_factory=list)
+    bad_count: int = 0
+    first_error: tuple[Key, str] | None = None
+
+    def add(self, block: Block) -> None:
+        found, part = self.found, block.found
+        self.blocks.append((block.first, block.last, block.rows, block.samples))
+        for name in ("training_rows", "tokens", "supervised_tokens", "tokens_before_cut"):
+            setattr(found, name, getattr(found, name) + getattr(part, name))
+        for into, more in ((found.role_chars, part.role_chars), (found.mask_methods, part.mask_methods)):
+            for key, value in more.items():
+                into[key] = into.get(key, 0) + value
+        for name, hit in part.findings.items():
+            found.findings[name].rows += hit.rows
+            found.findings[name].amount += hit.amount
+            kept = self.first.get(name, []) + [(block.first, r) for r in hit.first]
+            self.first[name] = sorted(kept)[:FIRST_LOCATIONS]
+        for name, histogram in part.histograms.items():
+            found.histograms[name].merge(histogram)
+        for name, worst in part.worst.items():
+            entries = [(float(score), block.first, int(row), {k: int(v[i]) for k, v in worst.extra.items()})
+                       for i, (row, score) in enumerate(zip(worst.rows, worst.scores))]
+            self.worst[name] = sorted(self.worst.get(name, []) + entries, key=lambda e: e[:3])[:WORST_ROWS]
+        self._add_gaps(block)
+        self.marked = [self.marked[0] + block.marked[0], self.marked[1] + block.marked[1]]
+        self._add_bad(block)
+
+    def _add_gaps(self, block: Block) -> None:
+        for trainer, shapes in block.gaps.items():
+            for shape, hit in shapes.items():
+                into = self.gaps[trainer][shape]
+                into["rows"] += int(hit["rows"])
+                if hit["first"] is not None and (into["first"] is None or block.first < into["first"][0]):
+                    into["first"] = (block.first, hit["first"])
+
+    def _add_bad(self, block: Block) -> None:
+        self.bad_count += int(block.bad["count"])
+        where = [(block.first, i, text) for i, text in enumerate(block.bad["locations"][:FIRST_LOCATIONS])]
+        self.bad = sorted(self.bad + where)[:FIRST_LOCATIONS]
+        error = block.bad["first_error"]
+        if error is not None and (self.first_error is None or block.first < self.first_error[0]):
+            self.first_error = (block.first, error)
+
+    def finish(self, tools_json: str | None, facts: Any, paths: list[str]) -> Audit:
+        """The audit the local engine gives: row numbers in source order, the trainer report, locations."""
+        found = self.found
+        starts = self._starts()
+        found.rows = sum(rows for _, _, rows, _ in self.blocks)
+        for name, kept in self.first.items():
+            found.findings[name].first = [starts[key][0] + row for key, row in kept]
+        for name, entries in self.worst.items():
+            worst = found.worst[name]
+            worst.rows = np.array([starts[key][0] + row for _, key, row, _ in entries], np.int64)
+            worst.scores = np.array([score for score, *_ in entries], np.float64)
+            worst.extra = {k: np.array([e[3][k] for e in entries], np.int64) for k in (entries[0][3] if entries else {})}
+        run = counting.Run(found, found.options, tools_json, None, facts)
+        run.gaps = [self._placed_gaps(starts)]
+        run.marked_rows, run.marked_turns = self.marked
+        run.finish()
+        bad = {"count": self.bad_count, "first_error": self.first_error[1] if self.first_error else None,
+               "locations": [text for _, _, text in self.bad]}
+        if not count_unreadable(found, bad):  # skipped rows would shift the line count, as locally
+            found.locations = locate(found.source, named_rows(found), files=paths)
+        return found
+
+    def _starts(self) -> dict[Key, tuple[int, int]]:
+        """Per block (by its first key): the rows and the pipeline's rows of the blocks before it."""
+        blocks = sorted(self.blocks)
+        for (_, last, _, _), (first, _, _, _) in itertools.pairwise(blocks):
+            if not last < first:
+                raise RuntimeError("blocks of the Ray audit overlap in file order, so its row numbers would be "
+                                   "wrong; this is a bug in whileai_datasets.auditing.on_ray")
+        starts, rows, samples = {}, 0, 0
+        for first, _, n, s in blocks:
+            starts[first] = (rows, samples)
+            rows, samples = rows + n, samples + s
+        return starts
+
+    def _placed_gaps(self, starts: dict[Key, tuple[int, int]]) -> dict[str, dict[str, dict[str, Any]]]:
+        """The trainer gaps with each first location moved to its block's place among the pipeline's rows."""
+        placed = trainer_gaps.merge_gaps(())
+        for trainer, shapes in self.gaps.items():
+            for shape, hit in shapes.items():
+                first = None
+                if hit["first"] is not None:
+                    key, text = hit["first"]
+                    moved = trainer_gaps.shift_rows({trainer: {shape: {"rows": 0, "first": text}}}, starts[key][1])
+                    first = moved[trainer][shape]["first"]
+                placed[trainer][shape] = {"rows": hit["rows"], "first": first}
+        return placed
