@@ -21,7 +21,7 @@ pytest.importorskip("ray.data")
 
 import ray
 
-from whileai_datasets import audit, cli
+from whileai_datasets import TemplateError, audit, cli
 from whileai_datasets.auditing.on_ray import audit_on_ray
 from whileai_datasets.auditing.report import Audit
 from whileai_datasets.ray_engine import source as ray_source
@@ -154,6 +154,20 @@ def test_a_json_array_with_rows_it_cannot_read_counts_them_as_unreadable(tmp_pat
     ours = audit_on_ray(str(source), tokenizer=None, template=None, options={**_options(), "max_length": None},
                         **BLOCKS)
     assert ours.to_dict() == local.to_dict()
+
+
+def test_a_row_whose_mask_fails_the_check_is_counted_or_named_by_file_and_line(tmp_path: Path,
+                                                                              tokenizer: Any) -> None:
+    rows = [_shapes(i) for i in range(150)]
+    rows[130] = _talk(("user", "hello"), ("assistant", "a\ue000b"))  # in the second block: not its row 130
+    source = write_jsonl(tmp_path / "rows.jsonl", rows)
+    local = audit(str(source), tokenizer=tokenizer, on_bad_row="skip")
+    assert local.findings["bad_rows"].first == [130]
+    _same(audit_on_ray(str(source), tokenizer=tokenizer, template=None, options=_options(on_bad_row="skip"),
+                       **BLOCKS), local)
+    named = r"\['content'\]: rows.jsonl line 131 \(row 130\): the input contains the private-use"
+    with pytest.raises(TemplateError, match=named):
+        audit_on_ray(str(source), tokenizer=tokenizer, template=None, options=_options(), **BLOCKS)
 
 
 def test_the_public_audit_takes_engine_ray(rows_file: Path, tokenizer: Any) -> None:

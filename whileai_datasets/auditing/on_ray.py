@@ -32,7 +32,7 @@ from whileai_datasets.auditing.locations import count_unreadable, locate, named_
 from whileai_datasets.auditing.report import Audit
 from whileai_datasets.auditing.tally import FIRST_LOCATIONS, WORST_ROWS
 from whileai_datasets.columnar import _arrow
-from whileai_datasets.errors import ExportFormatError, UnsupportedVersionError, WhileaiError
+from whileai_datasets.errors import ExportFormatError, TemplateError, UnsupportedVersionError, WhileaiError
 from whileai_datasets.export.sources import CHUNK_ROWS
 from whileai_datasets.hub import trainer_gaps
 from whileai_datasets.rows.canonical import Options
@@ -149,15 +149,30 @@ class AuditBlocks:
         files, positions = raw.column(ray_source.FILE), raw.column(ray_source.POS)
         bad = BadRows()
         table = self.normalize.skipping(raw, bad)
+        keys = (table.column(ray_source.FILE).to_numpy(), table.column(ray_source.POS).to_numpy())
         table = _arrow.drop(table, *ray_source.PRIVATE)
         found = counting.new_audit("", self.options, table.num_rows, self.transform is not None, self.facts)
         run = counting.Run(found, self.options, self.tools_json, self.transform, self.facts)
-        for start in range(0, table.num_rows, CHUNK_ROWS):
-            run.chunk(table.slice(start, CHUNK_ROWS), start)
+        try:
+            for start in range(0, table.num_rows, CHUNK_ROWS):
+                run.chunk(table.slice(start, CHUNK_ROWS), start)
+        except TemplateError as err:  # "row N" counts from the block's first row: name the file and line
+            raise self._located(err, keys) from err
         block = Block((files[0].as_py(), positions[0].as_py()), (files[-1].as_py(), positions[-1].as_py()),
                       table.num_rows, run.training_offset, found, trainer_gaps.merge_gaps(run.gaps),
                       (run.marked_rows, run.marked_turns), bad.to_dict())
         return pa.table({"block": pa.array([pickle.dumps(block)], pa.binary())}, schema=_COUNTS)
+
+    def _located(self, err: TemplateError, keys: tuple[np.ndarray, np.ndarray]) -> TemplateError:
+        """``tokenize``'s error on the block's row N ("row N: ..."), naming the row's file and line instead."""
+        from whileai_datasets.ray_engine import source as ray_source
+
+        head, _, rest = err.problem.partition(": ")
+        if not (head.startswith("row ") and head[4:].isdigit()):
+            return err
+        row = int(head[4:])
+        where = ray_source.row_context(self.normalize.paths[int(keys[0][row])], int(keys[1][row])).at()
+        return type(err)(f"{where}: {rest}", location=err.location, hint=err.hint)
 
 
 @dataclass
