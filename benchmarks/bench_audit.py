@@ -11,10 +11,13 @@ trl's ``qwen2_5_training`` template. In one process, side by side:
   once, every count, histogram and location).
 
 Ratios are audit / tokenize. Then ``--memory`` runs the audit alone in a fresh process per size and
-prints each one's peak RSS (flat in the row count is the target):
+prints each one's peak RSS (flat in the row count is the target). ``--engine ray`` instead audits the
+same rows written as one JSONL file, locally and on a local Ray runtime (``--ray-cpus``, one actor per
+CPU less one), side by side, and checks that the two reports agree:
 
     python benchmarks/bench_audit.py --rows 100000
     python benchmarks/bench_audit.py --rows 20000 --memory 20000,200000
+    python benchmarks/bench_audit.py --rows 20000 --engine ray
 """
 
 from __future__ import annotations
@@ -111,14 +114,53 @@ def memory(sizes: list[int]) -> list[dict[str, Any]]:
     return out
 
 
+def on_ray(n_rows: int, cpus: int) -> dict[str, Any]:
+    """The local audit and the Ray one of the same JSONL file; Ray's runtime is started before the clock."""
+    import ray
+
+    import whileai_datasets
+    from benchmarks._data import DATA_DIR
+    from benchmarks._unique_rows import unique_row
+
+    path = DATA_DIR / f"unique-{n_rows}.jsonl"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(unique_row(i)) + "\n" for i in range(n_rows))
+    tok = _tokenizer()
+    ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    try:
+        runs = {engine: _timed(lambda engine=engine: whileai_datasets.audit(str(path), tokenizer=tok, tools=TOOLS,
+                                                                           engine=engine))
+                for engine in ("local", "ray")}
+    finally:
+        ray.shutdown()
+    reports = [runs[engine][2].to_dict() for engine in ("local", "ray")]
+    for report in reports:
+        for histogram in report["histograms"].values():
+            histogram.pop("mean")
+    for label, (wall, cpu, _) in runs.items():
+        print(f"  audit, engine={label}: {wall:.1f} s wall, {cpu:.1f} s CPU in this process", file=sys.stderr)
+    return {"rows": n_rows, "ray_cpus": cpus, "seconds": {k: v[0] for k, v in runs.items()},
+            "driver_cpu_seconds": {k: v[1] for k, v in runs.items()},
+            "ray_vs_local": runs["ray"][0] / runs["local"][0], "same_report_but_float_means": reports[0] == reports[1]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=20_000, help="rows of the side-by-side run (0: skip it)")
     parser.add_argument("--memory", default="", help="comma-separated sizes: the audit alone, one process each")
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help="ray: the local and the Ray audit of the same rows as a JSONL file")
+    parser.add_argument("--ray-cpus", type=int, default=2, help="CPUs of the local Ray runtime (--engine ray)")
     parser.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(audit_alone(args.child)))
+        return
+    if args.engine == "ray":
+        print(json.dumps(on_ray(args.rows, args.ray_cpus), indent=2))
         return
     report: dict[str, Any] = {}
     if args.rows:
