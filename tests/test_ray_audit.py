@@ -14,12 +14,11 @@ from typing import Any
 
 import pytest
 
+from tests import ray_session
 from tests.conftest import write_jsonl
 from tests.tiny_lm import train_tokenizer
 
 pytest.importorskip("ray.data")
-
-import ray
 
 from whileai_datasets import TemplateError, audit, cli
 from whileai_datasets.auditing.on_ray import audit_on_ray
@@ -36,12 +35,7 @@ SYSTEM = "You are a careful support agent"
 BLOCKS = {"range_bytes": 16 << 10, "block_bytes": 4 << 10, "concurrency": 1}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def ray_runtime() -> Any:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    yield
-    ray.shutdown()
+ray_runtime = pytest.fixture(scope="module", autouse=True)(ray_session.local_runtime)
 
 
 def _talk(*turns: tuple[str, str]) -> dict[str, Any]:
@@ -107,6 +101,7 @@ def test_the_ray_audit_of_every_shape_equals_the_local_audit(rows_file: Path, to
 
 
 def _options(**given: Any) -> dict[str, Any]:
+    """``audit``'s options as ``audit_on_ray`` takes them (checked), the export's defaults filled in."""
     from whileai_datasets.auditing.counting import checked_options
 
     defaults = {"system_prompt": None, "tools": None, "strip_think": True, "mask_mode": "assistant",
@@ -128,15 +123,14 @@ def test_unrolled_trl_rows_with_think_kept_count_as_locally(rows_file: Path, tok
 def test_a_glob_of_two_files_and_a_tokenizer_directory(tmp_path: Path, tokenizer: Any) -> None:
     from transformers import AutoTokenizer
 
-    for part in range(2):
-        write_jsonl(tmp_path / f"part-{part}.jsonl", [_shapes(i + 3 * part) for i in range(90)])
+    write_jsonl(tmp_path / "part-0.jsonl", [_shapes(9 * i) for i in range(40)])  # plain rows only
+    write_jsonl(tmp_path / "part-1.jsonl", [_shapes(i) for i in range(90)])
     tokenizer.save_pretrained(tmp_path / "tok")
     loaded = AutoTokenizer.from_pretrained(str(tmp_path / "tok"))  # its name, as the actors see it
     pattern = str(tmp_path / "part-*.jsonl")
     local = audit(pattern, tokenizer=loaded, mask_mode="final", format="trl")
-    assert {where["file"] for where in local.to_dict()["findings"]["missing_system"]["first"]} == {
-        str(tmp_path / "part-0.jsonl")}
-    assert local.to_dict()["worst"]["least_supervised"][0]["file"] is not None
+    first = local.to_dict()["findings"]["no_assistant"]["first"][0]
+    assert first == {"row": 41, "file": str(tmp_path / "part-1.jsonl"), "line": 2}  # row 1 of the second file
     ours = audit_on_ray(pattern, tokenizer=str(tmp_path / "tok"), template=None,
                         options=_options(mask_mode="final", format="trl"), **BLOCKS)
     _same(ours, local)

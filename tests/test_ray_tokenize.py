@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from tests import ray_session
 from tests.conftest import SYSTEM_PROMPT, TOOLS, seeded_rows, write_jsonl
 from tests.tiny_lm import train_tokenizer, trl_template
 
@@ -24,12 +25,7 @@ pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.co
 KEY = ["source_file", "source_offset"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def ray_runtime() -> Any:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    yield
-    ray.shutdown()
+ray_runtime = pytest.fixture(scope="module", autouse=True)(ray_session.local_runtime)
 
 
 @pytest.fixture(scope="module")
