@@ -59,7 +59,7 @@ def transform_of(tokenizer: Any, chat: Any, options: dict[str, Any]) -> Tokenize
     """``tokenize`` as the audit runs it: every row kept (those with no supervised token are counted)."""
     if tokenizer is None:
         return None
-    return Tokenize(tokenizer, chat, options["max_length"], on_bad_row=options["on_bad_row"],  # type: ignore[arg-type]
+    return Tokenize(tokenizer, chat, options["max_length"], on_bad_row=options["on_bad_row"],
                     keep_unsupervised=True)
 
 
