@@ -150,6 +150,20 @@ def test_a_json_array_with_rows_it_cannot_read_counts_them_as_unreadable(tmp_pat
     assert ours.to_dict() == local.to_dict()
 
 
+def test_parquet_row_groups_in_several_blocks_count_as_locally(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "rows.parquet"
+    pq.write_table(pa.Table.from_pylist([_shapes(i) for i in range(200)]), source, row_group_size=40)
+    assert ray_source.WhileaiFiles([str(source)], range_bytes=2000).n_tasks() == 5
+    local = audit(str(source), system_prompt=SYSTEM)
+    assert local.findings["no_assistant"].first == [1, 10, 19, 28, 37]
+    ours = audit_on_ray(str(source), tokenizer=None, template=None, options=_options(system_prompt=SYSTEM),
+                        range_bytes=2000, concurrency=1)
+    assert ours.to_dict() == local.to_dict()
+
+
 def test_a_row_whose_mask_fails_the_check_is_counted_or_named_by_file_and_line(tmp_path: Path,
                                                                               tokenizer: Any) -> None:
     rows = [_shapes(i) for i in range(150)]
@@ -164,13 +178,9 @@ def test_a_row_whose_mask_fails_the_check_is_counted_or_named_by_file_and_line(t
         audit_on_ray(str(source), tokenizer=tokenizer, template=None, options=_options(), **BLOCKS)
 
 
-def test_the_public_audit_takes_engine_ray(rows_file: Path, tokenizer: Any) -> None:
-    local = audit(str(rows_file), tokenizer=tokenizer, strip_think=False)
-    _same(audit(str(rows_file), tokenizer=tokenizer, strip_think=False, engine="ray"), local)
-
-
 def test_the_cli_audit_takes_engine_ray_with_json_and_fail_on(rows_file: Path, tokenizer: Any, tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Through ``audit(..., engine="ray")`` with its default blocks and pool."""
     tokenizer.save_pretrained(tmp_path / "tok")
     base = ["audit", str(rows_file), "--tokenizer", str(tmp_path / "tok"), "--max-length", "40", "--json"]
     assert cli.main(base) == 0
