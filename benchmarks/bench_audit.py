@@ -13,11 +13,13 @@ trl's ``qwen2_5_training`` template. In one process, side by side:
 Ratios are audit / tokenize. Then ``--memory`` runs the audit alone in a fresh process per size and
 prints each one's peak RSS (flat in the row count is the target). ``--engine ray`` instead audits the
 same rows written as one JSONL file, locally and on a local Ray runtime (``--ray-cpus``, one actor per
-CPU less one), side by side, and checks that the two reports agree:
+CPU less one), side by side, and checks that the two reports agree; with ``--memory``, the Ray audit
+alone per size, and the driver's peak RSS:
 
     python benchmarks/bench_audit.py --rows 100000
     python benchmarks/bench_audit.py --rows 20000 --memory 20000,200000
     python benchmarks/bench_audit.py --rows 20000 --engine ray
+    python benchmarks/bench_audit.py --rows 0 --engine ray --memory 20000,100000
 """
 
 from __future__ import annotations
@@ -102,23 +104,20 @@ def audit_alone(n_rows: int) -> dict[str, Any]:
             "peak_rss_mb": _status_mb("VmHWM"), "supervised_tokens": found.supervised_tokens}
 
 
-def memory(sizes: list[int]) -> list[dict[str, Any]]:
+def memory(sizes: list[int], engine: str = "local", cpus: int = 2) -> list[dict[str, Any]]:
     out = []
     for n in sizes:
-        unique_dataset(n)  # written once, outside the measured child
-        done = subprocess.run([sys.executable, __file__, "--child", str(n)], check=True, capture_output=True,
-                              text=True)
+        unique_dataset(n) if engine == "local" else _jsonl(n)  # written once, outside the measured child
+        done = subprocess.run([sys.executable, __file__, "--child", str(n), "--engine", engine, "--ray-cpus",
+                               str(cpus)], check=True, capture_output=True, text=True)
         out.append(json.loads(done.stdout.strip().splitlines()[-1]))
-        print(f"  audit of {n:,} rows alone: {out[-1]['seconds']:.1f} s, peak RSS {out[-1]['peak_rss_mb']} MB",
-              file=sys.stderr)
+        print(f"  audit of {n:,} rows alone (engine={engine}): {out[-1]['seconds']:.1f} s, peak RSS "
+              f"{out[-1]['peak_rss_mb']} MB", file=sys.stderr)
     return out
 
 
-def on_ray(n_rows: int, cpus: int) -> dict[str, Any]:
-    """The local audit and the Ray one of the same JSONL file; Ray's runtime is started before the clock."""
-    import ray
-
-    import whileai_datasets
+def _jsonl(n_rows: int) -> Path:
+    """The unique rows as one JSONL file (written once per size)."""
     from benchmarks._data import DATA_DIR
     from benchmarks._unique_rows import unique_row
 
@@ -127,9 +126,24 @@ def on_ray(n_rows: int, cpus: int) -> dict[str, Any]:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w", encoding="utf-8") as handle:
             handle.writelines(json.dumps(unique_row(i)) + "\n" for i in range(n_rows))
-    tok = _tokenizer()
+    return path
+
+
+def _ray_runtime(cpus: int) -> Any:
+    import ray
+
     ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
+    return ray
+
+
+def on_ray(n_rows: int, cpus: int) -> dict[str, Any]:
+    """The local audit and the Ray one of the same JSONL file; Ray's runtime is started before the clock."""
+    import whileai_datasets
+
+    path = _jsonl(n_rows)
+    tok = _tokenizer()
+    ray = _ray_runtime(cpus)
     try:
         runs = {engine: _timed(lambda engine=engine: whileai_datasets.audit(str(path), tokenizer=tok, tools=TOOLS,
                                                                            engine=engine))
@@ -147,6 +161,22 @@ def on_ray(n_rows: int, cpus: int) -> dict[str, Any]:
             "ray_vs_local": runs["ray"][0] / runs["local"][0], "same_report_but_float_means": reports[0] == reports[1]}
 
 
+def ray_alone(n_rows: int, cpus: int) -> dict[str, Any]:
+    """One Ray audit from this process (``--child --engine ray``): its seconds and the driver's peak RSS."""
+    import whileai_datasets
+
+    path = _jsonl(n_rows)
+    tok = _tokenizer()
+    ray = _ray_runtime(cpus)
+    try:
+        before = _status_mb("VmRSS")
+        wall, cpu, found = _timed(lambda: whileai_datasets.audit(str(path), tokenizer=tok, tools=TOOLS, engine="ray"))
+    finally:
+        ray.shutdown()
+    return {"rows": n_rows, "seconds": wall, "cpu_seconds": cpu, "rss_before_audit_mb": before,
+            "peak_rss_mb": _status_mb("VmHWM"), "supervised_tokens": found.supervised_tokens}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=20_000, help="rows of the side-by-side run (0: skip it)")
@@ -156,17 +186,15 @@ def main() -> None:
     parser.add_argument("--ray-cpus", type=int, default=2, help="CPUs of the local Ray runtime (--engine ray)")
     parser.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    ray = args.engine == "ray"
     if args.child:
-        print(json.dumps(audit_alone(args.child)))
-        return
-    if args.engine == "ray":
-        print(json.dumps(on_ray(args.rows, args.ray_cpus), indent=2))
+        print(json.dumps(ray_alone(args.child, args.ray_cpus) if ray else audit_alone(args.child)))
         return
     report: dict[str, Any] = {}
     if args.rows:
-        report["side_by_side"] = side_by_side(args.rows)
+        report["side_by_side"] = on_ray(args.rows, args.ray_cpus) if ray else side_by_side(args.rows)
     if args.memory:
-        report["memory"] = memory([int(n) for n in args.memory.split(",")])
+        report["memory"] = memory([int(n) for n in args.memory.split(",")], args.engine, args.ray_cpus)
     print(json.dumps(report, indent=2))
 
 
