@@ -315,8 +315,6 @@ class Normalize:
         """The canonical rows of ``block``, the rows the builder cannot read left out and counted in
         ``bad`` (the builder's ``on_bad_row="skip"``); the first ``LOCATED`` of them carry the builder's
         exact location (a JSONL line is found by reading the file up to it), the rest the file only."""
-        if FILE not in block.column_names:
-            return block
         return self._normalize(block, bad)
 
     def _normalize(self, block: pa.Table, bad: BadRows | None = None) -> pa.Table:
