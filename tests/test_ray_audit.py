@@ -136,18 +136,26 @@ def test_a_glob_of_two_files_and_a_tokenizer_directory(tmp_path: Path, tokenizer
     _same(ours, local)
 
 
-def test_a_json_array_with_rows_it_cannot_read_counts_them_as_unreadable(tmp_path: Path) -> None:
-    """Without a tokenizer: the message-level figures only; the rows under keys we do not read are
-    counted with the reader's own locations, so no line is given for the others (as locally)."""
-    rows = [_shapes(i) if i % 7 else {"question": f"q{i}", "reply": "r"} for i in range(120)]
-    source = tmp_path / "rows.json"
-    source.write_text(json.dumps(rows, indent=1))
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_rows_it_cannot_read_are_unreadable_and_the_lines_after_them_are_right(tmp_path: Path, suffix: str) -> None:
+    """Without a tokenizer: the message-level figures only. Rows under keys we do not read are counted
+    with the reader's own locations; in JSONL the rows after them keep their lines (a ``.json`` array
+    has none)."""
+    rows = [_shapes(i) if i % 7 else {"question": f"q{i}", "reply": "r"} for i in range(150)]
+    source = tmp_path / f"rows{suffix}"
+    if suffix == ".json":
+        source.write_text(json.dumps(rows, indent=1))
+    else:
+        write_jsonl(source, rows)
     local = audit(str(source))
-    unread = local.to_dict()["findings"]["unreadable"]
-    assert unread["rows"] == 18 and unread["first"][0]["at"].startswith("rows.json line")
-    ours = audit_on_ray(str(source), tokenizer=None, template=None, options={**_options(), "max_length": None},
-                        **BLOCKS)
-    assert ours.to_dict() == local.to_dict()
+    data = local.to_dict()
+    unread = data["findings"]["unreadable"]
+    assert unread["rows"] == 22 and unread["first"][0]["at"] == (
+        "rows.jsonl line 1 (row 0)" if suffix == ".jsonl" else "rows.json line 2 (array index 0)")
+    after = data["findings"]["no_assistant"]["first"][1]  # source row 10, the 9th row read
+    assert (after["row"], after["line"]) == (8, 11 if suffix == ".jsonl" else None)
+    ours = audit_on_ray(str(source), tokenizer=None, template=None, options=_options(), **BLOCKS)
+    assert ours.to_dict() == data
 
 
 def test_parquet_row_groups_in_several_blocks_count_as_locally(tmp_path: Path) -> None:

@@ -99,6 +99,23 @@ def _left_out(skipped: dict[str, Any] | None) -> tuple[set[tuple[str, int]], boo
     return lines, len(lines) == int(skipped["count"])
 
 
+def lines_at(path: str, offsets: Iterable[int]) -> dict[int, int]:
+    """Per byte offset of a line start in JSONL ``path`` (decompressed), its line number: one read of the
+    file up to the last offset, counting newlines (the Ray audit keeps each named row's offset)."""
+    out: dict[int, int] = {}
+    newlines = done = 0
+    with (gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")) as handle:
+        for offset in sorted(set(offsets)):
+            while done < offset:
+                chunk = handle.read(min(1 << 20, offset - done))
+                if not chunk:
+                    break
+                newlines += chunk.count(b"\n")
+                done += len(chunk)
+            out[offset] = newlines + 1
+    return out
+
+
 def count_unreadable(found: Audit, bad: dict[str, Any] | None) -> int:
     """Count the rows the reader left out (``sources.Source(..., "skip")``'s ``bad_rows``) as unreadable;
     they train nothing. Returns how many; ``found.rows`` then counts every source row."""

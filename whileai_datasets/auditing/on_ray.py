@@ -10,7 +10,8 @@ per block: its first and last row keys (file index, position) and its counters (
 The driver adds the counters up as they stream in. The few rows it keeps (each finding's first rows,
 the worst rows, each trainer gap's first) are held as (block key, row in block), which sorts as source
 order because blocks never overlap. At the end the blocks' row counts, in key order, turn those into
-the row numbers the local audit reports, and ``locations.locate`` finds their files and lines.
+the row numbers the local audit reports; each kept row's byte offset gives its line
+(``locations.lines_at``), so rows after unreadable ones get theirs too.
 Driver memory: the counters and four numbers per block, flat in the row count.
 """
 
@@ -28,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from whileai_datasets.auditing import counting
-from whileai_datasets.auditing.locations import count_unreadable, locate, named_rows
+from whileai_datasets.auditing.locations import count_unreadable, counts_lines, lines_at, named_rows
 from whileai_datasets.auditing.report import Audit
 from whileai_datasets.auditing.tally import FIRST_LOCATIONS, WORST_ROWS
 from whileai_datasets.columnar import _arrow
@@ -56,6 +57,7 @@ class Block:
     gaps: dict[str, dict[str, dict[str, Any]]]
     marked: tuple[int, int]  # rows with a marked turn, marked turns (the trainer report's row counts)
     bad: dict[str, Any]  # ``BadRows.to_dict()`` of the rows the reader left out
+    places: dict[int, Key]  # the row key of each row the block's counters name
 
 
 def audit_on_ray(source: Any, *, tokenizer: Any, template: Any, options: dict[str, Any],
@@ -160,7 +162,8 @@ class AuditBlocks:
             raise self._located(err, keys) from err
         block = Block((files[0].as_py(), positions[0].as_py()), (files[-1].as_py(), positions[-1].as_py()),
                       table.num_rows, run.training_offset, found, trainer_gaps.merge_gaps(run.gaps),
-                      (run.marked_rows, run.marked_turns), bad.to_dict())
+                      (run.marked_rows, run.marked_turns), bad.to_dict(),
+                      {row: (int(keys[0][row]), int(keys[1][row])) for row in set(named_rows(found))})
         return pa.table({"block": pa.array([pickle.dumps(block)], pa.binary())}, schema=_COUNTS)
 
     def _located(self, err: TemplateError, keys: tuple[np.ndarray, np.ndarray]) -> TemplateError:
@@ -186,6 +189,7 @@ class Totals:
     gaps: dict[str, dict[str, dict[str, Any]]] = field(default_factory=lambda: trainer_gaps.merge_gaps(()))
     marked: list[int] = field(default_factory=lambda: [0, 0])
     bad: list[tuple[Key, int, str]] = field(default_factory=list)
+    places: dict[tuple[Key, int], Key] = field(default_factory=dict)
     bad_count: int = 0
     first_error: tuple[Key, str] | None = None
 
@@ -208,9 +212,17 @@ class Totals:
             entries = [(float(score), block.first, int(row), {k: int(v[i]) for k, v in worst.extra.items()})
                        for i, (row, score) in enumerate(zip(worst.rows, worst.scores))]
             self.worst[name] = sorted(self.worst.get(name, []) + entries, key=lambda e: e[:3])[:WORST_ROWS]
+        self._add_places(block)
         self._add_gaps(block)
         self.marked = [self.marked[0] + block.marked[0], self.marked[1] + block.marked[1]]
         self._add_bad(block)
+
+    def _add_places(self, block: Block) -> None:
+        """The row keys of the rows still kept (the others are dropped: memory stays flat)."""
+        kept = {pair for firsts in self.first.values() for pair in firsts}
+        kept |= {(key, row) for entries in self.worst.values() for _, key, row, _ in entries}
+        more = {(block.first, row): place for row, place in block.places.items()}
+        self.places = {pair: place for pair, place in (self.places | more).items() if pair in kept}
 
     def _add_gaps(self, block: Block) -> None:
         for trainer, shapes in block.gaps.items():
@@ -246,9 +258,17 @@ class Totals:
         run.finish()
         bad = {"count": self.bad_count, "first_error": self.first_error[1] if self.first_error else None,
                "locations": [text for _, _, text in self.bad]}
-        if not count_unreadable(found, bad):  # skipped rows would shift the line count, as locally
-            found.locations = locate(found.source, named_rows(found), files=paths)
+        count_unreadable(found, bad)
+        found.locations = self._locations(starts, paths)
         return found
+
+    def _locations(self, starts: dict[Key, tuple[int, int]], paths: list[str]) -> dict[int, dict[str, Any]]:
+        """File and line of each row kept, as the local audit gives them (lines for JSONL files only)."""
+        rows = {starts[key][0] + row: place for (key, row), place in self.places.items()}
+        files = {i: paths[i] for i in {file for file, _ in rows.values()} if counts_lines(paths[i])}
+        lines = {i: lines_at(path, [pos for file, pos in rows.values() if file == i]) for i, path in files.items()}
+        return {row: {"row": row, "file": files.get(file), "line": lines[file][pos] if file in files else None}
+                for row, (file, pos) in sorted(rows.items())}
 
     def _starts(self) -> dict[Key, tuple[int, int]]:
         """Per block (by its first key): the rows and the pipeline's rows of the blocks before it."""
