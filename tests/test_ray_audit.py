@@ -212,3 +212,5 @@ def test_bad_options_are_refused_before_any_ray_task(rows_file: Path, tokenizer:
         audit(str(rows_file), tokenizer=tokenizer, max_length=0, engine="ray")
     with pytest.raises(ValueError, match=r"no such file"):
         audit(str(rows_file.parent / "missing-*.jsonl"), engine="ray")
+    with pytest.raises(ValueError, match=r"'me/support-sft' names a Hub repo.*engine='local'"):
+        audit("me/support-sft", engine="ray")
