@@ -70,7 +70,7 @@ def audit_on_ray(source: Any, *, tokenizer: Any, template: Any, options: dict[st
     ``concurrency``: actors in the pool (default: the cluster's CPUs less one, at least one).
     ``range_bytes``, ``block_bytes``: as ``read_whileai``; a block is what one actor counts at a time.
     """
-    ray = _ray()
+    ray = _ray()  # imported, not started: bad input is refused first
     from whileai_datasets.ray_engine import report as ray_report
     from whileai_datasets.ray_engine import source as ray_source
     from whileai_datasets.ray_engine.tokenizing import build_tokenizer
@@ -87,6 +87,8 @@ def audit_on_ray(source: Any, *, tokenizer: Any, template: Any, options: dict[st
     files = ray_source.WhileaiFiles(paths, range_bytes=range_bytes or ray_source.RANGE_BYTES,
                                     block_bytes=block_bytes or ray_source.BLOCK_BYTES)
     totals = Totals(counting.new_audit(counting.source_name(source), options, 0, built is not None, facts))
+    if not ray.is_initialized():
+        ray.init()
     collector = ray_report.Collector.remote()  # type: ignore[attr-defined]
     try:
         setup = (paths, tokenizer, chat, options, tools_json, facts, ray_report.Reporter(collector))
@@ -113,13 +115,12 @@ def _ray() -> Any:
         raise UnsupportedVersionError("engine='ray' needs Ray Data, which is not installed", location="engine",
                                       hint="pip install 'whileai-datasets[ray]', or audit with engine='local'."
                                       ) from None
-    if not ray.is_initialized():
-        ray.init()
     return ray
 
 
 def _pool(ray: Any) -> int:
-    """Actors by default: one per CPU of the cluster, one CPU left for the read tasks."""
+    """Actors by default: one per CPU of the cluster but one (Ray fuses the reads into the actors; the CPU
+    left is the driver's, which adds the blocks up, and Ray's own)."""
     return max(1, int(ray.cluster_resources().get("CPU", 1)) - 1)
 
 
@@ -133,7 +134,8 @@ class AuditBlocks:
 
         built = build_tokenizer(tokenizer) if tokenizer is not None else None
         self.transform = counting.transform_of(built, chat, options)
-        self.normalize = ray_source.Normalize(paths, "default", Options(system_prompt=str(options["system_prompt"] or "")))
+        system = str(options["system_prompt"] or "")
+        self.normalize = ray_source.Normalize(paths, "default", Options(system_prompt=system))
         self.options, self.tools_json, self.facts, self.reporter = options, tools_json, facts, reporter
 
     def __call__(self, raw: pa.Table) -> pa.Table:
@@ -251,7 +253,8 @@ class Totals:
             worst = found.worst[name]
             worst.rows = np.array([starts[key][0] + row for _, key, row, _ in entries], np.int64)
             worst.scores = np.array([score for score, *_ in entries], np.float64)
-            worst.extra = {k: np.array([e[3][k] for e in entries], np.int64) for k in (entries[0][3] if entries else {})}
+            names = entries[0][3] if entries else {}
+            worst.extra = {k: np.array([e[3][k] for e in entries], np.int64) for k in names}
         run = counting.Run(found, found.options, tools_json, None, facts)
         run.gaps = [self._placed_gaps(starts)]
         run.marked_rows, run.marked_turns = self.marked
