@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import re
 from concurrent.futures import Future, ThreadPoolExecutor
-from itertools import chain
+from itertools import accumulate, chain
 from types import TracebackType
 from typing import Any
 
@@ -114,7 +114,8 @@ def prepend_first(backend: Any) -> bool:
 
 
 def piece_pattern(backend: Any) -> re.Pattern[str] | None:
-    """A pattern matching the added tokens as the tokenizer does (None: pieces are not independent)."""
+    """A pattern matching the added tokens as the tokenizer does, captured (so ``split`` keeps them; None:
+    pieces are not independent)."""
     config = _config(backend)
     if config is None:
         return None
@@ -124,7 +125,7 @@ def piece_pattern(backend: Any) -> re.Pattern[str] | None:
     if any(t.get("lstrip") or t.get("rstrip") or t.get("single_word") or t.get("normalized") for t in added):
         return None
     contents = sorted({str(t["content"]) for t in added if t.get("content")}, key=len, reverse=True)
-    return re.compile("|".join(re.escape(c) for c in contents)) if contents else None
+    return re.compile("(" + "|".join(re.escape(c) for c in contents) + ")") if contents else None
 
 
 def byte_lengths(backend: Any) -> np.ndarray | None:
@@ -263,13 +264,17 @@ class PieceEncoder:
         known, seen = self._pieces, self._seen
         segments: list[tuple[int, str | None, int]] = []
         run = 0  # where the current run started
-        bounds = [m.span() for m in self._pattern.finditer(text)]
-        edges = [0, *[edge for span in bounds for edge in span], len(text)]
+        parts = self._pattern.split(text)  # text, added token, text, ..., text: the pattern captures the tokens
+        ends = list(accumulate(map(len, parts)))
         shielded = self._shield is not None
-        for start, end in zip(edges[::2], edges[1::2]):  # the text between two added tokens
-            if end - start < REUSED_CHARS or (shielded and start == 0):
+        for k in range(0, len(parts), 2):  # the text between two added tokens
+            piece = parts[k]
+            if len(piece) < REUSED_CHARS:
                 continue
-            piece = text[start:end]
+            end = ends[k]
+            start = end - len(piece)
+            if shielded and start == 0:
+                continue
             if piece not in known:
                 key = hash(piece)
                 if key not in seen:
@@ -293,11 +298,12 @@ class PieceEncoder:
         plans = [self._segments(text, fresh) for text in texts]
         runs = [text[start:end] for text, plan in zip(texts, plans) for start, piece, end in plan if piece is None]
         pieces = list(fresh)
-        for piece, arrays in zip(pieces, self._encode_pieces(pieces)):
-            self._pieces[piece] = arrays
+        for piece, (ids, offsets) in zip(pieces, self._encode_pieces(pieces)):
+            self._pieces[piece] = ids.copy(), offsets.copy()  # not views: a kept piece pins no batch's arrays
         ran = iter(self._encode(runs))
-        return [self._join([(start, self._pieces[piece] if piece is not None else next(ran))
-                            for start, piece, _ in plan]) for plan in plans]
+        known = self._pieces
+        return _join_rows([[(start, known[piece] if piece is not None else next(ran)) for start, piece, _ in plan]
+                           for plan in plans])
 
     def _encode_pieces(self, pieces: list[str]) -> list[Encoded]:
         """Reused pieces, each as it encodes after an added token (behind the shield, which is then dropped)."""
@@ -314,26 +320,50 @@ class PieceEncoder:
         out: list[Encoded | None] = [None] * len(texts)
         plain = [i for i, text in enumerate(texts) if text.isascii()]  # one character per byte
         fast = getattr(backend, "encode_batch_fast", backend.encode_batch)  # tokenizers < 0.21: offsets unread
-        for i, encoding in zip(plain, fast([texts[i] for i in plain], add_special_tokens=False)):
-            ids = np.asarray(encoding.ids, dtype=np.int32)
-            sizes = lengths[ids]
-            ends = np.cumsum(sizes)
-            if len(ids) and (ends[-1] != len(texts[i]) or sizes.min() <= 0):
-                continue  # a token of no known length: read this text's offsets from the encoder
-            out[i] = ids, np.stack((ends - sizes, ends), axis=1)
+        encodings = fast([texts[i] for i in plain], add_special_tokens=False)
+        for i, encoded in zip(plain, _offsets_from_lengths(lengths, [texts[i] for i in plain], encodings)):
+            out[i] = encoded  # None: a token of no known length, this text's offsets are read from the encoder
         rest = [i for i, item in enumerate(out) if item is None]
         for i, encoding in zip(rest, backend.encode_batch([texts[i] for i in rest], add_special_tokens=False)):
             out[i] = _as_arrays(encoding)
         return out  # type: ignore[return-value]
 
-    @staticmethod
-    def _join(parts: list[tuple[int, Encoded]]) -> Encoded:
-        if len(parts) == 1:
-            start, (ids, offsets) = parts[0]
-            return ids, (offsets + start if start else offsets)
-        ids = np.concatenate([e[0] for _, e in parts])
-        shift = np.repeat(np.asarray([start for start, _ in parts], dtype=np.int64), [len(e[0]) for _, e in parts])
-        return ids, np.concatenate([e[1] for _, e in parts]) + shift[:, None]
+
+def _offsets_from_lengths(lengths: np.ndarray, texts: list[str], encodings: list[Any]) -> list[Encoded | None]:
+    """Each text's ids and offsets (running sums of its tokens' lengths), or None where the lengths do not
+    spell the text (a token of unknown length, a mark the tokenizer prepended). All texts at once: one
+    array of every id, so the numpy calls are per batch, not per text."""
+    counts = np.fromiter(map(len, encodings), np.int64, len(encodings))
+    ids = np.fromiter(chain.from_iterable(e.ids for e in encodings), np.int32, int(counts.sum()))
+    sizes = lengths[ids]
+    bounds = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=bounds[1:])
+    ends = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=ends[1:])
+    unknown = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum(sizes <= 0, out=unknown[1:])
+    spelled = np.diff(ends[bounds]) == np.fromiter(map(len, texts), np.int64, len(texts))
+    good = (spelled & (np.diff(unknown[bounds]) == 0)).tolist()
+    starts = ends[:-1] - np.repeat(ends[bounds[:-1]], counts)  # each token's start within its own text
+    offsets = np.stack((starts, starts + sizes), axis=1)
+    edges = bounds.tolist()
+    return [(ids[a:b], offsets[a:b]) if ok else None for a, b, ok in zip(edges, edges[1:], good)]
+
+
+def _join_rows(rows: list[list[tuple[int, Encoded]]]) -> list[Encoded]:
+    """Each row's parts ((start, (ids, offsets)) in text order) as one (ids, offsets), the offsets moved by
+    their part's start: one concatenation for all rows, each row's result a view of it."""
+    parts = [part for row in rows for part in row]
+    if not parts:
+        return [(np.zeros(0, np.int32), np.zeros((0, 2), np.int64)) for _ in rows]
+    sizes = np.fromiter((len(e[0]) for _, e in parts), np.int64, len(parts))
+    ids = np.concatenate([e[0] for _, e in parts]).astype(np.int32, copy=False)
+    shift = np.repeat(np.fromiter((start for start, _ in parts), np.int64, len(parts)), sizes)
+    offsets = np.concatenate([e[1] for _, e in parts]).reshape(-1, 2) + shift[:, None]
+    part_edges = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=part_edges[1:])
+    edges = part_edges[np.cumsum([0] + [len(row) for row in rows])].tolist()
+    return [(ids[a:b], offsets[a:b]) for a, b in zip(edges, edges[1:])]
 
 
 def _shield(backend: Any) -> str | None:
