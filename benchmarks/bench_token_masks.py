@@ -43,8 +43,9 @@ and round by round (``--repeat`` rounds, medians): the floor is transformers' pl
 (``apply_chat_template(..., tokenize=False)``) plus one batch encode of the rendered texts without offsets
 (``encode_batch_fast``); then transformers' masked ``apply_chat_template`` row by row and
 ``ds.with_format("arrow").map(tokenize(tok), batched=True)`` (a new transform per round) into a fresh cache
-file. Masks are compared with transformers' on every row. ``--family llama`` uses Llama 3.1's template (its generation blocks) and
-a SentencePiece-style tokenizer (Metaspace, BPE with byte fallback) instead of Qwen2.5's and byte-level BPE:
+file. Masks are compared with transformers' on every row. ``--family llama`` uses Llama 3.1's template (its
+generation blocks) and a SentencePiece-style tokenizer (Metaspace, BPE with byte fallback) instead of Qwen2.5's
+and byte-level BPE:
 
     python benchmarks/bench_token_masks.py --floor 5000 --family qwen
     python benchmarks/bench_token_masks.py --floor 5000 --family llama
