@@ -42,9 +42,10 @@ main thread, and both threads):
 and round by round (``--repeat`` rounds, medians): the floor is transformers' plain render of each row
 (``apply_chat_template(..., tokenize=False)``) plus one batch encode of the rendered texts without offsets
 (``encode_batch_fast``); then transformers' masked ``apply_chat_template`` row by row and
-``ds.with_format("arrow").map(tokenize(tok), batched=True)`` into a fresh cache file. Masks are compared
-with transformers' on every row. ``--family llama`` uses Llama 3.1's template (its generation blocks) and
-a SentencePiece-style tokenizer (Metaspace, BPE with byte fallback) instead of Qwen2.5's and byte-level BPE:
+``ds.with_format("arrow").map(tokenize(tok), batched=True)`` (a new transform per round) into a fresh cache
+file. Masks are compared with transformers' on every row. ``--family llama`` uses Llama 3.1's template (its
+generation blocks) and a SentencePiece-style tokenizer (Metaspace, BPE with byte fallback) instead of Qwen2.5's
+and byte-level BPE:
 
     python benchmarks/bench_token_masks.py --floor 5000 --family qwen
     python benchmarks/bench_token_masks.py --floor 5000 --family llama
@@ -422,10 +423,12 @@ def at_floor(args: argparse.Namespace) -> None:
 
     ds = unique_dataset(args.floor)
     tokenizer = family_tokenizer(args.family, args.template)
-    transform = Tokenize(tokenizer)
     rounds = []
     with tempfile.TemporaryDirectory(dir=Path(__file__).parent / ".data") as folder:
         for round_ in range(args.repeat):
+            # a transform of its own per round, as one map over a dataset has: the same one again would meet
+            # every long text a second time and reuse it as a piece (the rows are unique only once)
+            transform = Tokenize(tokenizer)
             rounds.append(_floor_round(tokenizer, ds, transform, Path(folder), round_))
             print(f"  round {round_}: " + ", ".join(f"{k} {v:.2f} s ({rounds[-1]['cpu_seconds'][k]:.2f} CPU)"
                                                     for k, v in rounds[-1]["seconds"].items()), file=sys.stderr)

@@ -128,6 +128,14 @@ def test_render_refuses_input_with_the_reserved_marker_characters() -> None:
         ChatTemplate("{{ messages[0]['content'] }}").render([{"role": "user", "content": "a\ue000b"}])
 
 
+@pytest.mark.parametrize("text", ["{% set __wai_iter = namespace %}{{ messages[0].content }}",
+                                  "{% for __wai_loop_open in messages %}x{% endfor %}"])
+def test_render_refuses_a_template_that_uses_the_span_trackers_names(text: str) -> None:
+    # the tracker's callbacks compile to plain calls (no sandbox check): a template may not bind those names
+    with pytest.raises(TemplateError, match=r"uses the name '__wai_(iter|loop_open)', which span tracking reserves"):
+        ChatTemplate(text).render([{"role": "user", "content": "hi"}])
+
+
 def test_render_pins_strftime_now() -> None:
     rendered = ChatTemplate("{{ strftime_now('%d %b %Y') }}").render([], now=datetime(2024, 7, 26))
     assert rendered.text == "26 Jul 2024"

@@ -254,8 +254,8 @@ def test_num_proc_gives_the_same_rows_and_the_transform_hashes_the_same_after_us
 def test_piece_reuse_gives_the_tokenizers_own_ids_and_offsets(qwen_tokenizer: Any) -> None:
     from whileai_datasets.tokenize.token_encode import REUSED_CHARS, PieceEncoder
 
-    system = "<|im_start|>system\nYou are kind, " + "and careful " * 8 + "always.<|im_end|>\n"
-    long_reply = "<|im_start|>assistant\n" + "Sure thing, let me look that up for you. " * 3 + "<|im_end|>"
+    system = "<|im_start|>system\nYou are kind, " + "and careful " * 24 + "always.<|im_end|>\n"
+    long_reply = "<|im_start|>assistant\n" + "Sure thing, let me look that up for you. " * 7 + "<|im_end|>"
     texts = [system + "<|im_start|>user\nhi there<|im_end|>\n" + long_reply,
              system + "<|im_start|>user\nbye<|im_end|>\n<|im_end|>" + long_reply + "\n",
              system + long_reply, "plain", "", "<|im_end|>", system]
@@ -300,7 +300,7 @@ def test_pieces_and_lengths_hold_under_a_unicode_normal_form(qwen_tokenizer: Any
 
     backend = Tokenizer.from_str(qwen_tokenizer.backend_tokenizer.to_str())
     backend.normalizer = normalizers.NFC()  # Qwen2.5's and Qwen3's: composes "e" + U+0301 into one character
-    system = "<|im_start|>system\nBe brief, " + "cafe\u0301 " * 12 + "ok<|im_end|>\n"
+    system = "<|im_start|>system\nBe brief, " + "cafe\u0301 " * 45 + "ok<|im_end|>\n"
     texts = [system + text for text in _BYTE_TEXTS] + ["<|im_start|>user\nre\u0301sume\u0301<|im_end|>"]
     encoder = PieceEncoder()
     for _ in range(3):
@@ -330,9 +330,9 @@ def test_offsets_are_read_from_the_encoder_where_lengths_do_not_give_them(qwen_t
             assert (ids.tolist(), offsets.tolist()) == _whole(backend, text)
 
 
-_LLAMA_TEXTS = ["<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief, " + "and careful " * 8
+_LLAMA_TEXTS = ["<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief, " + "and careful " * 24
                 + "<|eot_id|>", "<|start_header_id|>user<|end_header_id|>\n\n hi  there\tyou<|eot_id|>",
-                "starts with text, " + "then more text " * 6 + "<|eot_id|>",  # a piece at offset 0 (prepend)
+                "starts with text, " + "then more text " * 18 + "<|eot_id|>",  # a piece at offset 0 (prepend)
                 "caf\u00e9 na\u00efve \u65e5\u672c\u8a9e \U0001f600<|eot_id|>",  # not ASCII: byte fallback
                 " leading space", "", "<|eot_id|>", "~`|{}\x01\x7f"]  # rare ASCII: byte-fallback tokens
 

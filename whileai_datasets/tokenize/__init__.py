@@ -1,7 +1,8 @@
 """Chat template to tokens: ``input_ids`` with the token-level masks a trainer applies.
 
 ``token_columns`` (the output columns as Arrow arrays) and ``token_encode`` (batch
-encoding with offsets, on a thread) under ``token_masks`` (``tokenize``: render with
+encoding with offsets, on a thread; ``token_lengths`` reads what the tokenizer's
+configuration allows it) under ``token_masks`` (``tokenize``: render with
 spans, encode, map spans to tokens, check every row); ``report`` (``mask_report``)
 reads the result. It sits below the transforms so ``transforms.tokenize`` can name it.
 """

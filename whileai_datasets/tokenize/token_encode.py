@@ -7,7 +7,8 @@ encoded once and the rest of a row in as few runs as those pieces leave (one
 ``encode_batch`` per batch); a row's ids and offsets are the concatenation of
 its parts'.
 
-That is exact only for tokenizers whose pieces really are independent: no
+That is exact only for tokenizers whose pieces really are independent (read from
+the tokenizer's configuration in ``token_lengths.py``): no
 normalizer but Unicode normal forms (applied piece by piece), pre-tokenizers
 that split locally, added tokens that match their exact text (no
 ``lstrip``/``rstrip``/``single_word``/``normalized``). Anything else is
@@ -38,170 +39,28 @@ the start of a text is never reused.
 
 from __future__ import annotations
 
-import json
 import re
 from concurrent.futures import Future, ThreadPoolExecutor
-from itertools import chain
+from itertools import accumulate, chain, pairwise
 from types import TracebackType
 from typing import Any
 
 import numpy as np
 
 from whileai_datasets.errors import SchemaError
+from whileai_datasets.tokenize.token_lengths import byte_lengths, piece_pattern, prepend_first, shield_token
 
-#: Pre-tokenizers whose output on a piece does not depend on what surrounds the piece.
-LOCAL_PRE_TOKENIZERS = frozenset({"ByteLevel", "Split", "Whitespace", "WhitespaceSplit", "Digits",
-                                  "Punctuation", "BertPreTokenizer", "CharDelimiterSplit", "UnicodeScripts"})
-#: Pre-tokenizers that keep every character of their input (a ``Split`` or ``Punctuation`` unless it removes).
-KEEPING_PRE_TOKENIZERS = frozenset({"ByteLevel", "Split", "Digits", "Punctuation", "UnicodeScripts"})
-UNICODE_FORMS = frozenset({"NFC", "NFD", "NFKC", "NFKD"})
-SPACE_MARK = "\u2581"  # SentencePiece's stand-in for a space
+__all__ = ["EncodeQueue", "Encoded", "PieceEncoder", "backend_of", "byte_lengths", "encode_texts", "piece_pattern",
+           "prepend_first"]
+
 MAX_PIECES = 20_000  # reused pieces kept (each at least REUSED_CHARS long)
 MAX_SEEN = 1_000_000  # hashes of long pieces met once, before the set starts over
-REUSED_CHARS = 64  # shorter pieces are encoded within their run, never on their own
+#: Shorter pieces are encoded within their run, never on their own: one more encoder entry and row part
+#: cost more than encoding a piece this short again (a second pass over the same unique rows cost 1.1-1.4x
+#: the first with 64; with 256 about the same, and a system prompt with tool schemas is still reused).
+REUSED_CHARS = 256
 
 Encoded = tuple[np.ndarray, np.ndarray]  # ids (int32), (n, 2) offsets (int64)
-
-
-def _pre_tokenizers_local(config: Any) -> bool:
-    """Each piece between added tokens is pre-tokenized on its own (a ``Metaspace`` too: it prepends per
-    piece, or only to the piece at offset 0, which ``PieceEncoder`` keeps at the start of its text)."""
-    if config is None:
-        return True
-    if config.get("type") == "Sequence":
-        return all(_pre_tokenizers_local(item) for item in config.get("pretokenizers", []))
-    return config.get("type") in LOCAL_PRE_TOKENIZERS or config.get("type") == "Metaspace"
-
-
-def _config(backend: Any) -> dict[str, Any] | None:
-    try:
-        config = json.loads(backend.to_str())
-    except (AttributeError, ValueError, TypeError):
-        return None
-    return config if isinstance(config, dict) else None
-
-
-def _components(config: Any, key: str) -> list[dict[str, Any]]:
-    """A pre-tokenizer, decoder or post-processor config, flattened out of its ``Sequence``s."""
-    if not isinstance(config, dict):
-        return []
-    if config.get("type") == "Sequence":
-        return [part for item in config.get(key, []) for part in _components(item, key)]
-    return [config]
-
-
-def _space_normalizer(part: dict[str, Any]) -> bool:
-    """SentencePiece's normalizers as transformers converts them: spaces replaced by ``\u2581`` (Gemma,
-    Llama 2), a ``\u2581`` prepended to each piece (Llama 2's legacy form). Both keep one character per
-    character of an ASCII text (the prepended one aside, which the length check catches)."""
-    if part.get("type") == "Replace":
-        return (part.get("pattern") or {}).get("String") == " " and part.get("content") == SPACE_MARK
-    return part.get("type") == "Prepend" and part.get("prepend") == SPACE_MARK
-
-
-def _normalizer_unicode(config: Any) -> bool:
-    """No normalizer, only Unicode normal forms (Qwen's NFC), or SentencePiece's space marks: the
-    tokenizer normalizes each piece between added tokens on its own, so pieces stay independent."""
-    return all(part.get("type") in UNICODE_FORMS or _space_normalizer(part)
-               for part in _components(config, "normalizers"))
-
-
-def prepend_first(backend: Any) -> bool:
-    """A ``Metaspace`` with ``prepend_scheme="first"``: only a piece at offset 0 of the text gets its mark."""
-    config = _config(backend) or {}
-    return any(part.get("type") == "Metaspace" and part.get("prepend_scheme", "always") == "first"
-               for part in _components(config.get("pre_tokenizer"), "pretokenizers"))
-
-
-def piece_pattern(backend: Any) -> re.Pattern[str] | None:
-    """A pattern matching the added tokens as the tokenizer does (None: pieces are not independent)."""
-    config = _config(backend)
-    if config is None:
-        return None
-    if not _normalizer_unicode(config.get("normalizer")) or not _pre_tokenizers_local(config.get("pre_tokenizer")):
-        return None
-    added = config.get("added_tokens") or []
-    if any(t.get("lstrip") or t.get("rstrip") or t.get("single_word") or t.get("normalized") for t in added):
-        return None
-    contents = sorted({str(t["content"]) for t in added if t.get("content")}, key=len, reverse=True)
-    return re.compile("|".join(re.escape(c) for c in contents)) if contents else None
-
-
-def byte_lengths(backend: Any) -> np.ndarray | None:
-    """Characters of an ASCII text per token id, for a tokenizer whose tokens spell their text one
-    character per character and that reports untrimmed offsets: byte-level BPE, or SentencePiece-style
-    (``Metaspace`` or space-mark normalizers; BPE or Unigram). None for any other: its offsets are read
-    from the encoder."""
-    config = _config(backend)
-    if config is None or piece_pattern(backend) is None:
-        return None
-    parts = _components(config.get("pre_tokenizer"), "pretokenizers")
-    if any(part.get("type") not in KEEPING_PRE_TOKENIZERS | {"Metaspace"}
-           or str(part.get("behavior", "")).lower() == "removed" for part in parts):
-        return None  # a pre-tokenizer that drops characters (whitespace, a delimiter): lengths would not add up
-    if any(part.get("type") == "ByteLevel" for part in parts):
-        lengths = _byte_level_lengths(backend, config, parts)
-    else:
-        lengths = _sentencepiece_lengths(backend, config, parts)
-    if lengths is None:
-        return None
-    for added in config.get("added_tokens") or []:
-        lengths[added["id"]] = len(str(added["content"]).encode("utf-8"))  # ASCII texts: bytes are characters
-    return lengths
-
-
-def _vocab_lengths(backend: Any) -> tuple[dict[str, int], np.ndarray]:
-    vocab = backend.get_vocab(with_added_tokens=True)
-    lengths = np.full(max(vocab.values(), default=-1) + 1, -1, dtype=np.int64)
-    for token, index in vocab.items():
-        lengths[index] = len(token)
-    return vocab, lengths
-
-
-def _byte_level_lengths(backend: Any, config: dict[str, Any], parts: list[dict[str, Any]]) -> np.ndarray | None:
-    """Byte-level BPE: one character of a token per byte of text."""
-    if (config.get("model") or {}).get("type") != "BPE" or any(
-            part.get("type") == "ByteLevel" and part.get("add_prefix_space") for part in parts):
-        return None
-    if any(part.get("type") == "Metaspace" for part in parts):
-        return None
-    for part in _components(config.get("post_processor"), "processors"):
-        if part.get("type") == "ByteLevel" and part.get("trim_offsets", True):
-            return None  # offsets with the leading space left out
-    return _vocab_lengths(backend)[1]
-
-
-def _sentencepiece_lengths(backend: Any, config: dict[str, Any], parts: list[dict[str, Any]]) -> np.ndarray | None:
-    """SentencePiece-style: a token's characters are the text's, the space mark standing for a space and a
-    byte-fallback token for one ASCII character (the only kind a byte of an ASCII text can be)."""
-    model = config.get("model") or {}
-    marks = [part for part in parts if part.get("type") == "Metaspace"]
-    normalized = [part for part in _components(config.get("normalizer"), "normalizers") if _space_normalizer(part)]
-    if not marks and not normalized:
-        return None
-    if any(part.get("replacement") != SPACE_MARK for part in marks):
-        return None
-    if model.get("type") == "BPE":
-        if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
-            return None  # tokens that spell more than their text
-    elif model.get("type") != "Unigram":
-        return None
-    vocab, lengths = _vocab_lengths(backend)
-    if model.get("byte_fallback", model.get("type") == "Unigram"):
-        for byte in range(128):
-            index = vocab.get(f"<0x{byte:02X}>")
-            if index is not None:
-                lengths[index] = 1
-    for byte in range(128, 256):  # never in an ASCII text; marked unknown so no sum can use them
-        index = vocab.get(f"<0x{byte:02X}>")
-        if index is not None:
-            lengths[index] = -1
-    unknown = model.get("unk_token") if model.get("type") == "BPE" else None
-    if model.get("type") == "Unigram" and model.get("unk_id") is not None:
-        lengths[int(model["unk_id"])] = -1
-    if unknown is not None and unknown in vocab:
-        lengths[vocab[unknown]] = -1  # covers a character of unknown length
-    return lengths
 
 
 class PieceEncoder:
@@ -239,7 +98,7 @@ class PieceEncoder:
         if backend is not self._backend:
             self.__init__()  # type: ignore[misc]
             self._backend, self._pattern, self._lengths = backend, piece_pattern(backend), byte_lengths(backend)
-            self._shield = _shield(backend) if self._pattern is not None and prepend_first(backend) else None
+            self._shield = shield_token(backend) if self._pattern is not None and prepend_first(backend) else None
             if self._pattern is not None and prepend_first(backend) and self._shield is None:
                 self._pattern = None
         if self._pattern is None:
@@ -263,13 +122,17 @@ class PieceEncoder:
         known, seen = self._pieces, self._seen
         segments: list[tuple[int, str | None, int]] = []
         run = 0  # where the current run started
-        bounds = [m.span() for m in self._pattern.finditer(text)]
-        edges = [0, *[edge for span in bounds for edge in span], len(text)]
+        parts = self._pattern.split(text)  # text, added token, text, ..., text: the pattern captures the tokens
+        ends = list(accumulate(map(len, parts)))
         shielded = self._shield is not None
-        for start, end in zip(edges[::2], edges[1::2]):  # the text between two added tokens
-            if end - start < REUSED_CHARS or (shielded and start == 0):
+        for k in range(0, len(parts), 2):  # the text between two added tokens
+            piece = parts[k]
+            if len(piece) < REUSED_CHARS:
                 continue
-            piece = text[start:end]
+            end = ends[k]
+            start = end - len(piece)
+            if shielded and start == 0:
+                continue
             if piece not in known:
                 key = hash(piece)
                 if key not in seen:
@@ -293,11 +156,12 @@ class PieceEncoder:
         plans = [self._segments(text, fresh) for text in texts]
         runs = [text[start:end] for text, plan in zip(texts, plans) for start, piece, end in plan if piece is None]
         pieces = list(fresh)
-        for piece, arrays in zip(pieces, self._encode_pieces(pieces)):
-            self._pieces[piece] = arrays
+        for piece, (ids, offsets) in zip(pieces, self._encode_pieces(pieces)):
+            self._pieces[piece] = ids.copy(), offsets.copy()  # not views: a kept piece pins no batch's arrays
         ran = iter(self._encode(runs))
-        return [self._join([(start, self._pieces[piece] if piece is not None else next(ran))
-                            for start, piece, _ in plan]) for plan in plans]
+        known = self._pieces
+        return _join_rows([[(start, known[piece] if piece is not None else next(ran)) for start, piece, _ in plan]
+                           for plan in plans])
 
     def _encode_pieces(self, pieces: list[str]) -> list[Encoded]:
         """Reused pieces, each as it encodes after an added token (behind the shield, which is then dropped)."""
@@ -314,36 +178,50 @@ class PieceEncoder:
         out: list[Encoded | None] = [None] * len(texts)
         plain = [i for i, text in enumerate(texts) if text.isascii()]  # one character per byte
         fast = getattr(backend, "encode_batch_fast", backend.encode_batch)  # tokenizers < 0.21: offsets unread
-        for i, encoding in zip(plain, fast([texts[i] for i in plain], add_special_tokens=False)):
-            ids = np.asarray(encoding.ids, dtype=np.int32)
-            sizes = lengths[ids]
-            ends = np.cumsum(sizes)
-            if len(ids) and (ends[-1] != len(texts[i]) or sizes.min() <= 0):
-                continue  # a token of no known length: read this text's offsets from the encoder
-            out[i] = ids, np.stack((ends - sizes, ends), axis=1)
+        encodings = fast([texts[i] for i in plain], add_special_tokens=False)
+        for i, encoded in zip(plain, _offsets_from_lengths(lengths, [texts[i] for i in plain], encodings)):
+            out[i] = encoded  # None: a token of no known length, this text's offsets are read from the encoder
         rest = [i for i, item in enumerate(out) if item is None]
         for i, encoding in zip(rest, backend.encode_batch([texts[i] for i in rest], add_special_tokens=False)):
             out[i] = _as_arrays(encoding)
         return out  # type: ignore[return-value]
 
-    @staticmethod
-    def _join(parts: list[tuple[int, Encoded]]) -> Encoded:
-        if len(parts) == 1:
-            start, (ids, offsets) = parts[0]
-            return ids, (offsets + start if start else offsets)
-        ids = np.concatenate([e[0] for _, e in parts])
-        shift = np.repeat(np.asarray([start for start, _ in parts], dtype=np.int64), [len(e[0]) for _, e in parts])
-        return ids, np.concatenate([e[1] for _, e in parts]) + shift[:, None]
+
+def _offsets_from_lengths(lengths: np.ndarray, texts: list[str], encodings: list[Any]) -> list[Encoded | None]:
+    """Each text's ids and offsets (running sums of its tokens' lengths), or None where the lengths do not
+    spell the text (a token of unknown length, a mark the tokenizer prepended). All texts at once: one
+    array of every id, so the numpy calls are per batch, not per text."""
+    counts = np.fromiter(map(len, encodings), np.int64, len(encodings))
+    ids = np.fromiter(chain.from_iterable(e.ids for e in encodings), np.int32, int(counts.sum()))
+    sizes = lengths[ids]
+    bounds = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=bounds[1:])
+    ends = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=ends[1:])
+    unknown = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum(sizes <= 0, out=unknown[1:])
+    spelled = np.diff(ends[bounds]) == np.fromiter(map(len, texts), np.int64, len(texts))
+    good = (spelled & (np.diff(unknown[bounds]) == 0)).tolist()
+    starts = ends[:-1] - np.repeat(ends[bounds[:-1]], counts)  # each token's start within its own text
+    offsets = np.stack((starts, starts + sizes), axis=1)
+    edges = bounds.tolist()
+    return [(ids[a:b], offsets[a:b]) if ok else None for (a, b), ok in zip(pairwise(edges), good)]
 
 
-def _shield(backend: Any) -> str | None:
-    """An added token that encodes as itself alone, to put in front of a piece."""
-    config = _config(backend) or {}
-    for added in config.get("added_tokens") or []:
-        content = str(added.get("content") or "")
-        if content and backend.encode(content, add_special_tokens=False).ids == [added["id"]]:
-            return content
-    return None
+def _join_rows(rows: list[list[tuple[int, Encoded]]]) -> list[Encoded]:
+    """Each row's parts ((start, (ids, offsets)) in text order) as one (ids, offsets), the offsets moved by
+    their part's start: one concatenation for all rows, each row's result a view of it."""
+    parts = [part for row in rows for part in row]
+    if not parts:
+        return [(np.zeros(0, np.int32), np.zeros((0, 2), np.int64)) for _ in rows]
+    sizes = np.fromiter((len(e[0]) for _, e in parts), np.int64, len(parts))
+    ids = np.concatenate([e[0] for _, e in parts]).astype(np.int32, copy=False)
+    shift = np.repeat(np.fromiter((start for start, _ in parts), np.int64, len(parts)), sizes)
+    offsets = np.concatenate([e[1] for _, e in parts]).reshape(-1, 2) + shift[:, None]
+    part_edges = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=part_edges[1:])
+    edges = part_edges[np.cumsum([0] + [len(row) for row in rows])].tolist()
+    return [(ids[a:b], offsets[a:b]) for a, b in pairwise(edges)]
 
 
 def _as_arrays(encoding: Any) -> Encoded:

@@ -44,6 +44,7 @@ from jinja2 import nodes
 
 from whileai_datasets.chat_template.rendering.failures import failure_problem_and_hint
 from whileai_datasets.chat_template.rendering.spans import (
+    TRACKER_NAMES,
     LoopTracker,
     RenderedChat,
     assemble,
@@ -142,7 +143,15 @@ def _check_no_markers(value: Any, where: str) -> None:
 
 
 def instrument_loops(ast: nodes.Template) -> nodes.Template:
-    """Add message-tracking calls around and inside every ``for`` loop (in place)."""
+    """Add message-tracking calls around and inside every ``for`` loop (in place).
+
+    Raises:
+        TemplateError: the template itself uses one of the tracker's names (they compile to plain calls).
+    """
+    reserved = next((node.name for node in ast.find_all(nodes.Name) if node.name in TRACKER_NAMES), None)
+    if reserved is not None:
+        raise TemplateError(f"the template uses the name {reserved!r}, which span tracking reserves",
+                            hint="Rename that variable in the template.")
     uids = count()
 
     def visit(body: list[nodes.Node]) -> None:

@@ -11,10 +11,8 @@ from dataclasses import dataclass, field
 from itertools import accumulate, count
 from typing import Any
 
-from whileai_datasets.chat_template.sandbox.environment import MARK_CLOSE, MARK_OPEN, marker, trusted
+from whileai_datasets.chat_template.sandbox.environment import MARK_CLOSE, MARK_OPEN, TRACKER_NAMES, marker, trusted
 from whileai_datasets.errors import TemplateError
-
-TRACKER_NAMES = ("__wai_loop_open", "__wai_iter", "__wai_loop_close")
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,9 @@ MARK_OPEN = "\ue000"
 MARK_CLOSE = "\ue001"
 MARK_CHARS = (MARK_OPEN, MARK_CLOSE)
 GENERATION_METHOD = "_generation"
+#: The span tracker's callbacks (``rendering.spans.LoopTracker``), which the instrumented template calls per
+#: loop pass; reserved: no template may use these names (``rendering.render.instrument_loops`` refuses it).
+TRACKER_NAMES = ("__wai_loop_open", "__wai_iter", "__wai_loop_close")
 
 
 def marker(kind: str, *payload: int) -> str:
@@ -229,6 +232,19 @@ class _MeteredCodeGenerator(CodeGenerator):
             self.write(f"environment.{_METERED_LOOP}(")  # our own call: no sandbox check on it
             self.visit(node.args[0], frame)
             self.write(")")
+            return
+        generation = isinstance(target, nodes.ExtensionAttribute) and target.name == GENERATION_METHOD
+        if generation or (isinstance(target, nodes.Name) and target.name in TRACKER_NAMES
+                          and self.environment.track_generation):
+            # our own callbacks (the span tracker's, a generation block's), called as plain Python, not
+            # through the sandbox's call path once per loop pass and block: only instrument_loops writes the
+            # tracker's names (a template using them is refused before it compiles), only the parser the block
+            self.visit(target, frame)
+            self.write("(")
+            for index, argument in enumerate(node.args):
+                self.write(", " if index else "")
+                self.visit(argument, frame)
+            self.write(", caller=caller)" if kwargs.get("forward_caller") else ")")
             return
         super().visit_Call(node, frame, **kwargs)
 
