@@ -456,3 +456,22 @@ def test_show_mask_names_the_row_a_template_cannot_render(
     assert cli.main(args) == 1
     err = capsys.readouterr().err
     assert "reads_a_late_message.jinja:2: row 1: the template reads an item this conversation does not have" in err
+
+
+def test_the_encoders_memory_of_pieces_is_bounded_on_unique_texts(qwen_tokenizer: Any,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unique rows never repeat a piece: what the encoder keeps of them stays under its caps, and the ids and
+    offsets stay the tokenizer's own after the sets start over."""
+    from whileai_datasets.tokenize import token_encode
+
+    monkeypatch.setattr(token_encode, "MAX_SEEN", 8)
+    monkeypatch.setattr(token_encode, "MAX_PIECES", 2)
+    backend = qwen_tokenizer.backend_tokenizer
+    encoder = token_encode.PieceEncoder()
+    system = "<|im_start|>system\n" + "Be kind and careful. " * 15 + "<|im_end|>\n"
+    for batch in range(6):
+        texts = [system + f"<|im_start|>user\n{'unique text %d-%d, ' % (batch, i) * 20}<|im_end|>" for i in range(5)]
+        for (ids, offsets), text in zip(encoder.encode(backend, texts), texts):
+            assert (ids.tolist(), offsets.tolist()) == _whole(backend, text)
+        assert len(encoder._seen) <= 8 + len(texts) and len(encoder._pieces) <= 2 + 1
+    assert system[len("<|im_start|>"):-len("<|im_end|>\n")] in encoder._pieces  # the repeat is still reused
