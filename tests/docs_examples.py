@@ -163,9 +163,10 @@ def _run_shell(example: Example) -> None:
                                f"{out.getvalue()}{err.getvalue()}")
 
 
-def run_pages(examples: list[Example], base: Path, work: Path) -> dict[str, dict[str, str]]:
-    """Run ``examples`` page by page; the setup page (if given) builds ``base``, every other page runs
-    in a fresh copy of it. Returns {example id: {"status": "passed" | "failed", "error": ...}}."""
+def run_pages(examples: list[Example], base: Path, work: Path, ready: Path | None = None) -> dict[str, dict[str, str]]:
+    """Run ``examples`` page by page; the setup page (if given, first) builds ``base``, every other page
+    runs in a fresh copy of it, and ``ready`` (if given) is written once the setup page has run, with its
+    results. Returns {example id: {"status": "passed" | "failed", "error": ...}}."""
     results: dict[str, dict[str, str]] = {}
     by_page: dict[str, list[Example]] = {}
     for example in examples:
@@ -192,18 +193,29 @@ def run_pages(examples: list[Example], base: Path, work: Path) -> dict[str, dict
             else:
                 results[example.id] = {"status": "passed", "error": ""}
             results[example.id]["seconds"] = round(time.perf_counter() - started, 2)
+        if page == SETUP_PAGE and ready is not None:
+            _write_atomically(ready, json.dumps(results))
     return results
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """``text`` into ``path`` all at once: a reader polling for the file never sees it half written."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
 
 
 def main() -> None:
     plan = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
     examples = [Example(**example) for example in plan["examples"]]
-    results = run_pages(examples, Path(plan["base"]), Path(plan["work"]))
+    ready = Path(plan["ready"]) if plan.get("ready") else None
+    results = run_pages(examples, Path(plan["base"]), Path(plan["work"]), ready)
     Path(sys.argv[2]).write_text(json.dumps(results), encoding="utf-8")
 
 
-def plan(examples: list[Example], base: Path, work: Path) -> str:
-    return json.dumps({"examples": [asdict(e) for e in examples], "base": str(base), "work": str(work)})
+def plan(examples: list[Example], base: Path, work: Path, ready: Path | None = None) -> str:
+    return json.dumps({"examples": [asdict(e) for e in examples], "base": str(base), "work": str(work),
+                       "ready": str(ready) if ready else None})
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """Every code example of README.md and docs/ runs, as written, on the bundled sample and the offline tokenizer.
 
 The blocks are read at run time (README.md may be rewritten: whatever python blocks it holds then are
-run), classified by tests/docs_examples.py and run page by page in subprocesses: one for every page,
-one more with `HF_ENDPOINT` pointed at the local test hub for the blocks marked `docs-test: hub`. Each
+run), classified by tests/docs_examples.py and run page by page in subprocesses: one for the setup page
+and then every other page, one more (started once the setup page has run) with `HF_ENDPOINT` pointed at
+the local test hub for the blocks marked `docs-test: hub`. Each
 example is one test here; those that cannot run are skipped with the reason their page gives, and the
 end of the run prints how many examples ran and lists the skipped ones.
 """
@@ -15,7 +16,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,27 +32,39 @@ HUB_TOKEN, HUB_USER = "hf_docs_examples_token", "me"
 TIMEOUT = 900
 
 
-def _start(examples: list[Example], base: Path, work: Path, env: dict[str, str]) -> Callable[[], dict[str, Any]]:
-    """Start the runner on ``examples``; the returned function waits for it and gives its results."""
-    work.mkdir(parents=True, exist_ok=True)
-    plan_file, results_file, log = work / "plan.json", work / "results.json", work / "runner.log"
-    plan_file.write_text(plan(examples, base, work), encoding="utf-8")
-    with log.open("w") as output:
-        process = subprocess.Popen([sys.executable, str(RUNNER), str(plan_file), str(results_file)], env=env,
-                                   cwd=work, stdout=output, stderr=subprocess.STDOUT)
+class _Runner:
+    """The runner on ``examples``, started; with ``ready``, it writes that file once the setup page has run."""
 
-    def finish() -> dict[str, Any]:
+    def __init__(self, examples: list[Example], base: Path, work: Path, env: dict[str, str],
+                 ready: Path | None = None) -> None:
+        work.mkdir(parents=True, exist_ok=True)
+        plan_file, self.results_file, self.log = work / "plan.json", work / "results.json", work / "runner.log"
+        plan_file.write_text(plan(examples, base, work, ready), encoding="utf-8")
+        self.started = time.monotonic()
+        with self.log.open("w") as output:
+            self.process = subprocess.Popen([sys.executable, str(RUNNER), str(plan_file), str(self.results_file)],
+                                            env=env, cwd=work, stdout=output, stderr=subprocess.STDOUT)
+
+    def wait_for(self, ready: Path) -> None:
+        """Until ``ready`` is written, or the runner has ended (its results then say why)."""
+        while not ready.exists() and self.process.poll() is None:
+            if time.monotonic() - self.started > TIMEOUT:
+                stop(self.process)
+                pytest.fail(f"the docs examples runner did not finish {SETUP_PAGE} within {TIMEOUT}s:\n"
+                            f"{self.log.read_text()}")
+            time.sleep(0.1)
+
+    def finish(self) -> dict[str, Any]:
+        """Wait for the runner; its results."""
         try:
-            code = process.wait(timeout=TIMEOUT)
+            code = self.process.wait(timeout=max(1.0, TIMEOUT - (time.monotonic() - self.started)))
         except subprocess.TimeoutExpired:
-            stop(process)
+            stop(self.process)
             raise
-        if code != 0 or not results_file.exists():
-            pytest.fail(f"the docs examples runner exited with {code}:\n{log.read_text()}")
-        results: dict[str, Any] = json.loads(results_file.read_text(encoding="utf-8"))
+        if code != 0 or not self.results_file.exists():
+            pytest.fail(f"the docs examples runner exited with {code}:\n{self.log.read_text()}")
+        results: dict[str, Any] = json.loads(self.results_file.read_text(encoding="utf-8"))
         return results
-
-    return finish
 
 
 def _environment(home: Path) -> dict[str, str]:
@@ -93,21 +106,30 @@ def results(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
     setup = [e for e in runnable if e.page == SETUP_PAGE]
     if not setup:
         pytest.fail(f"{SETUP_PAGE} has no runnable example: it builds the folder every other page runs in")
-    found = _start(setup, base, root / "setup", _environment(root / "home"))()
-    # then the other pages, and the Hub pages beside them (two processes, two cores)
-    local = _start([e for e in runnable if not e.hub and e.page != SETUP_PAGE], base, root / "local",
-                   _environment(root / "home"))
     hub_examples = [e for e in runnable if e.hub]
-    if hub_examples:
-        hub = _LocalHub(root)
-        try:
+    hub = _LocalHub(root) if hub_examples else None  # it starts while the setup page runs
+    local: _Runner | None = None
+    try:
+        # one process runs the setup page, then the other pages; once the setup page has built the
+        # folder, the Hub pages start beside them (two processes, two cores)
+        ready = root / "setup-done.json"
+        local = _Runner(setup + [e for e in runnable if not e.hub and e.page != SETUP_PAGE], base, root / "local",
+                        _environment(root / "home"), ready)
+        local.wait_for(ready)
+        found: dict[str, Any] = {}
+        if hub is not None:
             env = _environment(root / "hub-home")
             env.update(HF_ENDPOINT=hub.url, HF_TOKEN=HUB_TOKEN, HF_HUB_DISABLE_XET="1")
             del env["HF_HUB_OFFLINE"]
-            found.update(_start(hub_examples, base, root / "hub", env)())
-        finally:
+            found.update(_Runner(hub_examples, base, root / "hub", env).finish())
+        found.update(local.finish())
+    except BaseException:
+        if local is not None:
+            stop(local.process)
+        raise
+    finally:
+        if hub is not None:
             hub.stop()
-    found.update(local())
     yield found
     _summary(request, found)
 

@@ -42,6 +42,8 @@ SERVER_START_TIMEOUT = 20.0
 CLIENT_TIMEOUT = 120.0  # one child process: imports, a push or a load
 TEST_TIMEOUT = 600.0  # last resort: dump the stacks and stop the run rather than hang
 HTTP_TIMEOUT = 10.0
+#: The child's name for "the calls listed in the arguments, in turn" (`Identity.run_each`).
+EACH = "<each>"
 #: What `import whileai_datasets` raises for an identity `on_a_training_machine`.
 BLOCKED_IMPORT = "whileai_datasets is not installed on this machine"
 
@@ -180,6 +182,19 @@ class Identity:
                         f"{error['traceback']}", pytrace=False)
         return outcome["value"]
 
+    def run_each(self, *calls: tuple[Callable[..., Any], dict[str, Any]]) -> list[Any]:
+        """Each ``(fn, kwargs)`` in turn, in one child process as this identity (its imports are paid once):
+        their values; the first exception fails the test. The functions come from one test module."""
+        modules = {fn.__module__ for fn, _ in calls}
+        assert len(modules) == 1, f"run_each takes functions of one module, not of {sorted(modules)}"
+        names = [[fn.__qualname__, kwargs] for fn, kwargs in calls]
+        outcome = self._call(calls[0][0], {"calls": names}, function=EACH)
+        if "error" in outcome:
+            error = outcome["error"]
+            pytest.fail(f"{self.name}: {error['call']} raised {error['type']}: {error['message']}\n"
+                        f"{error['traceback']}", pytrace=False)
+        return list(outcome["value"])
+
     def run_error(self, fn: Callable[..., Any], /, **kwargs: Any) -> ClientError:
         """`fn(**kwargs)` in a child process, expected to raise; returns what it raised."""
         outcome = self._call(fn, kwargs)
@@ -188,13 +203,13 @@ class Identity:
         error = outcome["error"]
         return ClientError(error["type"], tuple(error["bases"]), error["message"])
 
-    def _call(self, fn: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _call(self, fn: Callable[..., Any], kwargs: dict[str, Any], function: str | None = None) -> dict[str, Any]:
         workdir = self.home / "work"
         workdir.mkdir(parents=True, exist_ok=True)  # cwd: `alice/ds` must not name a local folder
         call_id = uuid.uuid4().hex[:8]
         args_file, result_file = workdir / f"args-{call_id}.json", workdir / f"result-{call_id}.json"
         args_file.write_text(json.dumps(kwargs))
-        command = [sys.executable, __file__, sys.modules[fn.__module__].__file__ or "", fn.__qualname__,
+        command = [sys.executable, __file__, sys.modules[fn.__module__].__file__ or "", function or fn.__qualname__,
                    str(args_file), str(result_file)]
         try:
             done = subprocess.run(command, env=self._env(), cwd=workdir, capture_output=True, text=True,
@@ -361,13 +376,21 @@ def _child_main(module_file: str, function: str, args_file: str, result_file: st
     assert spec is not None and spec.loader is not None
     test_module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(test_module)
-    try:
-        outcome: dict[str, Any] = {"value": getattr(test_module, function)(**json.loads(Path(args_file).read_text()))}
-    except Exception as err:  # reported to the test, which decides whether it was expected
-        kind = type(err)
-        outcome = {"error": {"type": f"{kind.__module__}.{kind.__qualname__}",
-                             "bases": [f"{b.__module__}.{b.__qualname__}" for b in kind.__mro__[1:]],
-                             "message": str(err), "traceback": traceback.format_exc()}}
+    args = json.loads(Path(args_file).read_text())
+    calls = args["calls"] if function == EACH else [[function, args]]
+    values = []
+    for name, kwargs in calls:
+        try:
+            values.append(getattr(test_module, name)(**kwargs))
+        except Exception as err:  # reported to the test, which decides whether it was expected
+            kind = type(err)
+            outcome: dict[str, Any] = {"error": {
+                "type": f"{kind.__module__}.{kind.__qualname__}", "call": name,
+                "bases": [f"{b.__module__}.{b.__qualname__}" for b in kind.__mro__[1:]],
+                "message": str(err), "traceback": traceback.format_exc()}}
+            break
+    else:
+        outcome = {"value": values if function == EACH else values[0]}
     Path(result_file).write_text(json.dumps(outcome, default=str))
     return 0
 

@@ -146,7 +146,7 @@ def test_push_and_export_push_to_make_the_same_repo(alice, tmp_path):
     alice.run(export_and_push, source=str(source), output=str(tmp_path / "train.jsonl"), repo_id=exported)
     done = alice.run(push, argv=[str(source), pushed, "--mask-mode", "final"])
 
-    one, other = (alice.run(repo_view, repo_id=repo, token=alice.token) for repo in (exported, pushed))
+    one, other = alice.run_each(*((repo_view, {"repo_id": repo, "token": alice.token}) for repo in (exported, pushed)))
     assert done["code"] == 0, done["stderr"]
     assert one["files"] == other["files"]
     assert [c["config_name"] for c in one["configs"]] == ["default", "canonical", "messages", "sharegpt"]

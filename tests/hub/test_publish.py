@@ -78,8 +78,9 @@ def test_publish_of_message_feature_rows_stores_only_built_in_types(alice, repo_
     alice.run(publish_saved, path=str(tmp_path / "messages"), repo_id=repo_id, token=alice.token)
 
     reader = alice.on_another_machine()
-    reader.run(load_to_disk, repo_id=repo_id, out=str(tmp_path / "back"), token=alice.token, name="canonical")
-    card = reader.run(read_card, repo_id=repo_id, token=alice.token)
+    _, card = reader.run_each(
+        (load_to_disk, {"repo_id": repo_id, "out": str(tmp_path / "back"), "token": alice.token, "name": "canonical"}),
+        (read_card, {"repo_id": repo_id, "token": alice.token}))
 
     back = load_from_disk(str(tmp_path / "back"))["train"]
     assert "WhileaiMessage" not in card["text"] + str(card["data"])
@@ -108,16 +109,16 @@ def test_second_publish_replaces_the_splits_and_the_old_revision_still_loads(ali
     second = alice.run(publish_saved, path=str(tmp_path / "changed"), repo_id=repo_id, token=alice.token)
 
     reader = alice.on_another_machine()
-    latest = reader.run(load_to_disk, repo_id=repo_id, out=str(tmp_path / "latest"), token=alice.token,
-                        name="canonical")
-    old = reader.run(load_to_disk, repo_id=repo_id, out=str(tmp_path / "old"), token=alice.token,
-                     revision=first["commit"], name="canonical")
+    latest, old, files = reader.run_each(
+        (load_to_disk, {"repo_id": repo_id, "out": str(tmp_path / "latest"), "token": alice.token, "name": "canonical"}),
+        (load_to_disk, {"repo_id": repo_id, "out": str(tmp_path / "old"), "token": alice.token,
+                        "revision": first["commit"], "name": "canonical"}),
+        (repo_files, {"repo_id": repo_id, "token": alice.token}))
     _, _, history = hub.call("GET", f"/api/datasets/{repo_id}/commits/main", token=alice.token)
     assert second["commit"] != first["commit"]
     ids = [c["id"] for c in history]
     assert ids.index(first["commit"]) == ids.index(second["commit"]) + 1  # one commit per publish
     assert latest == {"train": 1, "test": 2}
-    files = reader.run(repo_files, repo_id=repo_id, token=alice.token)
     assert [f for f in files if "holdout" in f] == []  # the old split's shards are deleted in the same commit
     assert {f for f in files if f.endswith(".parquet")} == {
         f"{folder}/{split}-00000-of-00001.parquet" for folder in ("data", "canonical", "messages", "sharegpt")
@@ -246,10 +247,10 @@ def test_publish_to_a_branch_leaves_main_alone_and_the_branch_loads(alice, hub, 
     branch = alice.run(publish_saved, path=str(tmp_path / "one"), repo_id=repo_id, token=alice.token, revision="dev")
 
     reader = alice.on_another_machine()
-    on_dev = reader.run(load_to_disk, repo_id=repo_id, out=str(tmp_path / "dev"), token=alice.token,
-                        revision="dev", name="canonical")
-    on_main = reader.run(load_to_disk, repo_id=repo_id, out=str(tmp_path / "main"), token=alice.token,
-                         name="canonical")
+    on_dev, on_main = reader.run_each(
+        (load_to_disk, {"repo_id": repo_id, "out": str(tmp_path / "dev"), "token": alice.token, "revision": "dev",
+                        "name": "canonical"}),
+        (load_to_disk, {"repo_id": repo_id, "out": str(tmp_path / "main"), "token": alice.token, "name": "canonical"}))
     assert hub.head(repo_id, alice.token) == first["commit"]
     assert branch["commit"] != first["commit"]
     assert on_dev == {"train": 1}

@@ -84,8 +84,8 @@ def load_configs(repo_id: str, token: str) -> dict[str, Any]:
 # --- memory ----------------------------------------------------------------------------------------
 def test_peak_memory_of_a_publish_is_flat_in_the_row_count(alice, repo_id, tmp_path):
     small, large = 10_000, 40_000
-    for n in (small, large):
-        alice.run(make_rows, path=str(tmp_path / f"rows-{n}"), n=n, tag=f"{repo_id}-{n}")
+    alice.run_each(*((make_rows, {"path": str(tmp_path / f"rows-{n}"), "n": n, "tag": f"{repo_id}-{n}"})
+                     for n in (small, large)))
 
     peaks = {n: alice.run(publish_measured, path=str(tmp_path / f"rows-{n}"), repo_id=f"{repo_id}-{n}",
                           token=alice.token)["peak_mb"] for n in (small, large)}
@@ -97,13 +97,15 @@ def test_peak_memory_of_a_publish_is_flat_in_the_row_count(alice, repo_id, tmp_p
 # --- resume ----------------------------------------------------------------------------------------
 def test_a_publish_interrupted_mid_upload_resumes_without_resending_a_stored_shard(alice, hub, repo_id, tmp_path):
     path = str(tmp_path / "rows")
-    alice.run(make_rows, path=path, n=3000, tag=repo_id)
     stored_before_failure = 3
     # the fourth shard's upload fails, again on every retry: the publish stops there
     hub.fail("lfs-upload", "500", times=1000, skip=stored_before_failure, retry_after=0)
     mark = hub.mark()
 
-    error = alice.run(publish_error, path=path, repo_id=repo_id, token=alice.token, max_shard_size="200KB")
+    # the rows are made in the same client process (they send nothing to the server)
+    _, error = alice.run_each((make_rows, {"path": path, "n": 3000, "tag": repo_id}),
+                              (publish_error, {"path": path, "repo_id": repo_id, "token": alice.token,
+                                               "max_shard_size": "200KB"}))
 
     first = [e for e in hub.requests(mark) if e["route"] == "lfs-upload"]
     assert error["type"] == PUBLISH_ERROR and "run publish again to retry" in error["message"], error
@@ -112,10 +114,12 @@ def test_a_publish_interrupted_mid_upload_resumes_without_resending_a_stored_sha
     hub.clear_faults()
     mark = hub.mark()
 
-    result = alice.run(publish_measured, path=path, repo_id=repo_id, token=alice.token, max_shard_size="200KB")
+    # the shards are listed in the same client process (listing uploads nothing)
+    result, shards = alice.run_each((publish_measured, {"path": path, "repo_id": repo_id, "token": alice.token,
+                                                        "max_shard_size": "200KB"}),
+                                    (repo_shards, {"repo_id": repo_id, "token": alice.token}))
 
     second = [e for e in hub.requests(mark) if e["route"] == "lfs-upload"]
-    shards = alice.run(repo_shards, repo_id=repo_id, token=alice.token)
     assert hub.head(repo_id, alice.token) == result["commit"]
     assert len(shards) > stored_before_failure + 2
     # every shard went up exactly once over the two runs: the stored ones were not sent again

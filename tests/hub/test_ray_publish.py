@@ -58,6 +58,11 @@ def repo_view(repo_id: str, token: str) -> dict[str, Any]:
             "folders": sorted({f.split("/")[0] for f in files}), "schemas": schemas}
 
 
+def repo_views(repo_ids: list[str], token: str) -> list[dict[str, Any]]:
+    """`repo_view` of each repo, in one client process (its imports are paid once)."""
+    return [repo_view(repo_id, token) for repo_id in repo_ids]
+
+
 def test_push_on_ray_publishes_the_repo_a_local_push_publishes(alice, tmp_path):
     rows = seeded_rows(seed=5, mode="rl", repeats=2, budget=16)
     for row in rows[-3::2]:  # two assistant turns in a row late in the file: a trainer gap in a later block
@@ -82,15 +87,15 @@ def test_push_on_ray_publishes_the_repo_a_local_push_publishes(alice, tmp_path):
     trainers = json.loads(by_local["stdout"])["trainers"]
     doubled = trainers["ms-swift"]["inexact"]["consecutive_assistant_turns"]
     assert json.loads(by_ray["stdout"])["trainers"] == trainers == by_ray["blocks"]["trainers"]
-    one = alice.run(repo_view, repo_id=local, token=alice.token)
+    one, *others = alice.run(repo_views, repo_ids=[local, on_ray, in_blocks], token=alice.token)
     # the first doubled turn, located in its split: the rows of the blocks before it counted
     located = [f"split {split!r}, row {i}, messages[{len(r['messages']) - 1}]"
                for split in ("train", "holdout") for i, r in enumerate(one["configs"]["canonical"][split]["rows"])
                if [m["role"] for m in r["messages"][-2:]] == ["assistant", "assistant"]]
     assert doubled == {"rows": 2, "first": located[0], "effect": doubled["effect"]} and len(located) == 2
     assert set(one["configs"]["canonical"]) == {"train", "holdout"}
-    for repo in (on_ray, in_blocks):
-        other = alice.run(repo_view, repo_id=repo, token=alice.token)
+    assert len(others) == 2
+    for other in others:
         assert other["configs"] == one["configs"]  # the same rows, in the same order, with the same features
         assert other["yaml"] == one["yaml"]
         assert other["folders"] == one["folders"]

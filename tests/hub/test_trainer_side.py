@@ -1,11 +1,12 @@
 """The training machine's side of a published repo: plain datasets and TRL, no whileai_datasets.
 
-Each test publishes canonical rows to the local hub, then, in a client process where
-`import whileai_datasets` fails (a module of that name that raises is first on sys.path), loads
-every config by name, checks every feature type is built into `datasets`, and runs TRL 1.16's own
-trainers with default settings on a tiny model built from a config, with a tokenizer trained in
-the test and trl's qwen2_5 chat template (no generation block). What TRL labels is compared, by
-text and by count, with what this package's own `tokenize` marks on the canonical rows.
+Each test's canonical rows are published to the local hub; then, in a client process where
+`import whileai_datasets` fails (a module of that name that raises is first on sys.path), every
+config is loaded by name, every feature type is checked to be built into `datasets`, and TRL 1.16's
+own trainers run with default settings on a tiny model built from a config, with a tokenizer
+trained in the test and trl's qwen2_5 chat template (no generation block). What TRL labels is
+compared, by text and by count, with what this package's own `tokenize` marks on the canonical rows.
+One publishing process and one such training machine serve all the tests of the module (`cases`).
 
 Functions without a `test_` prefix run in a client process (see conftest: `Identity.run`); this
 module imports nothing from whileai_datasets at its top level, so those processes can load it.
@@ -14,6 +15,7 @@ module imports nothing from whileai_datasets at its top level, so those processe
 from __future__ import annotations
 
 import json
+import uuid
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -155,6 +157,21 @@ def dpo_masks(repo_id: str, token: str, tokenizer_dir: str, out: str) -> dict[st
     return {"blocked": blocked, "rows": list(pairs), "sides": sides, "steps": steps}  # rows decode Json on 4.x too
 
 
+# --- client side: several calls in one process -------------------------------------------------------
+def each(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every ``{"fn": name, "kwargs": ...}`` of ``calls`` in turn, in this one client process (its imports of
+    datasets, transformers and TRL are paid once): per call, its value or the traceback of what it raised."""
+    import traceback
+
+    outcomes: list[dict[str, Any]] = []
+    for call in calls:
+        try:
+            outcomes.append({"value": globals()[call["fn"]](**call["kwargs"])})
+        except Exception:  # noqa: BLE001  (reported to the test of that call, which fails with it)
+            outcomes.append({"error": traceback.format_exc()})
+    return outcomes
+
+
 # --- the test machine: our own mask -------------------------------------------------------------------
 def _tokenizer(rows: list[dict[str, Any]], folder: Path) -> Any:
     from tests.tiny_lm import train_tokenizer, trl_template
@@ -177,17 +194,27 @@ def _our_runs(canonical: Any, tokenizer: Any) -> tuple[list[str], int]:
     return runs, sum(sum(m) for m in tokenized["assistant_masks"])
 
 
-def _canonical(tmp_path: Path, load: Any, mode: str) -> tuple[list[dict[str, Any]], Any]:
-    from tests.conftest import SYSTEM_PROMPT, TOOLS, seeded_rows, write_jsonl
+def _load(folder: Path, source: Path, *args: Any, **kwargs: Any) -> Any:
+    """``load_dataset("whileai/export", ...)`` of ``source`` with a cache under ``folder``."""
+    import datasets
+
+    import whileai_datasets  # noqa: F401
+
+    return datasets.load_dataset("whileai/export", *args, data_files=str(source), split="train",
+                                 cache_dir=str(folder / "cache"), **kwargs)
+
+
+def _canonical(folder: Path, rows: list[dict[str, Any]], mode: str) -> Any:
+    from tests.conftest import SYSTEM_PROMPT, TOOLS, write_jsonl
     from whileai_datasets import transforms as wai_transforms
 
-    rows = seeded_rows(seed=7, mode="rl", repeats=1, budget=24)
-    source = write_jsonl(tmp_path / "rows.jsonl", rows)
+    folder.mkdir(parents=True, exist_ok=True)
+    source = write_jsonl(folder / "rows.jsonl", rows)
     mask_mode = "final" if mode == "final" else "assistant"
-    canonical = load(source, system_prompt=SYSTEM_PROMPT, tools=TOOLS, mask_mode=mask_mode)
+    canonical = _load(folder, source, system_prompt=SYSTEM_PROMPT, tools=TOOLS, mask_mode=mask_mode)
     if mode == "unroll":
         canonical = canonical.with_format("arrow").map(wai_transforms.unroll, batched=True).with_format(None)
-    return rows, canonical
+    return canonical
 
 
 def _assert_plain_configs(loaded: dict[str, Any], expected: set[str]) -> None:
@@ -198,19 +225,118 @@ def _assert_plain_configs(loaded: dict[str, Any], expected: set[str]) -> None:
         assert "Whileai" not in json.dumps(config["features"]), name
 
 
-# --- tests ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("mode", ["assistant", "final", "unroll"])
-def test_sft_trainer_on_the_default_config_trains_exactly_the_marked_turns(alice, repo_id, tmp_path, load, mode):
-    rows, canonical = _canonical(tmp_path, load, mode)
-    tokenizer = _tokenizer(rows, tmp_path / "tokenizer")
-    canonical.save_to_disk(str(tmp_path / "canonical"))
-    extra = {"tokenizer_dir": str(tmp_path / "tokenizer")} if mode == "assistant" else {}
-    alice.run(publish_saved, path=str(tmp_path / "canonical"), repo_id=repo_id, token=alice.token, **extra)
+# --- one publishing process and one training machine serve the module ----------------------------------
+SFT_MODES = ("assistant", "final", "unroll")
+#: A client process here runs every case's calls: the whole module's publishing, or its training.
+MODULE_CLIENT_TIMEOUT = 900.0
 
+
+def _call(fn: Any, **kwargs: Any) -> dict[str, Any]:
+    return {"fn": fn.__name__, "kwargs": kwargs}
+
+
+def _sft_case(root: Path, repo_id: str, token: str, rows: list[dict[str, Any]], tokenizer_dir: Path,
+              mode: str) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """A default-config SFT case: its canonical rows, its publish call and its training calls."""
+    folder = root / mode
+    canonical = _canonical(folder, rows, mode)
+    canonical.save_to_disk(str(folder / "canonical"))
+    extra = {"tokenizer_dir": str(tokenizer_dir)} if mode == "assistant" else {}
+    calls = [_call(load_every_config, repo_id=repo_id, token=token),
+             _call(sft_labels, repo_id=repo_id, token=token, tokenizer_dir=str(tokenizer_dir), out=str(folder / "sft"))]
+    if extra:
+        calls += [_call(card_text, repo_id=repo_id, token=token),
+                  _call(sft_labels, repo_id=repo_id, token=token, config="tokenized", tokenizer_dir=str(tokenizer_dir),
+                        out=str(folder / "sft-tokenized"))]
+    publishing = _call(publish_saved, path=str(folder / "canonical"), repo_id=repo_id, token=token, **extra)
+    return {"canonical": canonical, "extra": extra}, publishing, calls
+
+
+def _dpo_case(root: Path, repo_id: str, token: str, canonical_rows: list[dict[str, Any]]) -> tuple[
+        dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    from whileai.simulations.score.judging import build_preference_pairs
+
+    from tests.conftest import SYSTEM_PROMPT, TOOLS, seeded_rows, write_jsonl
+
+    folder = root / "dpo"
+    rows = seeded_rows(seed=1, mode="rl", repeats=4, budget=40)
+    pairs, _ = build_preference_pairs(rows)
+    folder.mkdir(parents=True)
+    preference = _load(folder, write_jsonl(folder / "pairs.jsonl", pairs), "preference", system_prompt=SYSTEM_PROMPT,
+                       tools=TOOLS)
+    canonical = _canonical(folder / "final", canonical_rows, "final")
+    tokenizer = _tokenizer(rows, folder / "tokenizer")
+    canonical.save_to_disk(str(folder / "canonical"))
+    preference.save_to_disk(str(folder / "preference"))
+    publishing = _call(publish_saved, path=str(folder / "canonical"), repo_id=repo_id, token=token,
+                       preference=str(folder / "preference"))
+    calls = [_call(load_every_config, repo_id=repo_id, token=token),
+             _call(dpo_masks, repo_id=repo_id, token=token, tokenizer_dir=str(folder / "tokenizer"),
+                   out=str(folder / "dpo"))]
+    return {"tokenizer": tokenizer}, publishing, calls
+
+
+@pytest.fixture(scope="module")
+def cases(hub: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Every test's repo, published by one client process, then loaded and trained on by one training machine
+    (a process per test would import datasets, transformers and TRL again each time: most of its minute).
+    Per case: what the test compares (its canonical rows, tokenizer), and the outcome of each of its calls."""
+    from tests.conftest import seeded_rows
+    from tests.hub.conftest import TOKENS, Identity
+
+    root = tmp_path_factory.mktemp("trainer-side")
+    alice = Identity("alice", TOKENS["alice"], root / "alice", hub, timeout=MODULE_CLIENT_TIMEOUT)
+    token = str(alice.token)
+    rows = seeded_rows(seed=7, mode="rl", repeats=1, budget=24)
+    tokenizer = _tokenizer(rows, root / "tokenizer")
+    found: dict[str, dict[str, Any]] = {}
+    publishing, training = [], []
+    for mode in (*SFT_MODES, "dpo"):
+        repo_id = f"alice/trainer-side-{mode}-{uuid.uuid4().hex[:8]}"
+        if mode == "dpo":
+            case, publish_call, calls = _dpo_case(root, repo_id, token, rows)
+        else:
+            case, publish_call, calls = _sft_case(root, repo_id, token, rows, root / "tokenizer", mode)
+            case["tokenizer"] = tokenizer
+        found[mode] = {**case, "calls": len(calls)}
+        publishing.append(publish_call)
+        training += calls
+    published = alice.run(each, calls=publishing)
     trainer_machine = alice.on_a_training_machine()
-    loaded = trainer_machine.run(load_every_config, repo_id=repo_id, token=alice.token)
-    trained = trainer_machine.run(sft_labels, repo_id=repo_id, token=alice.token,
-                                  tokenizer_dir=str(tmp_path / "tokenizer"), out=str(tmp_path / "sft"))
+    trainer_machine.timeout = MODULE_CLIENT_TIMEOUT
+    # a case whose publish failed is not trained on: its test fails with the publish's error
+    failed = {mode for mode, outcome in zip(found, published) if "error" in outcome}
+    outcomes = iter(trainer_machine.run(each, calls=[c for mode, calls in _by_case(found, training)
+                                                     if mode not in failed for c in calls]))
+    for (mode, calls), outcome in zip(_by_case(found, training), published):
+        found[mode]["published"] = outcome
+        found[mode]["outcomes"] = [] if mode in failed else [next(outcomes) for _ in calls]
+    return found
+
+
+def _by_case(found: dict[str, dict[str, Any]], training: list[dict[str, Any]]) -> list[tuple[str, list[Any]]]:
+    """``training`` cut back into each case's calls, in case order."""
+    cut, start = [], 0
+    for mode, case in found.items():
+        cut.append((mode, training[start:start + case["calls"]]))
+        start += case["calls"]
+    return cut
+
+
+def _values(case: dict[str, Any]) -> list[Any]:
+    """The values of a case's training calls; its publish's or a call's error fails the test with its traceback."""
+    for outcome in (case["published"], *case["outcomes"]):
+        if "error" in outcome:
+            pytest.fail(f"a client call of this case raised:\n{outcome['error']}", pytrace=False)
+    return [outcome["value"] for outcome in case["outcomes"]]
+
+
+# --- tests ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", SFT_MODES)
+def test_sft_trainer_on_the_default_config_trains_exactly_the_marked_turns(cases, mode):
+    case = cases[mode]
+    canonical, tokenizer, extra = case["canonical"], case["tokenizer"], case["extra"]
+    loaded, trained, *tokenized_side = _values(case)
 
     ours, marked = _our_runs(canonical, tokenizer)
     marked_turns = sum(sum(m) for m in canonical["loss_mask"])
@@ -226,37 +352,19 @@ def test_sft_trainer_on_the_default_config_trains_exactly_the_marked_turns(alice
     assert trained["steps"] == 1
     if mode == "final":
         assert trained["rows"] == len(canonical)
+    assert bool(tokenized_side) == bool(extra)
     if extra:  # the card's token counts, measured at publish time, are what TRL labelled
-        card = trainer_machine.run(card_text, repo_id=repo_id, token=alice.token)
-        pre = trainer_machine.run(sft_labels, repo_id=repo_id, token=alice.token, config="tokenized",
-                                  tokenizer_dir=str(tmp_path / "tokenizer"), out=str(tmp_path / "sft-tokenized"))
+        card, pre = tokenized_side
         assert (pre["labelled"], Counter(pre["runs"])) == (marked, Counter(ours))
         assert loaded["configs"]["tokenized"]["assistant_masks"] == marked
         assert f"the completion mask covers {trained['labelled']} of " in card
         assert f"covers {marked} tokens against {marked} marked here: the same count" in card
 
 
-def test_dpo_trainer_on_the_preference_config_masks_the_prompt_and_trains_one_turn_a_side(alice, repo_id,
-                                                                                          tmp_path, load):
-    from whileai.simulations.score.judging import build_preference_pairs
-
-    from tests.conftest import SYSTEM_PROMPT, TOOLS, seeded_rows, write_jsonl
-
-    rows = seeded_rows(seed=1, mode="rl", repeats=4, budget=40)
-    pairs, _ = build_preference_pairs(rows)
-    preference = load(write_jsonl(tmp_path / "pairs.jsonl", pairs), "preference", system_prompt=SYSTEM_PROMPT,
-                      tools=TOOLS)
-    _, canonical = _canonical(tmp_path, load, "final")
-    tokenizer = _tokenizer(rows, tmp_path / "tokenizer")
-    canonical.save_to_disk(str(tmp_path / "canonical"))
-    preference.save_to_disk(str(tmp_path / "preference"))
-    alice.run(publish_saved, path=str(tmp_path / "canonical"), repo_id=repo_id, token=alice.token,
-              preference=str(tmp_path / "preference"))
-
-    trainer_machine = alice.on_a_training_machine()
-    loaded = trainer_machine.run(load_every_config, repo_id=repo_id, token=alice.token)
-    trained = trainer_machine.run(dpo_masks, repo_id=repo_id, token=alice.token,
-                                  tokenizer_dir=str(tmp_path / "tokenizer"), out=str(tmp_path / "dpo"))
+def test_dpo_trainer_on_the_preference_config_masks_the_prompt_and_trains_one_turn_a_side(cases):
+    case = cases["dpo"]
+    tokenizer = case["tokenizer"]
+    loaded, trained = _values(case)
 
     _assert_plain_configs(loaded, {"default", "canonical", "messages", "sharegpt", "preference"})
     published = trained["rows"]

@@ -40,8 +40,8 @@ def test_push_to_publishes_what_publish_makes_of_the_same_rows_held_in_memory(al
 
     assert got["pushed_from_files"] and not got["held_from_files"]  # push_to's rows are read from disk
     assert got["pushed"]["splits"] == got["held"]["splits"]
-    ours = alice.run(repo_shards, repo_id=repo_id, token=alice.token)
-    theirs = alice.run(repo_shards, repo_id=f"{repo_id}-held", token=alice.token)
+    ours, theirs = alice.run_each((repo_shards, {"repo_id": repo_id, "token": alice.token}),
+                                  (repo_shards, {"repo_id": f"{repo_id}-held", "token": alice.token}))
     assert {"data", "canonical", "messages", "sharegpt"} <= {path.split("/")[0] for path in ours}
     assert ours == theirs  # the same Parquet files, byte for byte (their sha256), at the same paths
 
@@ -50,8 +50,9 @@ def test_push_to_does_not_hold_the_rows_in_memory(alice: Any, repo_id: str, tmp_
     alice.login()
     small, large, width = 10_000, 40_000, 1_000  # ~2 KB of text a row, 3 and 10 chunks: 20 MB against 80 MB
     peaks = {}
-    for n in (small, large):
-        alice.run(unique_rollouts, path=str(tmp_path / f"run-{n}.jsonl"), n=n, width=width)
+    alice.run_each(*((unique_rollouts, {"path": str(tmp_path / f"run-{n}.jsonl"), "n": n, "width": width})
+                     for n in (small, large)))
+    for n in (small, large):  # each measured in a process of its own
         got = alice.run(export_and_push_measured, source=str(tmp_path / f"run-{n}.jsonl"),
                         output=str(tmp_path / f"train-{n}.jsonl"), repo_id=f"{repo_id}-{n}")
         assert got["hub"]["splits"] == {"train": n}
