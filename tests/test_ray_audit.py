@@ -25,7 +25,7 @@ from whileai_datasets.auditing.on_ray import audit_on_ray
 from whileai_datasets.auditing.report import Audit
 from whileai_datasets.ray_engine import source as ray_source
 
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")]
+pytestmark = [pytest.mark.ray, pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")]
 CHATML = (
     "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor %}"
     "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}"

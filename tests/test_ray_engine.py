@@ -37,6 +37,7 @@ from whileai_datasets.ray_engine import source as ray_source
 from whileai_datasets.tokenize.token_masks import UnsupervisedRowsWarning, tokenize
 
 pytestmark = [
+    pytest.mark.ray,
     # Ray Data's DataContext warns about its own deprecated fields while it initialises them
     pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context"),
 ]

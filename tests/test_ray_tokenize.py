@@ -21,7 +21,7 @@ import ray
 from whileai_datasets import SchemaError, ray_engine
 from whileai_datasets.tokenize.token_masks import tokenize
 
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")]
+pytestmark = [pytest.mark.ray, pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")]
 KEY = ["source_file", "source_offset"]
 
 

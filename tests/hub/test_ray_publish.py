@@ -14,6 +14,7 @@ from tests.conftest import SYSTEM_PROMPT, seeded_rows, write_jsonl
 from tests.hub.test_hub_cli import push
 
 pytest.importorskip("ray.data")
+pytestmark = pytest.mark.ray
 
 
 def push_on_ray(argv: list[str], source: str, repo_id: str, system: str) -> dict[str, Any]:
