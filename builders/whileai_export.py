@@ -88,7 +88,7 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         super().__init__(*args, dataset_name=CACHE_NAME, **kwargs)
         self.config.validate()
         self.bad_rows = BadRows()
-        #: rows read that carry no loss (warned once per split; training rows only)
+        #: rows read that carry no loss (said on every load of a split, streamed: per file; training rows only)
         self.no_loss = NoLoss()
         #: leak facts of the rows read (training rows only), for the export's leak gate
         self.leaks = LeakScan() if self.config.leak_facts and self.config.name == "default" else None
@@ -365,19 +365,21 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
 
 
 def no_loss_of(path: str, split: str) -> str | None:
-    """What to say about the rows of ``split`` (a split name, or a slice of one: ``train[:10%]``) that carry
-    no loss, from the report ``_prepare_split`` left in ``path``; None when they all carry some."""
+    """What to say about the rows of ``split`` that carry no loss, from the reports ``_prepare_split`` left
+    in ``path``; None when they all carry some. ``split`` is a split name or a read instruction over one or
+    more (``train[:10%]``, ``train+test``): each split it names is said, as the split it is."""
     if not os.path.exists(path):
         return None
     with open(path, encoding="utf-8") as handle:
         reports: dict[str, Any] = json.load(handle)
-    base = re.match(r"[\w.-]+", split)
-    name = split if split in reports else base.group(0) if base else split
-    if not reports.get(name, {}).get("count"):
-        return None
-    found = NoLoss()
-    found.merge(reports[name])
-    return found.message(f"split {name!r}" if name == split else f"split {name!r} (loaded as {split!r})")
+    names = [split] if split in reports else list(dict.fromkeys(n for n in re.findall(r"[\w.-]+", split) if n in reports))
+    said = []
+    for name in names:
+        if reports[name].get("count"):
+            found = NoLoss()
+            found.merge(reports[name])
+            said.append(found.message(f"split {name!r}" if name == split else f"split {name!r} (loaded as {split!r})"))
+    return " ".join(said) or None
 
 
 def _all_rows_skipped(split: str, bad: BadRows) -> ExportFormatError:

@@ -67,3 +67,15 @@ def test_loading_again_from_the_cache_says_it_again(tmp_path: Path) -> None:
         load_dataset("whileai/export", data_files=str(source), split="train[:2]")
     with pytest.warns(NothingToTrainWarning, match=r"rows of split 'train' train nothing"):
         load_dataset("whileai/export", data_files=str(source))  # every split: a DatasetDict
+
+
+def test_a_read_instruction_over_two_splits_names_each(tmp_path: Path) -> None:
+    train = write_jsonl(tmp_path / "train.jsonl", _rows(2, [0]))
+    test = write_jsonl(tmp_path / "test.jsonl", _rows(1, [1]))
+    files = {"train": str(train), "test": str(test)}
+    load_dataset("whileai/export", data_files=files)  # prepared (and said) once
+    with pytest.warns(NothingToTrainWarning) as seen:
+        load_dataset("whileai/export", data_files=files, split="train+test")
+    said = " ".join(str(w.message) for w in seen if issubclass(w.category, NothingToTrainWarning))
+    assert "1 of 3 rows of split 'train' (loaded as 'train+test')" in said
+    assert "1 of 2 rows of split 'test' (loaded as 'train+test')" in said

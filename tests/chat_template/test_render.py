@@ -129,11 +129,12 @@ def test_render_refuses_input_with_the_reserved_marker_characters() -> None:
 
 
 @pytest.mark.parametrize("text", ["{% set __wai_iter = namespace %}{{ messages[0].content }}",
-                                  "{% for __wai_loop_open in messages %}x{% endfor %}"])
+                                  "\n{% for __wai_loop_open in messages %}x{% endfor %}"])
 def test_render_refuses_a_template_that_uses_the_span_trackers_names(text: str) -> None:
     # the tracker's callbacks compile to plain calls (no sandbox check): a template may not bind those names
-    with pytest.raises(TemplateError, match=r"uses the name '__wai_(iter|loop_open)', which span tracking reserves"):
+    with pytest.raises(TemplateError, match=r"uses the name '__wai_(iter|loop_open)', which span tracking reserves") as err:
         ChatTemplate(text).render([{"role": "user", "content": "hi"}])
+    assert err.value.location == f"template line {text.count(chr(10), 0, text.index('__wai')) + 1}"
 
 
 def test_render_pins_strftime_now() -> None:

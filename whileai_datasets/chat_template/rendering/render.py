@@ -148,10 +148,11 @@ def instrument_loops(ast: nodes.Template) -> nodes.Template:
     Raises:
         TemplateError: the template itself uses one of the tracker's names (they compile to plain calls).
     """
-    reserved = next((node.name for node in ast.find_all(nodes.Name) if node.name in TRACKER_NAMES), None)
+    reserved = next((node for node in ast.find_all(nodes.Name) if node.name in TRACKER_NAMES), None)
     if reserved is not None:
-        raise TemplateError(f"the template uses the name {reserved!r}, which span tracking reserves",
-                            hint="Rename that variable in the template.")
+        raise TemplateError(f"the template uses the name {reserved.name!r}, which span tracking reserves",
+                            location=f"template line {reserved.lineno}",
+                            hint=f"Rename {reserved.name!r} in the template (names starting __wai_ are ours).")
     uids = count()
 
     def visit(body: list[nodes.Node]) -> None:
