@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.conftest import DATA, SYSTEM_PROMPT, TOOLS, read_jsonl, seeded_rows, write_jsonl
+from tests.conftest import SYSTEM_PROMPT, TOOLS, read_jsonl, write_jsonl
 from tests.prefix_diff import prefix_diff_mask
 from tests.tiny_lm import train_tokenizer, trl_template
 from whileai_datasets import ChatTemplate, SchemaError
@@ -36,18 +36,6 @@ def test_chunk_token_masks_equal_each_rows_own() -> None:
 
 def test_spans_to_token_mask_without_spans_is_all_zero() -> None:
     assert spans_to_token_mask(np.array([[0, 2], [2, 4]]), []).tolist() == [0, 0]
-
-
-@pytest.fixture(scope="module")
-def rows_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    rows = seeded_rows(seed=5, mode="rl", repeats=2) + read_jsonl(DATA / "engine_multiturn.jsonl")
-    return write_jsonl(tmp_path_factory.mktemp("tok") / "rows.jsonl", rows)
-
-
-@pytest.fixture(scope="module")
-def qwen_tokenizer(rows_file: Path) -> Any:
-    texts = [json.dumps(row) for row in read_jsonl(rows_file)]
-    return train_tokenizer(texts, chat_template=trl_template("qwen2_5"))
 
 
 def test_tokenize_one_example_at_a_time_is_refused_with_the_fix(load: Any, rows_file: Path, qwen_tokenizer: Any) -> None:

@@ -40,9 +40,8 @@ the start of a text is never reused.
 from __future__ import annotations
 
 import re
-from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from itertools import accumulate, chain, pairwise
-from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -50,7 +49,7 @@ import numpy as np
 from whileai_datasets.errors import SchemaError
 from whileai_datasets.tokenize.token_lengths import byte_lengths, piece_pattern, prepend_first, shield_token
 
-__all__ = ["EncodeQueue", "Encoded", "PieceEncoder", "backend_of", "byte_lengths", "encode_texts", "piece_pattern",
+__all__ = ["EncodeJob", "Encoded", "PieceEncoder", "backend_of", "byte_lengths", "encode_texts", "piece_pattern",
            "prepend_first"]
 
 MAX_PIECES = 20_000  # reused pieces kept (each at least REUSED_CHARS long)
@@ -67,6 +66,46 @@ REUSED_CHARS = 256
 Encoded = tuple[np.ndarray, np.ndarray]  # ids (int32), (n, 2) offsets (int64)
 
 
+@dataclass(eq=False)
+class _Slot:
+    """A reused piece's encoding, filled in when the job that encodes it first is finished (jobs finish in
+    order, so every later job that planned with the piece finds it there)."""
+
+    encoded: Encoded | None = None
+
+
+Part = tuple[int, "Encoded | _Slot | None"]  # (start in its text, a known piece, a piece on its way, or a run)
+
+
+@dataclass(eq=False)
+class EncodeJob:
+    """One chunk of texts to encode: planned and finished on the caller's thread (``PieceEncoder.plan`` and
+    ``finish``, all the Python work), run on any thread (``run``: the Rust calls alone, without the GIL).
+
+    ``units`` are what the tokenizer encodes: the fresh pieces first (``fresh``), then the runs (or the
+    texts themselves when ``rows`` is None); each goes to ``fast`` (no offsets: they follow from the ids)
+    or to ``slow`` (the encoder's own offsets), at the index ``route`` gives (``~i`` for slow).
+    """
+
+    backend: Any
+    fast: list[str]
+    slow: list[str]
+    route: list[int]
+    rows: list[list[Part]] | None
+    fresh: list[tuple[str, _Slot]]
+    fast_out: list[Any] = field(default_factory=list)
+    slow_out: list[Any] = field(default_factory=list)
+
+    def run(self) -> EncodeJob:
+        backend = self.backend
+        if self.fast:  # tokenizers < 0.21 has no encode_batch_fast: its offsets are then computed, unread
+            self.fast_out = getattr(backend, "encode_batch_fast", backend.encode_batch)(self.fast,
+                                                                                        add_special_tokens=False)
+        if self.slow:
+            self.slow_out = backend.encode_batch(self.slow, add_special_tokens=False)
+        return self
+
+
 class PieceEncoder:
     """Encodes texts through a ``tokenizers.Tokenizer``, each long repeated piece once.
 
@@ -79,6 +118,11 @@ class PieceEncoder:
     number of turns: the Python-side work per row stays small while the Rust
     encoder (which runs without the GIL) does the rest.
 
+    ``encode`` does it all at once; ``plan``, ``EncodeJob.run`` and ``finish``
+    are its three steps, for a caller that runs the middle one on another
+    thread (``EncodeQueue``). Not thread-safe: ``plan`` and ``finish`` belong to
+    one thread, and jobs are finished in the order they were planned.
+
     Pickles as an empty encoder (so ``datasets`` hashes a transform holding
     it the same before and after use); it rebuilds itself on first use.
     """
@@ -87,6 +131,7 @@ class PieceEncoder:
         self._backend: Any = None
         self._pattern: re.Pattern[str] | None = None
         self._pieces: dict[str, Encoded] = {}
+        self._pending: dict[str, _Slot] = {}  # pieces planned in a job not finished yet
         self._seen: set[int] = set()  # hashes of the long pieces met once
         self._lengths: np.ndarray | None = None  # characters per token id: offsets from the ids
         self._shield: str | None = None  # an added token that keeps a reused piece off offset 0 (prepend "first")
@@ -98,95 +143,132 @@ class PieceEncoder:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__()  # type: ignore[misc]
 
-    def encode(self, backend: Any, texts: list[str]) -> list[Encoded]:
-        if backend is not self._backend:
-            self.__init__()  # type: ignore[misc]
-            self._backend, self._pattern, self._lengths = backend, piece_pattern(backend), byte_lengths(backend)
-            self._shield = shield_token(backend) if self._pattern is not None and prepend_first(backend) else None
-            if self._pattern is not None and prepend_first(backend) and self._shield is None:
-                self._pattern = None
-        if self._pattern is None:
-            return [_as_arrays(e) for e in backend.encode_batch(texts, add_special_tokens=False)]
-        out = self._by_pieces(texts)
-        if not self._verified:
-            whole = [_as_arrays(e) for e in backend.encode_batch(texts, add_special_tokens=False)]
-            same = all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(out, whole))
-            if not same and self._lengths is not None:  # the pieces may hold: try them with the encoder's offsets
-                self._lengths = None
-                self._pieces.clear()
-                out = self._by_pieces(texts)
-                same = all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(out, whole))
-            self._verified, self._pattern = True, (self._pattern if same else None)
-            return whole
-        return out
+    def checked(self, backend: Any) -> bool:
+        """Whether ``backend``'s first batch has been checked (until then, ``encode`` every batch whole)."""
+        return backend is self._backend and (self._verified or self._pattern is None)
 
-    def _segments(self, text: str, fresh: dict[str, None]) -> list[tuple[int, str | None, int]]:
-        """``text`` as (start, reused piece, 0) and (start, None, end) runs to encode; repeats go to ``fresh``."""
+    def forget_pending(self) -> None:
+        """Drop the pieces of jobs that will not be finished (their batch failed)."""
+        self._pending.clear()
+
+    def _settle(self, backend: Any) -> None:
+        if backend is self._backend:
+            return
+        self.__init__()  # type: ignore[misc]
+        self._backend, self._pattern, self._lengths = backend, piece_pattern(backend), byte_lengths(backend)
+        self._shield = shield_token(backend) if self._pattern is not None and prepend_first(backend) else None
+        if self._pattern is not None and prepend_first(backend) and self._shield is None:
+            self._pattern = None
+
+    def encode(self, backend: Any, texts: list[str]) -> list[Encoded]:
+        """(ids, offsets) of each text; the first batch is also encoded whole and compared (``verify``)."""
+        self._settle(backend)
+        if self._pattern is None:
+            return self.finish(self.plan(backend, texts).run())
+        out = self.finish(self.plan(backend, texts).run())
+        return out if self._verified else self._verify(texts, out)
+
+    def _verify(self, texts: list[str], out: list[Encoded]) -> list[Encoded]:
+        """The first batch: pieces (and offsets from lengths) against whole encodes; a difference turns the
+        lengths off, then the pieces."""
+        whole = [_as_arrays(e) for e in self._backend.encode_batch(texts, add_special_tokens=False)]
+        same = all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(out, whole))
+        if not same and self._lengths is not None:  # the pieces may hold: try them with the encoder's offsets
+            self._lengths = None
+            self._pieces.clear()
+            self._pending.clear()
+            out = self.finish(self.plan(self._backend, texts).run())
+            same = all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(out, whole))
+        self._verified, self._pattern = True, (self._pattern if same else None)
+        return whole
+
+    def plan(self, backend: Any, texts: list[str]) -> EncodeJob:
+        """The job that encodes ``texts``: cut into reused pieces and runs (the pieces met a second time are
+        encoded in it first)."""
+        self._settle(backend)
+        if self._pattern is None:
+            return EncodeJob(backend, [], list(texts), [~i for i in range(len(texts))], None, [])
+        if len(self._pieces) > MAX_PIECES:
+            self._pieces.clear()
+        if len(self._seen) > MAX_SEEN:
+            self._seen.clear()
+        fresh: dict[str, _Slot] = {}
+        runs: list[str] = []
+        rows = [self._parts(text, fresh, runs) for text in texts]
+        shield = self._shield
+        units = [shield + piece for piece in fresh] if shield is not None else list(fresh)
+        fast: list[str] = []
+        slow: list[str] = []
+        route = []
+        by_lengths = self._lengths is not None
+        for unit in chain(units, runs):
+            if by_lengths and unit.isascii():  # one character per byte
+                route.append(len(fast))
+                fast.append(unit)
+            else:
+                route.append(~len(slow))
+                slow.append(unit)
+        return EncodeJob(backend, fast, slow, route, rows, list(fresh.items()))
+
+    def _parts(self, text: str, fresh: dict[str, _Slot], runs: list[str]) -> list[Part]:
+        """``text`` as parts (see ``Part``); its runs go to ``runs``, the pieces met a second time to ``fresh``."""
         assert self._pattern is not None
-        known, seen = self._pieces, self._seen
-        segments: list[tuple[int, str | None, int]] = []
+        known, pending, seen = self._pieces, self._pending, self._seen
+        parts: list[Part] = []
         run = 0  # where the current run started
-        parts = self._pattern.split(text)  # text, added token, text, ..., text: the pattern captures the tokens
-        ends = list(accumulate(map(len, parts)))
+        pieces = self._pattern.split(text)  # text, added token, text, ..., text: the pattern captures the tokens
+        ends = list(accumulate(map(len, pieces)))
         shielded = self._shield is not None
-        for k in range(0, len(parts), 2):  # the text between two added tokens
-            piece = parts[k]
+        for k in range(0, len(pieces), 2):  # the text between two added tokens
+            piece = pieces[k]
             if len(piece) < REUSED_CHARS:
                 continue
             end = ends[k]
             start = end - len(piece)
             if shielded and start == 0:
                 continue
-            if piece not in known:
+            ref: Encoded | _Slot | None = known.get(piece)
+            if ref is None:
+                ref = pending.get(piece)
+            if ref is None:
                 key = hash(piece)
                 if key not in seen:
                     seen.add(key)
                     continue
-                fresh[piece] = None
+                ref = pending[piece] = fresh[piece] = _Slot()
             if start > run:
-                segments.append((run, None, start))
-            segments.append((start, piece, 0))
+                parts.append((run, None))
+                runs.append(text[run:start])
+            parts.append((start, ref))
             run = end
-        if run < len(text) or not segments:
-            segments.append((run, None, len(text)))
-        return segments
+        if run < len(text) or not parts:
+            parts.append((run, None))
+            runs.append(text[run:])
+        return parts
 
-    def _by_pieces(self, texts: list[str]) -> list[Encoded]:
-        if len(self._pieces) > MAX_PIECES:
-            self._pieces.clear()
-        if len(self._seen) > MAX_SEEN:
-            self._seen.clear()
-        fresh: dict[str, None] = {}
-        plans = [self._segments(text, fresh) for text in texts]
-        runs = [text[start:end] for text, plan in zip(texts, plans) for start, piece, end in plan if piece is None]
-        pieces = list(fresh)
-        for piece, (ids, offsets) in zip(pieces, self._encode_pieces(pieces)):
-            self._pieces[piece] = ids.copy(), offsets.copy()  # not views: a kept piece pins no batch's arrays
-        ran = iter(self._encode(runs))
-        known = self._pieces
-        return _join_rows([[(start, known[piece] if piece is not None else next(ran)) for start, piece, _ in plan]
-                           for plan in plans])
+    def finish(self, job: EncodeJob) -> list[Encoded]:
+        """Each text's (ids, offsets) from its job's encodings (run); the job's fresh pieces are kept."""
+        fast = self._fast_arrays(job) if job.fast else []
+        slow = [_as_arrays(e) for e in job.slow_out]
+        encoded = [fast[i] if i >= 0 else slow[~i] for i in job.route]
+        if job.rows is None:
+            return encoded
+        shield = len(self._shield) if self._shield is not None else 0
+        for (piece, slot), (ids, offsets) in zip(job.fresh, encoded):
+            if shield:  # encoded behind the shield, which is dropped
+                ids, offsets = ids[1:], offsets[1:] - shield
+            slot.encoded = self._pieces[piece] = ids.copy(), offsets.copy()  # not views: pins no batch's arrays
+            self._pending.pop(piece, None)
+        ran = iter(encoded[len(job.fresh):])
+        return _join_rows([[(start, next(ran) if ref is None else ref.encoded if type(ref) is _Slot else ref)
+                            for start, ref in row] for row in job.rows])  # type: ignore[misc]
 
-    def _encode_pieces(self, pieces: list[str]) -> list[Encoded]:
-        """Reused pieces, each as it encodes after an added token (behind the shield, which is then dropped)."""
-        shield = self._shield
-        if shield is None:
-            return self._encode(pieces)
-        return [(ids[1:], offsets[1:] - len(shield)) for ids, offsets in self._encode([shield + p for p in pieces])]
-
-    def _encode(self, texts: list[str]) -> list[Encoded]:
-        """(ids, offsets) of each text: from the ids alone where the byte lengths allow, else the encoder's."""
-        lengths, backend = self._lengths, self._backend
-        if lengths is None:
-            return [_as_arrays(e) for e in backend.encode_batch(texts, add_special_tokens=False)]
-        out: list[Encoded | None] = [None] * len(texts)
-        plain = [i for i, text in enumerate(texts) if text.isascii()]  # one character per byte
-        fast = getattr(backend, "encode_batch_fast", backend.encode_batch)  # tokenizers < 0.21: offsets unread
-        encodings = fast([texts[i] for i in plain], add_special_tokens=False)
-        for i, encoded in zip(plain, _offsets_from_lengths(lengths, [texts[i] for i in plain], encodings)):
-            out[i] = encoded  # None: a token of no known length, this text's offsets are read from the encoder
+    def _fast_arrays(self, job: EncodeJob) -> list[Encoded]:
+        """The fast units' arrays; a unit whose lengths do not spell it is encoded again with offsets."""
+        assert self._lengths is not None
+        out = _offsets_from_lengths(self._lengths, job.fast, job.fast_out)
         rest = [i for i, item in enumerate(out) if item is None]
-        for i, encoding in zip(rest, backend.encode_batch([texts[i] for i in rest], add_special_tokens=False)):
+        for i, encoding in zip(rest, job.backend.encode_batch([job.fast[i] for i in rest], add_special_tokens=False)):
             out[i] = _as_arrays(encoding)
         return out  # type: ignore[return-value]
 
@@ -252,34 +334,6 @@ def encode_texts(tokenizer: Any, texts: list[str], encoder: PieceEncoder | None 
         (list(ids), np.asarray(offsets, dtype=np.int64).reshape(-1, 2))
         for ids, offsets in zip(out["input_ids"], out["offset_mapping"])
     ]
-
-
-class EncodeQueue:
-    """Encodes chunks of texts on one background thread, in order, while the caller renders the next chunk.
-
-    The tokenizer's Rust code runs without the GIL, so on two cores a batch's
-    encoding overlaps its Jinja rendering instead of following it. One thread
-    keeps the ``PieceEncoder`` (which is not thread-safe) to one user at a time;
-    it lives only inside ``with`` (none is left running when ``datasets`` forks
-    its workers).
-    """
-
-    def __init__(self, tokenizer: Any, encoder: PieceEncoder) -> None:
-        self._tokenizer, self._encoder = tokenizer, encoder
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="wai-encode")
-
-    def __enter__(self) -> EncodeQueue:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=error is not None)
-
-    def submit(self, texts: list[str]) -> Future[list[Encoded]] | None:
-        """Queue ``texts`` for encoding; the future of their (ids, offsets) (None for no text)."""
-        if not texts:
-            return None
-        return self._pool.submit(encode_texts, self._tokenizer, texts, self._encoder)
 
 
 def backend_of(tokenizer: Any) -> Any:

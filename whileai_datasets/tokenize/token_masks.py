@@ -19,7 +19,6 @@ import gc
 import json
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import count
@@ -38,6 +37,7 @@ from whileai_datasets.columnar._arrow import require_batched
 from whileai_datasets.errors import RenderBudgetError, SchemaError, TemplateError
 from whileai_datasets.rows import option_names
 from whileai_datasets.rows.features import message_from_storage
+from whileai_datasets.tokenize.encode_queue import EncodeQueue, Ticket
 from whileai_datasets.tokenize.notices import (
     BadMaskRowsWarning,
     UnsupervisedRowsWarning,
@@ -45,7 +45,7 @@ from whileai_datasets.tokenize.notices import (
     dropped_warning,
 )
 from whileai_datasets.tokenize.token_columns import arrow_columns, numpy_columns, set_column
-from whileai_datasets.tokenize.token_encode import Encoded, EncodeQueue, PieceEncoder
+from whileai_datasets.tokenize.token_encode import PieceEncoder
 
 __all__ = ["BadMaskRowsWarning", "Tokenize", "UnsupervisedRowsWarning", "spans_to_token_mask",
            "supervised_spans", "template_messages", "tokenize"]
@@ -340,11 +340,11 @@ class Tokenize:
         """``rows`` over decoded chunks: chunk k+1 is decoded and rendered while chunk k is encoded, and each
         chunk's masks are made as soon as its encoding is done."""
         out: list[RowMask | None] = []
-        pending: deque[tuple[list[Found | None], Future[list[Encoded]] | None]] = deque()
+        pending: deque[tuple[list[Found | None], Ticket | None]] = deque()
 
         def finish() -> None:
-            found, future = pending.popleft()
-            encoded = future.result() if future is not None else []
+            found, ticket = pending.popleft()
+            encoded = queue.result(ticket) if ticket is not None else []
             rendered = [item for item in found if item is not None]
             masks = iter(zip(encoded, chunk_token_masks([e[1] for e in encoded], [item[1] for item in rendered],
                                                          [len(item[0]) for item in rendered]), rendered))

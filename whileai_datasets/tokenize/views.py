@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -107,7 +108,7 @@ def _view(text: str, spans: list[tuple[int, int]], ids: Any, offsets: np.ndarray
     if len(text):
         edges = np.flatnonzero(np.diff(chars.astype(np.int8))) + 1
         bounds = [0, *edges.tolist(), len(text)]
-        runs = [(text[a:b], bool(chars[a])) for a, b in zip(bounds, bounds[1:])]
+        runs = [(text[a:b], bool(chars[a])) for a, b in pairwise(bounds)]
     total, supervised = len(ids), int(mask.sum())
     if max_length is None or total <= max_length:
         return MaskView(runs, total, supervised)
