@@ -53,3 +53,58 @@ def test_cast_storage_fills_missing_fields_with_null() -> None:
     cast = Message().cast_storage(partial)
     assert cast.type == MESSAGE_TYPE
     assert Message().decode_example(cast.to_pylist()[0]) == {"role": "user", "content": "x"}
+
+
+def _decoded_row_by_row(array: pa.Array | pa.ChunkedArray) -> list[object]:
+    from whileai_datasets.rows.features import message_from_storage
+
+    return [None if row is None else [message_from_storage(m) for m in row] for row in array.to_pylist()]
+
+
+def test_messages_read_field_by_field_equal_the_row_by_row_decode() -> None:
+    from whileai_datasets.rows.features import messages_from_arrow
+
+    parts = {"role": "user", "content": [{"type": "text", "text": "look"}, {"type": "image_url",
+                                                                            "image_url": {"url": "u"}}]}
+    rows = [MESSAGES, [], [parts, {"role": "assistant", "content": None, "tool_calls": MESSAGES[2]["tool_calls"]}],
+            MESSAGES[::-1], [{"role": "user", "content": "x", "note": None, "tags": ["a"]}]]
+    table = Dataset.from_dict({"messages": rows}, features=Features({"messages": List(Message())})) \
+        .with_format("arrow")[:]
+    column = table["messages"]
+    chunked = pa.chunked_array([column.combine_chunks().slice(0, 2), column.combine_chunks().slice(2)])
+    for array in (column, column.combine_chunks().slice(1, 3), chunked):
+        decoded = messages_from_arrow(array)
+        assert decoded == _decoded_row_by_row(array)
+        # the same keys in the same order: templates may loop over a message's items
+        assert [[list(m) for m in row] for row in decoded] == [[list(m) for m in row] for row in
+                                                               _decoded_row_by_row(array)]
+    assert messages_from_arrow(column)[2][0]["content"] == parts["content"]
+
+
+def test_messages_of_a_struct_with_fewer_fields_or_null_rows_decode_as_row_by_row() -> None:
+    from whileai_datasets.rows.features import messages_from_arrow
+
+    fewer = pa.array([[{"role": "user", "content": "hi"}, {"role": "assistant", "content": None}], []],
+                     pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())])))
+    assert messages_from_arrow(fewer) == [[{"role": "user", "content": "hi"},
+                                           {"role": "assistant", "content": None}], []]
+    with_nulls = pa.array([[{"role": "user", "content": "hi"}], None], fewer.type)
+    assert messages_from_arrow(with_nulls) == [[{"role": "user", "content": "hi"}], None]  # as to_pylist has it
+
+
+def test_tokenize_refuses_a_row_whose_messages_are_null_naming_it() -> None:
+    import pytest
+
+    from tests.tiny_lm import train_tokenizer, trl_template
+    from whileai_datasets import SchemaError
+    from whileai_datasets.tokenize.token_masks import tokenize
+
+    tokenizer = train_tokenizer(["hi there", "be brief"], chat_template=trl_template("qwen2_5"))
+    rows = [[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}], None]
+    from whileai_datasets.rows.features import message_to_storage, storage_type
+
+    stored = [None if row is None else [message_to_storage(m) for m in row] for row in rows]
+    table = pa.table({"messages": pa.array(stored, pa.list_(storage_type(MESSAGE_TYPE))).cast(pa.list_(MESSAGE_TYPE)),
+                      "loss_mask": pa.array([[0, 1], None], pa.list_(pa.int8()))})
+    with pytest.raises(SchemaError, match=r"row 1 of the batch has no 'messages' \(null\).*ds.filter"):
+        tokenize(tokenizer)(table)

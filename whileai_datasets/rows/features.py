@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -113,6 +114,53 @@ def decoded_content(value: dict[str, Any]) -> Any:
     """A storage struct's content: its text, or its list of part dicts."""
     parts = value.get("parts")
     return value["content"] if parts is None else [part_from_storage(part) for part in parts]
+
+
+def messages_from_arrow(array: pa.Array | pa.ChunkedArray) -> list[list[dict[str, Any]]]:
+    """``[[message_from_storage(m) for m in row] for row in array.to_pylist()]``, read field by field.
+
+    ``array`` is a list-of-message-structs column (any subset of ``MESSAGE_TYPE``'s fields). Each field is
+    converted to Python in one call and the message dicts are built from them, instead of a dict of every
+    field per message first (half the time on whileai's rows). A column with null rows or null messages is
+    read row by row, as ``to_pylist`` reads it (a null row is None).
+    """
+    if isinstance(array, pa.ChunkedArray):
+        return [row for chunk in array.chunks for row in messages_from_arrow(chunk)]
+    if isinstance(array.type, pa.BaseExtensionType):
+        array = array.storage
+    flat = array.flatten() if array.null_count == 0 else None
+    if flat is None or flat.null_count or not pa.types.is_struct(flat.type):
+        return [None if row is None else [None if m is None else message_from_storage(m) for m in row]  # type: ignore[misc]
+                for row in array.to_pylist()]
+    names = {flat.type.field(i).name for i in range(flat.type.num_fields)}
+    none = [None] * len(flat)
+    fields = [flat.field(name).to_pylist() if name in names else none for name in _FIELD_ORDER]
+    messages = [_message(*values) for values in zip(*fields)]
+    bounds = array.offsets.to_numpy()
+    bounds = (bounds - bounds[0]).tolist()
+    return [messages[a:b] for a, b in pairwise(bounds)]
+
+
+#: The struct fields ``_message`` takes, in its parameters' order.
+_FIELD_ORDER = ("role", "content", "parts", "reasoning_content", "tool_calls", "name", "tool_call_id", "extra")
+
+
+def _message(role: Any, content: Any, parts: Any, reasoning: Any, calls: Any, name: Any, call_id: Any,
+             extra: Any) -> dict[str, Any]:
+    """``message_from_storage`` of one message given as its fields (``_FIELD_ORDER``)."""
+    out: dict[str, Any] = {"role": role, "content": content if parts is None else
+                           [part_from_storage(part) for part in parts]}
+    if reasoning is not None:
+        out["reasoning_content"] = reasoning
+    if calls is not None:
+        out["tool_calls"] = calls
+    if name is not None:
+        out["name"] = name
+    if call_id is not None:
+        out["tool_call_id"] = call_id
+    if extra is not None:
+        out.update(json.loads(extra) if isinstance(extra, str) else extra)
+    return out
 
 
 @dataclass

@@ -30,13 +30,18 @@ import pyarrow as pa
 from whileai_datasets._options import check_count
 from whileai_datasets._typing import ON_BAD_ROW, OnBadRow
 from whileai_datasets.chat_template.masks.mask_check import check_row
-from whileai_datasets.chat_template.masks.masking import MaskPlan, encode_arguments, supervised_spans
+from whileai_datasets.chat_template.masks.masking import (
+    MaskPlan,
+    encode_arguments,
+    encode_arguments_in_place,
+    supervised_spans,
+)
 from whileai_datasets.chat_template.rendering.render import batch_inputs, marker_free
 from whileai_datasets.chat_template.sandbox.budget import budget_scope
 from whileai_datasets.columnar._arrow import require_batched
 from whileai_datasets.errors import RenderBudgetError, SchemaError, TemplateError
 from whileai_datasets.rows import option_names
-from whileai_datasets.rows.features import message_from_storage
+from whileai_datasets.rows.features import messages_from_arrow
 from whileai_datasets.tokenize.encode_queue import EncodeQueue, Ticket
 from whileai_datasets.tokenize.notices import (
     BadMaskRowsWarning,
@@ -138,23 +143,34 @@ def _check_columns(batch: Any, column: str) -> None:
         )
 
 
-def _decode_table(batch: pa.Table, column: str, decoded: dict[str, Any]) -> Decoded:
+def _decode_table(batch: pa.Table, column: str, decoded: dict[str, Any], arguments: Any = None,
+                  start: int = 0) -> Decoded:
     """(messages, tools, loss masks) of Arrow rows; ``decoded`` holds each distinct tools text decoded once
-    (rows share their tool schemas, and so their prepared copies: ``render.batch_inputs``)."""
-    messages = [[message_from_storage(m) for m in row] for row in batch.column(column).to_pylist()]
+    (rows share their tool schemas, and so their prepared copies: ``render.batch_inputs``). With
+    ``arguments``, the messages come shaped as the template wants them (``template_messages``)."""
+    messages = messages_from_arrow(batch.column(column))
+    if batch.column(column).null_count:
+        row = messages.index(None)  # type: ignore[arg-type]
+        raise SchemaError(f"row {start + row} of the batch has no {column!r} (null)",
+                          hint=f"Drop the rows without a conversation first: ds.filter(lambda row: row[{column!r}] "
+                               "is not None).")
+    if arguments is not None:
+        for row in messages:
+            encode_arguments_in_place(row, arguments)
     tools_column = batch.column("tools").to_pylist() if "tools" in batch.column_names else [None] * batch.num_rows
     tools = [(decoded[t] if t in decoded else decoded.setdefault(t, json.loads(t))) if isinstance(t, str) else t
              for t in tools_column]
     return messages, tools, batch.column("loss_mask").to_pylist()
 
 
-def _batch_chunks(batch: Any, column: str) -> Iterator[Decoded]:
+def _batch_chunks(batch: Any, column: str, arguments: Any) -> Iterator[Decoded]:
     """The batch decoded ``RENDER_CHUNK`` rows at a time, whichever kind it is (an Arrow batch is decoded
-    chunk by chunk, so the encoding thread already works while later chunks are decoded)."""
+    chunk by chunk, so the encoding thread already works while later chunks are decoded, and its messages
+    come shaped with ``arguments``: nobody else holds them)."""
     if isinstance(batch, pa.Table):
         decoded: dict[str, Any] = {}
         for start in range(0, batch.num_rows, RENDER_CHUNK):
-            yield _decode_table(batch.slice(start, RENDER_CHUNK), column, decoded)
+            yield _decode_table(batch.slice(start, RENDER_CHUNK), column, decoded, arguments, start)
         return
     n = len(batch[column])
     yield from _list_chunks(list(batch[column]), list(batch.get("tools") or [None] * n), list(batch["loss_mask"]))
@@ -273,14 +289,18 @@ class Tokenize:
         return text, spans
 
     def checked_spans(self, messages: list[dict[str, Any]], tools: Any, mask: list[int],
-                      row: int | None = None) -> tuple[str, list[tuple[int, int]], str]:
+                      row: int | None = None, *, shaped: bool = False) -> tuple[str, list[tuple[int, int]], str]:
         """``row_spans`` plus the method that gave them.
 
         A row whose generation blocks fail the check is measured again by
         per-turn rendering; that result is used (and reported as ``"turns"``)
-        when it passes.
+        when it passes. ``shaped``: ``messages`` already are ``template_messages`` of the row.
         """
-        shaped = template_messages(messages, self.plan.arguments)
+        shaped_messages = messages if shaped else template_messages(messages, self.plan.arguments)
+        return self._checked(shaped_messages, tools, mask, row)
+
+    def _checked(self, shaped: list[dict[str, Any]], tools: Any, mask: list[int],
+                 row: int | None) -> tuple[str, list[tuple[int, int]], str]:
         try:
             rendered, spans = self.plan.render_row(shaped, tools or None, mask)
         except TemplateError as err:
@@ -336,9 +356,10 @@ class Tokenize:
             return self._chunk_rows(_list_chunks(messages, tools, masks), indices, messages_clean)
 
     def _chunk_rows(self, chunks: Iterable[Decoded], indices: Sequence[int] | None,
-                    messages_clean: bool) -> list[RowMask | None]:
+                    messages_clean: bool, shaped: bool = False) -> list[RowMask | None]:
         """``rows`` over decoded chunks: chunk k+1 is decoded and rendered while chunk k is encoded, and each
-        chunk's masks are made as soon as its encoding is done."""
+        chunk's masks are made as soon as its encoding is done. ``shaped``: the chunks' messages are
+        ``template_messages`` already."""
         out: list[RowMask | None] = []
         pending: deque[tuple[list[Found | None], Ticket | None]] = deque()
 
@@ -358,7 +379,7 @@ class Tokenize:
         position = 0
         with EncodeQueue(self.tokenizer, self.encoder) as queue, batch_inputs(messages_clean=messages_clean):
             for messages, tools, masks in chunks:
-                found = [self._found(m, t, k, indices[p] if indices is not None else p)
+                found = [self._found(m, t, k, indices[p] if indices is not None else p, shaped)
                          for p, m, t, k in zip(count(position), messages, tools, masks)]
                 position += len(found)
                 pending.append((found, queue.submit([f[0] for f in found if f is not None])))
@@ -368,12 +389,12 @@ class Tokenize:
                 finish()
         return out
 
-    def _found(self, messages: list[dict[str, Any]], tools: Any, mask: list[int],
-               row: int) -> tuple[str, list[tuple[int, int]], str] | None:
+    def _found(self, messages: list[dict[str, Any]], tools: Any, mask: list[int], row: int,
+               shaped: bool) -> tuple[str, list[tuple[int, int]], str] | None:
         """``checked_spans`` of one row; None for a bad row under ``on_bad_row='skip'``."""
         try:
             with budget_scope(self.chat.budget):  # per row: one row over the budget spoils no other
-                return self.checked_spans(messages, tools, mask, row)
+                return self.checked_spans(messages, tools, mask, row, shaped=shaped)
         except RenderBudgetError as err:
             raise _at_row(err, row) from None  # the template, not the row: skipping would not help
         except TemplateError as err:
@@ -390,10 +411,11 @@ class Tokenize:
     def __call__(self, batch: Any, indices: list[int] | None = None) -> Any:
         require_batched(batch, "tokenize")  # rows left with no supervised token are dropped
         _check_columns(batch, self.column)
-        chunks = _batch_chunks(batch, self.column)
-        clean = isinstance(batch, pa.Table) and marker_free(batch.column(self.column))
+        arrow = isinstance(batch, pa.Table)
+        chunks = _batch_chunks(batch, self.column, self.plan.arguments)
+        clean = arrow and marker_free(batch.column(self.column))
         with collector_paused():
-            rows = self._chunk_rows(chunks, indices, messages_clean=clean)
+            rows = self._chunk_rows(chunks, indices, messages_clean=clean, shaped=arrow)
         bad = sum(row is None for row in rows)
         keep = [i for i, row in enumerate(rows) if row is not None and (self.keep_unsupervised or row.supervised > 0)]
         bad_rows_warning(bad, len(rows), indices)

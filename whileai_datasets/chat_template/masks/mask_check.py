@@ -103,8 +103,11 @@ def _find(text: str, form: str, span: tuple[int, int]) -> tuple[int, int] | None
 
 
 def _locate(text: str, content: str, span: tuple[int, int]) -> tuple[int, int] | None:
+    found = _find(text, content, span) if content else None  # the longest form first: most templates render it
+    if found is not None:
+        return found
     for form in rendered_forms(content):
-        found = _find(text, form, span)
+        found = _find(text, form, span) if form != content else None
         if found is not None:
             return found
     return None

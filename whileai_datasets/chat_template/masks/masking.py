@@ -97,6 +97,15 @@ def encode_arguments(messages: Sequence[Mapping[str, Any]], encoding: ArgumentEn
     return out
 
 
+def encode_arguments_in_place(messages: Sequence[dict[str, Any]], encoding: ArgumentEncoding) -> None:
+    """``encode_arguments`` on message dicts the caller owns and gives up (rows just decoded from Arrow):
+    only the messages with tool calls change, each getting a new list of calls; no message is copied."""
+    for message in messages:
+        calls = message.get("tool_calls")
+        if calls:
+            message["tool_calls"] = [_encode_call(call, encoding) for call in calls]
+
+
 def _encode_call(call: Mapping[str, Any], encoding: ArgumentEncoding) -> dict[str, Any]:
     function = dict(call.get("function") or {})
     arguments = function.get("arguments")
