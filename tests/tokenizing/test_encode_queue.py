@@ -41,7 +41,9 @@ def test_a_piece_still_on_its_way_is_reused_by_the_chunks_queued_behind_it(qwen_
         assert len(two.job.fresh) == 1 and not three.job.fresh
         assert SYSTEM[len("<|im_start|>"):-len("<|im_end|>\n")] in encoder._pending
         assert _same(backend, second, queue.result(two)) and _same(backend, third, queue.result(three))
-    assert not encoder._pending and len(encoder._pieces) == 1
+        # the tokenizer's encodings are handed back once read (freed on the thread, before its next call)
+        assert two.job.fast_out == [] == three.job.fast_out and two.job.slow_out == [] == three.job.slow_out
+    assert not encoder._pending and len(encoder._pieces) == 1 and not queue._spent
 
 
 def test_tickets_are_collected_in_the_order_they_were_submitted(qwen_tokenizer: Any) -> None:

@@ -36,12 +36,19 @@ class EncodeQueue:
     while it waits for the GIL to do Python work between them. A backend's
     first chunk is encoded (and checked) at once. The thread lives only inside
     ``with`` (none is left running when ``datasets`` forks its workers).
+
+    The tokenizer's encodings of a collected chunk are freed on the thread too,
+    before its next call: their memory comes from the tokenizer's own threads'
+    allocator arenas, and freeing it on the caller's thread, while those threads
+    allocate for the next chunk, waited on the arenas' locks with the GIL held
+    (a tenth of the caller's time on Llama 3.1's rows, sampled with py-spy).
     """
 
     def __init__(self, tokenizer: Any, encoder: PieceEncoder) -> None:
         self._tokenizer, self._encoder, self._backend = tokenizer, encoder, backend_of(tokenizer)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="wai-encode")
         self._open: deque[Ticket] = deque()
+        self._spent: deque[Any] = deque()  # encodings already read, freed on the thread (``_run``)
 
     def __enter__(self) -> Self:
         return self
@@ -49,6 +56,7 @@ class EncodeQueue:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
         self._pool.shutdown(wait=True, cancel_futures=error is not None)
+        self._spent.clear()  # the tokenizer's threads are idle now
         if self._open:  # chunks never collected: their pieces never arrive
             self._encoder.forget_pending()
 
@@ -64,7 +72,7 @@ class EncodeQueue:
             ticket.future.set_result(self._encoder.encode(backend, texts))
         else:
             job = self._encoder.plan(backend, texts)
-            ticket = Ticket(self._pool.submit(job.run), job)
+            ticket = Ticket(self._pool.submit(self._run, job), job)
         self._open.append(ticket)
         return ticket
 
@@ -74,4 +82,14 @@ class EncodeQueue:
             raise RuntimeError("EncodeQueue.result: tickets are collected in the order they were submitted")
         self._open.popleft()
         done = ticket.future.result()
-        return done if ticket.job is None else self._encoder.finish(done)
+        if ticket.job is None:
+            return done
+        out = self._encoder.finish(done)
+        self._spent.append(done.release())
+        return out
+
+    def _run(self, job: EncodeJob) -> EncodeJob:
+        """On the thread: free what the caller has read (the tokenizer's threads are idle), then encode."""
+        while self._spent:
+            self._spent.popleft()
+        return job.run()

@@ -105,6 +105,12 @@ class EncodeJob:
             self.slow_out = backend.encode_batch(self.slow, add_special_tokens=False)
         return self
 
+    def release(self) -> tuple[list[Any], list[Any]]:
+        """The tokenizer's encodings, handed over (the job keeps none), once ``finish`` has read them."""
+        spent = self.fast_out, self.slow_out
+        self.fast_out, self.slow_out = [], []
+        return spent
+
 
 class PieceEncoder:
     """Encodes texts through a ``tokenizers.Tokenizer``, each long repeated piece once.
