@@ -194,16 +194,23 @@ def compile_plain(text: str, name: str = "<template>") -> jinja2.Template:
     """The template compiled as transformers compiles it (no markers)."""
     env = chat_environment()
     try:
-        return env.from_string(normalize_newlines(text))
+        return flat_globals(env.from_string(normalize_newlines(text)))
     except jinja2.TemplateSyntaxError as err:
         raise syntax_error(err, name) from err
+
+
+def flat_globals(template: jinja2.Template) -> jinja2.Template:
+    """``template`` with its globals (a ``ChainMap`` of its own over the environment's) as one dict: each
+    render copies them into its context, and a ``ChainMap`` is copied key by key in Python."""
+    template.globals = dict(template.globals)
+    return template
 
 
 def compile_ast(ast: nodes.Template, *, track: bool, name: str = "<template>") -> jinja2.Template:
     """Compile an (instrumented) AST; errors the rewrite provoked become TemplateError."""
     env = chat_environment(track=track)
     try:
-        return env.from_string(ast)
+        return flat_globals(env.from_string(ast))
     except (jinja2.TemplateSyntaxError, SyntaxError) as err:
         raise TemplateError(
             f"the instrumented template does not compile: {err}",

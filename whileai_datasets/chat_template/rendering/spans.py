@@ -72,7 +72,7 @@ class LoopTracker:
             return ""
         frame = self._stack[-1]
         frame[2] = 1
-        return marker("I", frame[0], index, frame[1])
+        return f"{MARK_OPEN}I{frame[0]},{index},{frame[1]}{MARK_CLOSE}"  # marker("I", ...), on every pass
 
     @trusted
     def loop_close(self) -> str:
@@ -111,53 +111,47 @@ def decode(raw: str) -> tuple[str, list[Event]]:
 _PAYLOADS: dict[str, tuple[int, ...]] = {}
 
 
-@dataclass
-class _SpanState:
-    frames: list[list[int]] = field(default_factory=list)  # [frame id, message]
-    open_blocks: list[tuple[int, int, int | None]] = field(default_factory=list)
-    last_owner: int | None = None
-
-    def owner(self) -> int | None:
-        return self.frames[-1][1] if self.frames else None
-
-
 def assemble(text: str, events: list[Event], n_messages: int) -> RenderedChat:
-    """Per-message and per-block spans from decoded events."""
-    state = _SpanState()
+    """Per-message and per-block spans from decoded events.
+
+    The text between two events belongs to the message of the innermost loop
+    pass running there (its first and last character give the message's span);
+    a generation block belongs to that message too, or to the last message seen
+    before it when it is outside every message loop. One loop over the events,
+    with the state in locals: it runs once per rendered row.
+    """
+    frames: list[list[int]] = []  # [frame id, message] of the loop passes running
+    open_blocks: list[tuple[int, int, int | None]] = []
     first: dict[int, int] = {}
     last: dict[int, int] = {}
     blocks: list[GenerationBlock] = []
-    previous = 0
-    for position, kind, payload in [*events, (len(text), "end", ())]:
-        owner = state.owner()
+    previous, last_owner = 0, None
+    for position, kind, payload in events:
+        owner = frames[-1][1] if frames else None
         if owner is not None and position > previous:
-            first.setdefault(owner, previous)
-            last[owner] = position
-            state.last_owner = owner
+            if owner not in first:
+                first[owner] = previous
+            last[owner], last_owner = position, owner
         previous = position
-        _apply_event(state, kind, payload, position, blocks)
+        if kind == "I":
+            if frames and frames[-1][0] == payload[0]:
+                frames[-1][1] = payload[1]
+            else:
+                frames.append([payload[0], payload[1]])
+        elif kind == "L":
+            while frames and frames.pop()[0] != payload[0]:
+                pass
+        elif kind == "G":
+            open_blocks.append((position, payload[0], owner if owner is not None else last_owner))
+        elif kind == "g" and open_blocks:
+            start, line, block_owner = open_blocks.pop()
+            blocks.append(GenerationBlock(start, position, block_owner, line))
+    owner = frames[-1][1] if frames else None
+    if owner is not None and len(text) > previous:  # the text after the last event
+        first.setdefault(owner, previous)
+        last[owner] = len(text)
     blocks.sort(key=lambda block: (block.start, block.end))
     return RenderedChat(text, _message_spans(first, last, n_messages, len(text)), blocks)
-
-
-def _apply_event(
-    state: _SpanState, kind: str, payload: tuple[int, ...], position: int, blocks: list[GenerationBlock]
-) -> None:
-    if kind == "I":
-        frame, message = payload[0], payload[1]
-        if state.frames and state.frames[-1][0] == frame:
-            state.frames[-1][1] = message
-        else:
-            state.frames.append([frame, message])
-    elif kind == "L":
-        while state.frames and state.frames.pop()[0] != payload[0]:
-            pass
-    elif kind == "G":
-        owner = state.owner()
-        state.open_blocks.append((position, payload[0], owner if owner is not None else state.last_owner))
-    elif kind == "g" and state.open_blocks:
-        start, line, owner = state.open_blocks.pop()
-        blocks.append(GenerationBlock(start, position, owner, line))
 
 
 def _message_spans(first: dict[int, int], last: dict[int, int], n: int, length: int) -> list[tuple[int, int]]:

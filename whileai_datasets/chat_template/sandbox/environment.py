@@ -96,8 +96,15 @@ class GenerationExtension(Extension):
         # when the block's output was joined (``ChatEnvironment.concat``), its loops and calls tick the clock
         body = str(caller())
         if getattr(self.environment, "track_generation", False):
-            return marker("G", start_line) + body + marker("g", start_line)
+            opening, closing = _generation_marks(start_line)
+            return opening + body + closing
         return body
+
+
+@lru_cache(maxsize=1024)
+def _generation_marks(line: int) -> tuple[str, str]:
+    """The markers around the text of the generation block opened on template line ``line``."""
+    return marker("G", line), marker("g", line)
 
 
 def is_generation_block(node: nodes.Node) -> bool:

@@ -212,6 +212,10 @@ def guarded_filter(name: str, function: Callable[..., Any]) -> Callable[..., Any
     pass_arg = getattr(function, "jinja_pass_arg", None)
     skip = 1 if pass_arg is not None else 0
     pure = name in PURE_FILTERS and pass_arg is None
+    what = f"the |{name} filter's result"
+
+    def counted(*args: Any, **kwargs: Any) -> Any:  # no check to run first, nothing shared: ``| trim``
+        return check_result(current_meter() or Meter(RenderBudget.from_env()), function(*args, **kwargs), what)
 
     def filtered(*args: Any, **kwargs: Any) -> Any:
         # outside a render jinja is folding constants at compile time: a refusal there leaves the
@@ -227,11 +231,13 @@ def guarded_filter(name: str, function: Callable[..., Any]) -> Callable[..., Any
             value = check(meter, *args[skip:], **kwargs)
             if value is not None:
                 args = (*args[:skip], value, *args[skip + 1:])
-        result = check_result(meter, function(*args, **kwargs), f"the |{name} filter's result")
+        result = check_result(meter, function(*args, **kwargs), what)
         if key is not None:
             shared.put(key, result)  # type: ignore[union-attr]
         return result
 
+    if check is None and not pure:
+        filtered = counted
     if pass_arg is not None:
         filtered.jinja_pass_arg = pass_arg  # type: ignore[attr-defined]
     filtered.__name__ = getattr(function, "__name__", name)
