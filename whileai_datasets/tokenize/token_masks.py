@@ -58,6 +58,23 @@ __all__ = ["BadMaskRowsWarning", "Tokenize", "UnsupervisedRowsWarning", "spans_t
 
 #: Rows rendered before their texts go to the encoding thread (``Tokenize.rows``).
 RENDER_CHUNK = 128
+#: The first chunks of a batch are smaller: the encoding thread waits for the first one to be rendered, so
+#: it starts sooner (alternating in one process, 8 pairs of 4,000 unique rows: 1.08-1.13x the wall time of
+#: 128-row chunks throughout; smaller last chunks, for the rendering thread's wait at the end, gained nothing).
+FIRST_CHUNKS = (16, 32, 64)
+
+
+def chunk_bounds(rows: int) -> list[tuple[int, int]]:
+    """(start, end) of each chunk of a batch of ``rows``: ``FIRST_CHUNKS``, then ``RENDER_CHUNK`` rows each."""
+    sizes = iter(FIRST_CHUNKS)
+    bounds, start = [], 0
+    while start < rows:
+        end = min(rows, start + next(sizes, RENDER_CHUNK))
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
 Found = tuple[str, list[tuple[int, int]], str]  # a row's text, supervised spans and mask method
 
 
@@ -164,21 +181,20 @@ def _decode_table(batch: pa.Table, column: str, decoded: dict[str, Any], argumen
 
 
 def _batch_chunks(batch: Any, column: str, arguments: Any) -> Iterator[Decoded]:
-    """The batch decoded ``RENDER_CHUNK`` rows at a time, whichever kind it is (an Arrow batch is decoded
+    """The batch decoded a chunk at a time (``chunk_bounds``), whichever kind it is (an Arrow batch is decoded
     chunk by chunk, so the encoding thread already works while later chunks are decoded, and its messages
     come shaped with ``arguments``: nobody else holds them)."""
     if isinstance(batch, pa.Table):
         decoded: dict[str, Any] = {}
-        for start in range(0, batch.num_rows, RENDER_CHUNK):
-            yield _decode_table(batch.slice(start, RENDER_CHUNK), column, decoded, arguments, start)
+        for start, end in chunk_bounds(batch.num_rows):
+            yield _decode_table(batch.slice(start, end - start), column, decoded, arguments, start)
         return
     n = len(batch[column])
     yield from _list_chunks(list(batch[column]), list(batch.get("tools") or [None] * n), list(batch["loss_mask"]))
 
 
 def _list_chunks(messages: list[Any], tools: list[Any], masks: list[Any]) -> Iterator[Decoded]:
-    for start in range(0, len(messages), RENDER_CHUNK):
-        end = start + RENDER_CHUNK
+    for start, end in chunk_bounds(len(messages)):
         yield messages[start:end], tools[start:end], masks[start:end]
 
 
