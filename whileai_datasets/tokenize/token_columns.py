@@ -53,7 +53,7 @@ def arrow_columns(kept: list[RowMask], bad: int) -> dict[str, pa.Array]:
     return {
         "input_ids": _list_array(lengths, [np.asarray(r.input_ids, dtype=np.int32) for r in kept], np.int32,
                                  pa.int32()),
-        "attention_mask": _list_array(lengths, [np.ones(n, dtype=np.int8) for n in lengths], np.int8, pa.int8()),
+        "attention_mask": _list_array(lengths, [np.ones(int(lengths.sum()), dtype=np.int8)], np.int8, pa.int8()),
         "assistant_masks": _list_array(lengths, masks, np.int8, pa.int8()),
         "num_tokens": pa.array(lengths, pa.int32()),
         "num_supervised_tokens": pa.array(supervised, pa.int32()),

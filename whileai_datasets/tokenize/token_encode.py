@@ -168,11 +168,8 @@ class PieceEncoder:
 
     def encode(self, backend: Any, texts: list[str]) -> list[Encoded]:
         """(ids, offsets) of each text; the first batch is also encoded whole and compared (``verify``)."""
-        self._settle(backend)
-        if self._pattern is None:
-            return self.finish(self.plan(backend, texts).run())
         out = self.finish(self.plan(backend, texts).run())
-        return out if self._verified else self._verify(texts, out)
+        return out if self._verified or self._pattern is None else self._verify(texts, out)
 
     def _verify(self, texts: list[str], out: list[Encoded]) -> list[Encoded]:
         """The first batch: pieces (and offsets from lengths) against whole encodes; a difference turns the
