@@ -71,3 +71,14 @@ def test_a_failed_batch_leaves_no_piece_waiting_for_a_job_that_never_finishes(qw
         ticket = queue.submit(texts)
         assert ticket is not None and ticket.job is not None and ticket.job.fresh
         assert _same(backend, texts, queue.result(ticket))
+
+
+def test_a_batchs_chunks_cover_its_rows_in_order_and_start_small() -> None:
+    from whileai_datasets.tokenize.token_masks import RENDER_CHUNK, chunk_bounds
+
+    for rows in (0, 1, 15, 16, 17, 111, 112, 113, 1000, 1001):
+        bounds = chunk_bounds(rows)
+        assert [i for start, end in bounds for i in range(start, end)] == list(range(rows))
+        assert all(0 < end - start <= RENDER_CHUNK for start, end in bounds)
+    sizes = [end - start for start, end in chunk_bounds(1000)]
+    assert sizes[0] < sizes[1] < sizes[2] < sizes[3] == RENDER_CHUNK  # the encoding thread starts sooner
