@@ -59,12 +59,11 @@ def test_tickets_are_collected_in_the_order_they_were_submitted(qwen_tokenizer: 
 def test_a_failed_batch_leaves_no_piece_waiting_for_a_job_that_never_finishes(qwen_tokenizer: Any) -> None:
     backend = qwen_tokenizer.backend_tokenizer
     encoder = PieceEncoder()
-    with pytest.raises(ValueError, match="the render failed"):
-        with EncodeQueue(qwen_tokenizer, encoder) as queue:
-            queue.result(queue.submit(_texts("a", 1)))  # type: ignore[arg-type]
-            queue.submit(_texts("b", 2))  # plans the system prompt as a fresh piece
-            assert encoder._pending
-            raise ValueError("the render failed")
+    with pytest.raises(ValueError, match="the render failed"), EncodeQueue(qwen_tokenizer, encoder) as queue:
+        queue.result(queue.submit(_texts("a", 1)))  # type: ignore[arg-type]
+        queue.submit(_texts("b", 2))  # plans the system prompt as a fresh piece
+        assert encoder._pending
+        raise ValueError("the render failed")
     assert not encoder._pending
     texts = _texts("c", 2)
     with EncodeQueue(qwen_tokenizer, encoder) as queue:  # the next batch encodes the piece itself
@@ -74,7 +73,7 @@ def test_a_failed_batch_leaves_no_piece_waiting_for_a_job_that_never_finishes(qw
 
 
 def test_a_batchs_chunks_cover_its_rows_in_order_and_start_small() -> None:
-    from whileai_datasets.tokenize.token_masks import RENDER_CHUNK, chunk_bounds
+    from whileai_datasets.tokenize.token_rows import RENDER_CHUNK, chunk_bounds
 
     for rows in (0, 1, 15, 16, 17, 111, 112, 113, 1000, 1001):
         bounds = chunk_bounds(rows)

@@ -404,7 +404,8 @@ def test_a_batch_of_many_chunks_keeps_its_rows_in_order_and_names_the_bad_one(qw
     import pyarrow as pa
 
     from whileai_datasets import TemplateError
-    from whileai_datasets.tokenize.token_masks import RENDER_CHUNK, BadMaskRowsWarning
+    from whileai_datasets.tokenize.token_masks import BadMaskRowsWarning
+    from whileai_datasets.tokenize.token_rows import RENDER_CHUNK
 
     def row(i: int, content: str | None = None) -> dict[str, Any]:
         return {"messages": [{"role": "user", "content": content or f"question {i}"},
@@ -463,3 +464,42 @@ def test_the_encoders_memory_of_pieces_is_bounded_on_unique_texts(qwen_tokenizer
             assert (ids.tolist(), offsets.tolist()) == _whole(backend, text)
         assert len(encoder._seen) <= 8 + len(texts) and len(encoder._pieces) <= 2 + 1
     assert system[len("<|im_start|>"):-len("<|im_end|>\n")] in encoder._pieces  # the repeat is still reused
+
+
+_KEYS_TEMPLATE = (
+    "{%- for message in messages %}<|im_start|>{{ message.role }}\n"
+    "{%- if message.role == 'assistant' %}{% generation %}"
+    "{%- if message.thinking is defined %}<think>{{ message.thinking }}|{{ message.reasoning_content }}</think>"
+    "{% endif %}"
+    "{%- if message.content is defined %}{{ message.content }}{% else %}(none){% endif %}"
+    "{%- for c in message.tool_calls or [] %} call {{ c.function.name }} {{ c.function.arguments | tojson }}"
+    "{% endfor %}<|im_end|>{% endgeneration %}"
+    "{%- else %}{% if message.note is defined %}[note {{ message.note }}]{% endif %}{{ message.content }}<|im_end|>"
+    "{% endif %}\n{%- endfor %}")
+
+
+def test_arrow_rows_reach_the_template_as_the_python_path_prepares_them(qwen_tokenizer: Any) -> None:
+    """An Arrow batch's messages go to the template without ``prepare_messages`` copying them: null keys
+    (a content, an extra key) must still be absent and reasoning still under both names, as for Python rows."""
+    from tokenizers import decoders
+
+    from whileai_datasets.rows.features import message_from_storage
+
+    call = {"id": None, "type": "function", "function": {"name": "lookup", "arguments": '{"order": 7, "x": null}'}}
+    rows = [{"messages": [{"role": "user", "content": "where is it", "note": None},
+                          {"role": "assistant", "content": "checking", "reasoning_content": "look it up first"},
+                          {"role": "assistant", "content": None, "tool_calls": [call]},
+                          {"role": "tool", "content": "shipped", "note": "from the API"},
+                          {"role": "assistant", "content": "It shipped."}]}]
+    batch = _arrow_rows(rows)
+    transform = tokenize(qwen_tokenizer, template=_KEYS_TEMPLATE)
+    arrow = transform(batch)
+    python = [[message_from_storage(m) for m in row] for row in batch.column("messages").to_pylist()]
+    expected = transform.rows(python, [None], batch.column("loss_mask").to_pylist())
+    assert arrow.column("input_ids").to_pylist() == [list(expected[0].input_ids)]
+    assert arrow.column("assistant_masks").to_pylist() == [expected[0].assistant_masks]
+    backend = qwen_tokenizer.backend_tokenizer
+    backend.decoder = backend.decoder or decoders.ByteLevel()
+    text = qwen_tokenizer.decode(arrow.column("input_ids")[0].as_py())
+    assert "[note" not in text.split("where is it")[0] and "[note from the API]" in text  # a null key is absent
+    assert "<think>look it up first|look it up first</think>checking" in text and "(none) call lookup" in text

@@ -16,7 +16,6 @@ content, tool calls and end-of-turn marker; never the role header) is trained.
 from __future__ import annotations
 
 import gc
-import json
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -33,7 +32,6 @@ from whileai_datasets.chat_template.masks.mask_check import check_row
 from whileai_datasets.chat_template.masks.masking import (
     MaskPlan,
     encode_arguments,
-    encode_arguments_in_place,
     supervised_spans,
 )
 from whileai_datasets.chat_template.rendering.render import batch_inputs, marker_free
@@ -41,7 +39,6 @@ from whileai_datasets.chat_template.sandbox.budget import budget_scope
 from whileai_datasets.columnar._arrow import require_batched
 from whileai_datasets.errors import RenderBudgetError, SchemaError, TemplateError
 from whileai_datasets.rows import option_names
-from whileai_datasets.rows.features import messages_from_arrow
 from whileai_datasets.tokenize.encode_queue import EncodeQueue, Ticket
 from whileai_datasets.tokenize.notices import (
     BadMaskRowsWarning,
@@ -51,28 +48,10 @@ from whileai_datasets.tokenize.notices import (
 )
 from whileai_datasets.tokenize.token_columns import arrow_columns, numpy_columns, set_column
 from whileai_datasets.tokenize.token_encode import PieceEncoder
+from whileai_datasets.tokenize.token_rows import Decoded, batch_chunks, check_columns, list_chunks
 
 __all__ = ["BadMaskRowsWarning", "Tokenize", "UnsupervisedRowsWarning", "spans_to_token_mask",
            "supervised_spans", "template_messages", "tokenize"]
-
-
-#: Rows rendered before their texts go to the encoding thread (``Tokenize.rows``).
-RENDER_CHUNK = 128
-#: The first chunks of a batch are smaller: the encoding thread waits for the first one to be rendered, so
-#: it starts sooner (alternating in one process, 8 pairs of 4,000 unique rows: 1.08-1.13x the wall time of
-#: 128-row chunks throughout; smaller last chunks, for the rendering thread's wait at the end, gained nothing).
-FIRST_CHUNKS = (16, 32, 64)
-
-
-def chunk_bounds(rows: int) -> list[tuple[int, int]]:
-    """(start, end) of each chunk of a batch of ``rows``: ``FIRST_CHUNKS``, then ``RENDER_CHUNK`` rows each."""
-    sizes = iter(FIRST_CHUNKS)
-    bounds, start = [], 0
-    while start < rows:
-        end = min(rows, start + next(sizes, RENDER_CHUNK))
-        bounds.append((start, end))
-        start = end
-    return bounds
 
 
 Found = tuple[str, list[tuple[int, int]], str]  # a row's text, supervised spans and mask method
@@ -146,56 +125,6 @@ class RowMask:
     @property
     def supervised(self) -> int:
         return int(self.mask.sum())
-
-
-Decoded = tuple[list[list[dict[str, Any]]], list[Any], list[list[int]]]  # messages, tools, loss masks
-
-
-def _check_columns(batch: Any, column: str) -> None:
-    names = batch.column_names if isinstance(batch, pa.Table) else sorted(batch)
-    if column not in names or "loss_mask" not in names:
-        raise SchemaError(
-            f"the batch has no {column!r} and 'loss_mask' columns (it has {names})",
-            hint="Tokenize canonical rows (load_dataset('whileai/export', ...)), before any wire shape.",
-        )
-
-
-def _decode_table(batch: pa.Table, column: str, decoded: dict[str, Any], arguments: Any = None,
-                  start: int = 0) -> Decoded:
-    """(messages, tools, loss masks) of Arrow rows; ``decoded`` holds each distinct tools text decoded once
-    (rows share their tool schemas, and so their prepared copies: ``render.batch_inputs``). With
-    ``arguments``, the messages come shaped as the template wants them (``template_messages``)."""
-    messages = messages_from_arrow(batch.column(column))
-    if batch.column(column).null_count:
-        row = messages.index(None)  # type: ignore[arg-type]
-        raise SchemaError(f"row {start + row} of the batch has no {column!r} (null)",
-                          hint=f"Drop the rows without a conversation first: ds.filter(lambda row: row[{column!r}] "
-                               "is not None).")
-    if arguments is not None:
-        for row in messages:
-            encode_arguments_in_place(row, arguments)
-    tools_column = batch.column("tools").to_pylist() if "tools" in batch.column_names else [None] * batch.num_rows
-    tools = [(decoded[t] if t in decoded else decoded.setdefault(t, json.loads(t))) if isinstance(t, str) else t
-             for t in tools_column]
-    return messages, tools, batch.column("loss_mask").to_pylist()
-
-
-def _batch_chunks(batch: Any, column: str, arguments: Any) -> Iterator[Decoded]:
-    """The batch decoded a chunk at a time (``chunk_bounds``), whichever kind it is (an Arrow batch is decoded
-    chunk by chunk, so the encoding thread already works while later chunks are decoded, and its messages
-    come shaped with ``arguments``: nobody else holds them)."""
-    if isinstance(batch, pa.Table):
-        decoded: dict[str, Any] = {}
-        for start, end in chunk_bounds(batch.num_rows):
-            yield _decode_table(batch.slice(start, end - start), column, decoded, arguments, start)
-        return
-    n = len(batch[column])
-    yield from _list_chunks(list(batch[column]), list(batch.get("tools") or [None] * n), list(batch["loss_mask"]))
-
-
-def _list_chunks(messages: list[Any], tools: list[Any], masks: list[Any]) -> Iterator[Decoded]:
-    for start, end in chunk_bounds(len(messages)):
-        yield messages[start:end], tools[start:end], masks[start:end]
 
 
 @contextmanager
@@ -369,7 +298,7 @@ class Tokenize:
         character (checked on the Arrow batch, ``marker_free``).
         """
         with collector_paused():
-            return self._chunk_rows(_list_chunks(messages, tools, masks), indices, messages_clean)
+            return self._chunk_rows(list_chunks(messages, tools, masks), indices, messages_clean)
 
     def _chunk_rows(self, chunks: Iterable[Decoded], indices: Sequence[int] | None,
                     messages_clean: bool, shaped: bool = False) -> list[RowMask | None]:
@@ -393,7 +322,8 @@ class Tokenize:
                 out.append(self._truncate(ids, mask, method))
 
         position = 0
-        with EncodeQueue(self.tokenizer, self.encoder) as queue, batch_inputs(messages_clean=messages_clean):
+        with EncodeQueue(self.tokenizer, self.encoder) as queue, \
+                batch_inputs(messages_clean=messages_clean, messages_prepared=shaped):
             for messages, tools, masks in chunks:
                 found = [self._found(m, t, k, indices[p] if indices is not None else p, shaped)
                          for p, m, t, k in zip(count(position), messages, tools, masks)]
@@ -426,9 +356,9 @@ class Tokenize:
 
     def __call__(self, batch: Any, indices: list[int] | None = None) -> Any:
         require_batched(batch, "tokenize")  # rows left with no supervised token are dropped
-        _check_columns(batch, self.column)
+        check_columns(batch, self.column)
         arrow = isinstance(batch, pa.Table)
-        chunks = _batch_chunks(batch, self.column, self.plan.arguments)
+        chunks = batch_chunks(batch, self.column, self.plan.arguments)
         clean = arrow and marker_free(batch.column(self.column))
         with collector_paused():
             rows = self._chunk_rows(chunks, indices, messages_clean=clean, shaped=arrow)

@@ -17,7 +17,8 @@ import numpy as np
 import pyarrow as pa
 
 from whileai_datasets.tokenize.token_encode import encode_texts
-from whileai_datasets.tokenize.token_masks import Tokenize, _decode_table, spans_to_token_mask
+from whileai_datasets.tokenize.token_masks import Tokenize, spans_to_token_mask
+from whileai_datasets.tokenize.token_rows import decode_table
 
 __all__ = ["MaskView", "mask_view", "table_views"]
 
@@ -126,7 +127,7 @@ def mask_view(transform: Tokenize, row: dict[str, Any], max_length: int | None =
 
 def table_views(transform: Tokenize, table: pa.Table, max_length: int | None = None) -> list[MaskView]:
     """One view per row of an Arrow table of canonical rows (``messages``, ``tools``, ``loss_mask``)."""
-    messages, tools, masks = _decode_table(table, "messages", {})
+    messages, tools, masks = decode_table(table, "messages", {})
     found = [transform.row_spans(m, t or None, k) for m, t, k in zip(messages, tools, masks)]
     encoded = encode_texts(transform.tokenizer, [text for text, _ in found])
     return [_view(text, spans, ids, offsets, max_length) for (text, spans), (ids, offsets) in zip(found, encoded)]

@@ -19,30 +19,29 @@ tracked render with a plain one and reports such templates. Inputs that already
 contain the private-use characters are refused.
 
 Inputs are prepared the way transformers' ``apply_chat_template`` prepares
-them, so the text equals transformers' render: keys whose value is ``None``
-are dropped, values are rebuilt from plain JSON types, and a message's
-reasoning (``reasoning_content``, ``thinking`` or ``reasoning``) is made
-available under ``reasoning_content`` and ``thinking``.
+them (``inputs.py``), so the text equals transformers' render.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 from itertools import count, islice
 from typing import Any
 
 import jinja2
-import pyarrow as pa
-import pyarrow.compute as pc
 from jinja2 import nodes
 
 from whileai_datasets.chat_template.rendering.failures import failure_problem_and_hint
+from whileai_datasets.chat_template.rendering.inputs import (
+    batch_inputs,
+    marker_free,
+    plain,
+    prepare_messages,
+    prepared_tools,
+    template_context,
+)
 from whileai_datasets.chat_template.rendering.spans import (
     TRACKER_NAMES,
     LoopTracker,
@@ -50,97 +49,22 @@ from whileai_datasets.chat_template.rendering.spans import (
     assemble,
     decode,
 )
-from whileai_datasets.chat_template.sandbox.budget import Meter, metered, shared_values, sharing
+from whileai_datasets.chat_template.sandbox.budget import Meter, metered
 from whileai_datasets.chat_template.sandbox.environment import (
-    MARK_CLOSE,
-    MARK_OPEN,
     chat_environment,
     generation_lines,
     is_generation_block,
     marker,
     normalize_newlines,
-    pinned_strftime,
     statement_lists,
 )
 from whileai_datasets.chat_template.sandbox.source import syntax_error
 from whileai_datasets.errors import TemplateError
 
-_REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
-
-
-# ---------------------------------------------------------------- inputs
-
-
-_EXACT = frozenset({str, int, float, bool, type(None)})
-
-
-def plain(value: Any) -> Any:
-    """``value`` rebuilt from JSON types; any other object becomes ``"<TypeName>"``."""
-    kind = type(value)
-    if kind in _EXACT:
-        return value
-    if kind is dict:  # the common case first: no abstract-class checks
-        return {key if type(key) is str else plain(key): item if type(item) in _EXACT else plain(item)
-                for key, item in value.items()}
-    if kind is list:
-        return [item if type(item) in _EXACT else plain(item) for item in value]
-    if isinstance(value, str):
-        return str.__str__(value)
-    if isinstance(value, int):
-        return int.__int__(value)
-    if isinstance(value, float):
-        return float.__float__(value)
-    if isinstance(value, Mapping):
-        return {plain(key): plain(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [plain(item) for item in value]
-    if isinstance(value, tuple):
-        return tuple(plain(item) for item in value)
-    return f"<{type(value).__name__}>"
-
-
-def prepare_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The message dicts the template sees (see the module docstring)."""
-    prepared = []
-    for index, message in enumerate(messages):
-        if type(message) is not dict and not isinstance(message, Mapping):
-            raise TemplateError(
-                f"expected a message dict, got {type(message).__name__}",
-                location=f"messages[{index}]",
-                hint="Pass messages as dicts with 'role' and 'content'.",
-            )
-        kept = {key: plain(value) for key, value in message.items() if value is not None}
-        reasoning = next((kept[key] for key in _REASONING_KEYS if kept.get(key) is not None), None)
-        if reasoning is not None:
-            kept = {"thinking": reasoning, **kept, "reasoning_content": reasoning}
-        prepared.append(kept)
-    return prepared
-
-
-def _has_markers(value: Any) -> bool:
-    """Whether any string in ``value`` holds a marker character (one C-speed serialisation)."""
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=str, check_circular=False)
-    except (TypeError, ValueError, RecursionError):
-        return True  # undecided: let the walk below look
-    return MARK_OPEN in text or MARK_CLOSE in text
-
-
-def _check_no_markers(value: Any, where: str) -> None:
-    if isinstance(value, str):
-        if MARK_OPEN in value or MARK_CLOSE in value:
-            raise TemplateError(
-                "the input contains the private-use character U+E000 or U+E001, which span tracking reserves",
-                location=where,
-                hint="Remove those characters from the conversation before rendering.",
-            )
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            _check_no_markers(item, f"{where}[{key!r}]")
-    elif isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            _check_no_markers(item, f"{where}[{index}]")
-
+#: Prepared in ``inputs.py``; named here too, where callers have always found them.
+__all__ = ["batch_inputs", "compile_ast", "compile_plain", "compile_tracking", "inline_generation",
+           "instrument_loops", "iter_statements", "marker_free", "plain", "prepare_messages", "prepared_tools",
+           "render_chat", "render_plain", "run_template", "template_context"]
 
 # ---------------------------------------------------------------- compiling
 
@@ -247,104 +171,6 @@ def compile_ast(ast: nodes.Template, *, track: bool, name: str = "<template>") -
 
 
 # ---------------------------------------------------------------- rendering
-
-
-def template_context(
-    messages: list[dict[str, Any]],
-    tools: Sequence[Mapping[str, Any]] | None,
-    add_generation_prompt: bool,
-    kwargs: Mapping[str, Any],
-    now: datetime | None,
-) -> dict[str, Any]:
-    """The variables a template renders with, as transformers passes them."""
-    context: dict[str, Any] = {key: plain(value) for key, value in kwargs.items()}
-    batch = _BATCH.get()
-    clean = batch is not None and batch.messages_clean
-    context.update(
-        messages=[] if clean else messages,
-        tools=None,
-        documents=context.get("documents"),
-        add_generation_prompt=add_generation_prompt,
-    )
-    if now is not None:
-        context["strftime_now"] = pinned_strftime(now)
-    if _has_markers(context):
-        _check_no_markers(context, "inputs")
-    context["messages"] = messages
-    if tools is not None:
-        context["tools"] = prepared_tools(tools)
-    return context
-
-
-@dataclass
-class _BatchInputs:
-    tools: dict[int, tuple[Any, list[Any]]] = field(default_factory=dict)
-    messages_clean: bool = False
-
-
-_BATCH: ContextVar[_BatchInputs | None] = ContextVar("whileai_batch_inputs", default=None)
-
-
-@contextmanager
-def batch_inputs(*, messages_clean: bool = False) -> Iterator[None]:
-    """Within: renders of one batch of rows, whose caller owns the inputs and changes none of them inside.
-
-    A tool list handed to several renders is prepared (``plain``) and checked
-    for marker characters once (``tokenize`` decodes each distinct tools text
-    of a batch once, so its rows share the lists); the prepared copy is shared
-    too, which the immutable sandbox makes safe: no template can change it.
-    ``messages_clean``: the caller has checked every text the messages hold
-    (``marker_free``), so they are not serialised again per render.
-    """
-    token = _BATCH.set(_BatchInputs(messages_clean=messages_clean))
-    try:
-        with sharing():  # and what pure filters make of the prepared tools, once (``budget.SharedValues``)
-            yield
-    finally:
-        _BATCH.reset(token)
-
-
-#: A marker character, or its JSON escape (text decoded later, like tool-call arguments or extra keys).
-_MARKER_TEXT = "[\ue000\ue001]|\\\\u[eE]00[01]"
-
-
-def marker_free(array: pa.Array | pa.ChunkedArray) -> bool:
-    """True when no string anywhere in ``array`` (lists and structs gone through) can hold a marker character.
-
-    One Arrow regex pass per string column of a batch instead of a serialisation
-    of every row; False (undecided: check each render) for a type it does not read.
-    """
-    kind = array.type
-    if isinstance(array, pa.ChunkedArray):
-        return all(marker_free(chunk) for chunk in array.chunks)
-    if isinstance(kind, pa.ExtensionType):
-        return marker_free(array.storage)
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        return not pc.any(pc.match_substring_regex(array, _MARKER_TEXT)).as_py()
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        return marker_free(array.flatten())
-    if pa.types.is_struct(kind):
-        return all(marker_free(field) for field in array.flatten())
-    return pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind) or \
-        pa.types.is_null(kind)
-
-
-def prepared_tools(tools: Sequence[Mapping[str, Any]]) -> list[Any]:
-    """``plain(list(tools))``, checked for marker characters (once per list inside ``batch_inputs``)."""
-    batch = _BATCH.get()
-    known = None if batch is None else batch.tools
-    entry = None if known is None else known.get(id(tools))
-    if entry is not None and entry[0] is tools:
-        return entry[1]
-    prepared = plain(list(tools))
-    if _has_markers(prepared):
-        _check_no_markers(prepared, "inputs['tools']")
-    if known is not None:
-        known[id(tools)] = (tools, prepared)  # holding ``tools`` keeps its id from being reused meanwhile
-        shared = shared_values()
-        if shared is not None:
-            shared.share(prepared)
-    return prepared
 
 
 def run_template(template: jinja2.Template, context: Mapping[str, Any], name: str) -> str:

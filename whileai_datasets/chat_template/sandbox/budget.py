@@ -249,62 +249,81 @@ class _Scope:
 _SCOPE: ContextVar[_Scope | None] = ContextVar("whileai_render_scope", default=None)
 
 
-@contextmanager
-def budget_scope(budget: RenderBudget | None) -> Iterator[None]:
+class budget_scope:  # lower case: used as a function, ``with budget_scope(budget):``
     """Run one public operation (render, inspect, patch, one tokenized row) under ``budget``.
 
     Every render inside gets its own meter. Once one goes over, the rest fail
     at once, and the operation raises that ``RenderBudgetError`` even where
     the code inside caught it (a probe that "failed to render" is the budget,
     not the template's shape). An enclosing scope wins over a nested one.
+    A class, not a generator: tokenize enters one per row.
     """
-    if _SCOPE.get() is not None:
-        yield
-        return
-    scope = _Scope(budget or RenderBudget.from_env())
-    token = _SCOPE.set(scope)
-    try:
-        yield
-    except Exception as err:
-        if scope.tripped is not None and err is not scope.tripped:
-            raise _copy(scope.tripped) from err
-        raise
-    finally:
-        _SCOPE.reset(token)
-    if scope.tripped is not None:
-        raise _copy(scope.tripped)
+
+    __slots__ = ("budget", "scope", "token")
+
+    def __init__(self, budget: RenderBudget | None) -> None:
+        self.budget = budget
+        self.scope: _Scope | None = None
+
+    def __enter__(self) -> None:
+        if _SCOPE.get() is None:
+            self.scope = _Scope(self.budget or RenderBudget.from_env())
+            self.token = _SCOPE.set(self.scope)
+
+    def __exit__(self, kind: type[BaseException] | None, err: BaseException | None, trace: object) -> None:
+        scope = self.scope
+        if scope is None:  # an enclosing scope's
+            return
+        self.scope = None
+        _SCOPE.reset(self.token)
+        tripped = scope.tripped
+        if tripped is None or (err is not None and (err is tripped or not isinstance(err, Exception))):
+            return
+        if err is not None:
+            raise _copy(tripped) from err
+        raise _copy(tripped)
 
 
 def _copy(err: RenderBudgetError) -> RenderBudgetError:
     return RenderBudgetError(err.problem, location=err.location, hint=err.hint)
 
 
-@contextmanager
-def metered(name: str, locate: Any) -> Iterator[Meter]:
+class metered:  # lower case: used as a function, ``with metered(name, locate) as meter:``
     """One render: a meter for the hooks in the environment, and the budget error with its line."""
-    scope = _SCOPE.get()
-    if scope is not None and scope.tripped is not None:
-        raise _copy(scope.tripped)
-    meter = Meter(scope.budget if scope is not None else RenderBudget.from_env())
-    token = _METER.set(meter)
-    try:
-        yield meter
-    except BudgetExceeded as err:
-        error = RenderBudgetError(err.problem, location=locate(err, name), hint=err.hint)
-        if scope is not None:
-            scope.tripped = error
-        raise error from None
-    except RecursionError as err:
-        error = RenderBudgetError(
-            f"the template recursed past Python's recursion limit ({sys.getrecursionlimit():,} frames; "
-            "a macro or recursive loop that calls itself without end)",
-            location=locate(err, name),
-            hint="Real templates nest a few levels; sys.setrecursionlimit raises the limit if this one is genuine")
-        if scope is not None:
-            scope.tripped = error
-        raise error from None
-    finally:
-        _METER.reset(token)
+
+    __slots__ = ("locate", "meter", "name", "scope", "token")
+
+    def __init__(self, name: str, locate: Any) -> None:
+        self.name, self.locate = name, locate
+
+    def __enter__(self) -> Meter:
+        scope = self.scope = _SCOPE.get()
+        if scope is not None and scope.tripped is not None:
+            raise _copy(scope.tripped)
+        self.meter = Meter(scope.budget if scope is not None else RenderBudget.from_env())
+        self.token = _METER.set(self.meter)
+        return self.meter
+
+    def __exit__(self, kind: type[BaseException] | None, err: BaseException | None, trace: object) -> None:
+        _METER.reset(self.token)
+        if isinstance(err, BaseException):
+            error = self._error(err)
+            if error is not None:
+                if self.scope is not None:
+                    self.scope.tripped = error
+                raise error from None
+
+    def _error(self, err: BaseException) -> RenderBudgetError | None:
+        if isinstance(err, BudgetExceeded):
+            return RenderBudgetError(err.problem, location=self.locate(err, self.name), hint=err.hint)
+        if isinstance(err, RecursionError):
+            return RenderBudgetError(
+                f"the template recursed past Python's recursion limit ({sys.getrecursionlimit():,} frames; "
+                "a macro or recursive loop that calls itself without end)",
+                location=self.locate(err, self.name),
+                hint="Real templates nest a few levels; sys.setrecursionlimit raises the limit if this one is "
+                     "genuine")
+        return None
 
 
 # ---------------------------------------------------------------- values shared by a batch's renders
