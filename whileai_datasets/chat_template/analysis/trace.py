@@ -28,7 +28,7 @@ from whileai_datasets.chat_template.rendering.render import (
     run_template,
     template_context,
 )
-from whileai_datasets.chat_template.rendering.spans import Event, LoopTracker, decode
+from whileai_datasets.chat_template.rendering.spans import Event, LoopTracker, decode, loop_event
 from whileai_datasets.chat_template.sandbox.environment import (
     is_generation_block,
     marker,
@@ -236,15 +236,9 @@ def _executions(events: list[Event], recorder: UnitRecorder) -> list[Execution]:
     opened: dict[int, tuple[int, int | None]] = {}
     out: list[Execution] = []
     for position, kind, payload in events:
-        if kind == "I":
-            if frames and frames[-1][0] == payload[0]:
-                frames[-1][1] = payload[1]
-            else:
-                frames.append([payload[0], payload[1]])
-        elif kind == "L":
-            while frames and frames.pop()[0] != payload[0]:
-                pass
-        elif kind == "U":
+        if loop_event(frames, kind, payload):
+            continue
+        if kind == "U":
             opened[payload[0]] = (position, frames[-1][1] if frames else None)
         elif kind == "u" and payload[0] in opened:
             start, owner = opened.pop(payload[0])

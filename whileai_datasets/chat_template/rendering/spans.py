@@ -111,6 +111,22 @@ def decode(raw: str) -> tuple[str, list[Event]]:
 _PAYLOADS: dict[str, tuple[int, ...]] = {}
 
 
+def loop_event(frames: list[list[int]], kind: str, payload: tuple[int, ...]) -> bool:
+    """Apply a loop pass ("I") or loop end ("L") event to ``frames`` ([frame id, message] of the loop
+    passes running); False for any other event."""
+    if kind == "I":
+        if frames and frames[-1][0] == payload[0]:
+            frames[-1][1] = payload[1]
+        else:
+            frames.append([payload[0], payload[1]])
+        return True
+    if kind == "L":
+        while frames and frames.pop()[0] != payload[0]:
+            pass
+        return True
+    return False
+
+
 def assemble(text: str, events: list[Event], n_messages: int) -> RenderedChat:
     """Per-message and per-block spans from decoded events.
 
@@ -133,15 +149,9 @@ def assemble(text: str, events: list[Event], n_messages: int) -> RenderedChat:
                 first[owner] = previous
             last[owner], last_owner = position, owner
         previous = position
-        if kind == "I":
-            if frames and frames[-1][0] == payload[0]:
-                frames[-1][1] = payload[1]
-            else:
-                frames.append([payload[0], payload[1]])
-        elif kind == "L":
-            while frames and frames.pop()[0] != payload[0]:
-                pass
-        elif kind == "G":
+        if loop_event(frames, kind, payload):
+            continue
+        if kind == "G":
             open_blocks.append((position, payload[0], owner if owner is not None else last_owner))
         elif kind == "g" and open_blocks:
             start, line, block_owner = open_blocks.pop()
