@@ -304,7 +304,8 @@ class Tokenize:
                     messages_clean: bool, shaped: bool = False) -> list[RowMask | None]:
         """``rows`` over decoded chunks: chunk k+1 is decoded and rendered while chunk k is encoded, and each
         chunk's masks are made as soon as its encoding is done. ``shaped``: the chunks' messages are
-        ``template_messages`` already."""
+        ``template_messages`` already, their null keys dropped (``token_rows.decode_table``), so they reach the
+        template as they are (``batch_inputs(messages_prepared=True)``)."""
         out: list[RowMask | None] = []
         pending: deque[tuple[list[Found | None], Ticket | None]] = deque()
 
