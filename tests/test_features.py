@@ -108,3 +108,5 @@ def test_tokenize_refuses_a_row_whose_messages_are_null_naming_it() -> None:
                       "loss_mask": pa.array([[0, 1], None], pa.list_(pa.int8()))})
     with pytest.raises(SchemaError, match=r"row 1 of the batch has no 'messages' \(null\).*ds.filter"):
         tokenize(tokenizer)(table)
+    with pytest.raises(SchemaError, match=r"row 41 has no 'messages' \(null\)"):
+        tokenize(tokenizer)(table, indices=[40, 41])  # ds.map(..., with_indices=True): the dataset's numbers

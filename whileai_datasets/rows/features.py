@@ -99,15 +99,7 @@ def _call_to_storage(call: dict[str, Any]) -> dict[str, Any]:
 
 def message_from_storage(value: dict[str, Any]) -> dict[str, Any]:
     """The message dict a storage struct stands for: no invented None keys."""
-    out: dict[str, Any] = {"role": value["role"], "content": decoded_content(value)}
-    for key in OPTIONAL_KEYS:
-        item = value.get(key)
-        if item is not None:
-            out[key] = item
-    extra = value.get("extra")
-    if extra is not None:
-        out.update(json.loads(extra) if isinstance(extra, str) else extra)
-    return out
+    return _message(value["role"], *(value.get(name) for name in _FIELD_ORDER[1:]))
 
 
 def decoded_content(value: dict[str, Any]) -> Any:

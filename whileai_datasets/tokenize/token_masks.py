@@ -359,7 +359,7 @@ class Tokenize:
         require_batched(batch, "tokenize")  # rows left with no supervised token are dropped
         check_columns(batch, self.column)
         arrow = isinstance(batch, pa.Table)
-        chunks = batch_chunks(batch, self.column, self.plan.arguments)
+        chunks = batch_chunks(batch, self.column, self.plan.arguments, indices)
         clean = arrow and marker_free(batch.column(self.column))
         with collector_paused():
             rows = self._chunk_rows(chunks, indices, messages_clean=clean, shaped=arrow)

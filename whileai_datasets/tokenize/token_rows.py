@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -44,14 +44,17 @@ def check_columns(batch: Any, column: str) -> None:
 
 
 def decode_table(batch: pa.Table, column: str, decoded: dict[str, Any], arguments: Any = None,
-                  start: int = 0) -> Decoded:
+                 rows: Sequence[int] | None = None, start: int = 0) -> Decoded:
     """(messages, tools, loss masks) of Arrow rows; ``decoded`` holds each distinct tools text decoded once
     (rows share their tool schemas, and so their prepared copies: ``render.batch_inputs``). With
-    ``arguments``, the messages come shaped as the template wants them (``template_messages``)."""
+    ``arguments``, the messages come shaped as the template wants them (``template_messages``). Errors name
+    a row by its number in ``rows`` (the dataset's, from ``ds.map(..., with_indices=True)``), else by
+    ``start`` plus its place in ``batch``."""
     messages = messages_from_arrow(batch.column(column))
     if batch.column(column).null_count:
         row = messages.index(None)  # type: ignore[arg-type]
-        raise SchemaError(f"row {start + row} of the batch has no {column!r} (null)",
+        where = f"row {rows[row]}" if rows is not None else f"row {start + row} of the batch"
+        raise SchemaError(f"{where} has no {column!r} (null)",
                           hint=f"Drop the rows without a conversation first: ds.filter(lambda row: row[{column!r}] "
                                "is not None).")
     if arguments is not None:  # as the template sees them (``render.batch_inputs(messages_prepared=True)``)
@@ -67,14 +70,15 @@ def decode_table(batch: pa.Table, column: str, decoded: dict[str, Any], argument
     return messages, tools, batch.column("loss_mask").to_pylist()
 
 
-def batch_chunks(batch: Any, column: str, arguments: Any) -> Iterator[Decoded]:
+def batch_chunks(batch: Any, column: str, arguments: Any, indices: Sequence[int] | None = None) -> Iterator[Decoded]:
     """The batch decoded a chunk at a time (``chunk_bounds``), whichever kind it is (an Arrow batch is decoded
     chunk by chunk, so the encoding thread already works while later chunks are decoded, and its messages
     come shaped with ``arguments``: nobody else holds them)."""
     if isinstance(batch, pa.Table):
         decoded: dict[str, Any] = {}
         for start, end in chunk_bounds(batch.num_rows):
-            yield decode_table(batch.slice(start, end - start), column, decoded, arguments, start)
+            rows = indices[start:end] if indices is not None else None
+            yield decode_table(batch.slice(start, end - start), column, decoded, arguments, rows, start)
         return
     n = len(batch[column])
     yield from list_chunks(list(batch[column]), list(batch.get("tools") or [None] * n), list(batch["loss_mask"]))
