@@ -400,6 +400,22 @@ def test_a_clean_batch_is_checked_once_and_tokenized_like_row_by_row(qwen_tokeni
     assert whole.column("assistant_masks").to_pylist() == [r.column("assistant_masks")[0].as_py() for r in one_by_one]
 
 
+@pytest.mark.parametrize("kind", ["string", "large_string"])
+def test_the_batch_marker_check_reads_only_its_own_slice_and_knows_the_json_escape(kind: str) -> None:
+    import pyarrow as pa
+
+    from whileai_datasets.chat_template.rendering.render import marker_free
+
+    values = ["plain", "caf\\u00e9 is JSON for a non-ASCII letter", None, "x\ue000y", '{"a": "\\uE001"}', "end"]
+    array = pa.array(values, getattr(pa, kind)())
+    verdicts = [marker_free(array.slice(i, 1)) for i in range(len(values))]
+    assert verdicts == [True, True, True, False, False, True]
+    assert marker_free(array.slice(0, 3)) and marker_free(array.slice(5))  # the marked values lie outside
+    assert not marker_free(array.slice(2, 2)) and not marker_free(array)
+    nested = pa.array([[{"content": v}] for v in values], pa.list_(pa.struct([("content", getattr(pa, kind)())])))
+    assert marker_free(nested.slice(0, 3)) and not marker_free(nested.slice(1, 3))
+
+
 def test_a_batch_of_many_chunks_keeps_its_rows_in_order_and_names_the_bad_one(qwen_tokenizer: Any) -> None:
     import pyarrow as pa
 
