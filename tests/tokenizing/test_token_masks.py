@@ -29,9 +29,10 @@ def test_chunk_token_masks_equal_each_rows_own() -> None:
                np.array([[0, 2], [2, 4]]), np.array([[0, 1], [1, 6]]), np.array([[0, 4]])]
     spans = [[(3, 6)], [], [], [(0, 1), (5, 6)], [(0, 4)]]
     lengths = [9, 0, 4, 6, 4]  # the rows' text lengths: a span at a row's very end reaches no next row
-    masks = chunk_token_masks(offsets, spans, lengths)
+    masks, supervised = chunk_token_masks(offsets, spans, lengths)
     assert [m.tolist() for m in masks] == [spans_to_token_mask(o, s).tolist() for o, s in zip(offsets, spans)]
     assert [m.tolist() for m in masks] == [[0, 1, 0, 1], [], [0, 0], [1, 1], [1]]
+    assert supervised == [2, 0, 0, 2, 1]
 
 
 def test_spans_to_token_mask_without_spans_is_all_zero() -> None:

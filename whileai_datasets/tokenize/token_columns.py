@@ -34,7 +34,7 @@ def numpy_columns(kept: list[RowMask], bad: int) -> dict[str, Any]:
         "attention_mask": [np.ones(n, dtype=np.int8) for n in lengths],
         "assistant_masks": [r.mask for r in kept],
         "num_tokens": lengths,
-        "num_supervised_tokens": np.array([int(r.mask.sum()) for r in kept], dtype=np.int32),
+        "num_supervised_tokens": np.array([r.supervised for r in kept], dtype=np.int32),
         "tokens_truncated": np.array([r.truncated_tokens for r in kept], dtype=np.int32),
         "supervised_tokens_truncated": np.array([r.supervised_lost for r in kept], dtype=np.int32),
         "mask_method": [r.method for r in kept],
@@ -46,7 +46,7 @@ def arrow_columns(kept: list[RowMask], bad: int) -> dict[str, pa.Array]:
     """The new columns as Arrow arrays built from numpy (datasets then skips its per-value conversion)."""
     lengths = np.array([len(r.input_ids) for r in kept], dtype=np.int32)
     masks = [r.mask for r in kept]
-    supervised = np.array([int(m.sum()) for m in masks], dtype=np.int32)
+    supervised = np.array([r.supervised for r in kept], dtype=np.int32)
     dropped = np.zeros(len(kept), dtype=np.int32)
     if len(kept):
         dropped[0] = bad

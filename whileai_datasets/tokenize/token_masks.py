@@ -79,8 +79,9 @@ def spans_to_token_mask(offsets: np.ndarray, spans: Sequence[tuple[int, int]]) -
 
 
 def chunk_token_masks(offsets: Sequence[np.ndarray], spans: Sequence[Sequence[tuple[int, int]]],
-                      lengths: Sequence[int]) -> list[np.ndarray]:
-    """``spans_to_token_mask`` of many rows at once: one binary search over the whole chunk.
+                      lengths: Sequence[int]) -> tuple[list[np.ndarray], list[int]]:
+    """``spans_to_token_mask`` of many rows at once: one binary search over the whole chunk; and each row's
+    number of supervised tokens.
 
     Row ``r``'s offsets and spans are moved to ``r``'s own stretch of one long
     axis (the rows' text ``lengths`` plus one apart), so every row's spans stay
@@ -88,7 +89,7 @@ def chunk_token_masks(offsets: Sequence[np.ndarray], spans: Sequence[Sequence[tu
     back as views of one array, one per row.
     """
     if not len(offsets):
-        return []
+        return [], []
     counts = np.fromiter(map(len, offsets), np.int64, len(offsets))
     span_counts = np.fromiter(map(len, spans), np.int64, len(spans))
     stretch = np.zeros(len(offsets), dtype=np.int64)
@@ -97,7 +98,11 @@ def chunk_token_masks(offsets: Sequence[np.ndarray], spans: Sequence[Sequence[tu
     flat = [span for row in spans for span in row]
     bounds = (np.asarray(flat, dtype=np.int64).reshape(-1, 2) + np.repeat(stretch, span_counts)[:, None])
     mask = spans_to_token_mask(tokens, bounds)
-    return np.split(mask, np.cumsum(counts)[:-1])
+    edges = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=edges[1:])
+    running = np.zeros(len(mask) + 1, dtype=np.int64)
+    np.cumsum(mask, out=running[1:])
+    return np.split(mask, edges[1:-1]), np.diff(running[edges]).tolist()
 
 
 def template_messages(messages: Sequence[dict[str, Any]], arguments: str = "dict") -> list[dict[str, Any]]:
@@ -117,14 +122,15 @@ class RowMask:
     truncated_tokens: int = 0
     supervised_lost: int = 0
     method: str = ""  # the mask method that gave this row's spans
+    supervised: int = -1  # supervised tokens kept: counted from ``mask`` unless given (counted per chunk)
+
+    def __post_init__(self) -> None:
+        if self.supervised < 0:
+            self.supervised = int(self.mask.sum())
 
     @property
     def assistant_masks(self) -> list[int]:
         return [int(flag) for flag in self.mask]
-
-    @property
-    def supervised(self) -> int:
-        return int(self.mask.sum())
 
 
 @contextmanager
@@ -313,14 +319,15 @@ class Tokenize:
             found, ticket = pending.popleft()
             encoded = queue.result(ticket) if ticket is not None else []
             rendered = [item for item in found if item is not None]
-            masks = iter(zip(encoded, chunk_token_masks([e[1] for e in encoded], [item[1] for item in rendered],
-                                                         [len(item[0]) for item in rendered]), rendered))
+            masks, supervised = chunk_token_masks([e[1] for e in encoded], [item[1] for item in rendered],
+                                                  [len(item[0]) for item in rendered])
+            made = iter(zip(encoded, masks, supervised, rendered))
             for item in found:
                 if item is None:
                     out.append(None)
                     continue
-                (ids, _), mask, (_, _, method) = next(masks)
-                out.append(self._truncate(ids, mask, method))
+                (ids, _), mask, count_, (_, _, method) = next(made)
+                out.append(self._truncate(ids, mask, count_, method))
 
         position = 0
         with EncodeQueue(self.tokenizer, self.encoder) as queue, \
@@ -349,11 +356,12 @@ class Tokenize:
                 raise _at_row(err, row) from err
             return None
 
-    def _truncate(self, ids: Any, mask: np.ndarray, method: str) -> RowMask:
+    def _truncate(self, ids: Any, mask: np.ndarray, supervised: int, method: str) -> RowMask:
         limit = self.max_length
         if limit is None or len(ids) <= limit:
-            return RowMask(ids, mask, method=method)
-        return RowMask(ids[:limit], mask[:limit], len(ids) - limit, int(mask[limit:].sum()), method)
+            return RowMask(ids, mask, method=method, supervised=supervised)
+        lost = int(mask[limit:].sum())
+        return RowMask(ids[:limit], mask[:limit], len(ids) - limit, lost, method, supervised - lost)
 
     def __call__(self, batch: Any, indices: list[int] | None = None) -> Any:
         require_batched(batch, "tokenize")  # rows left with no supervised token are dropped
