@@ -110,3 +110,23 @@ def test_tokenize_refuses_a_row_whose_messages_are_null_naming_it() -> None:
         tokenize(tokenizer)(table)
     with pytest.raises(SchemaError, match=r"row 41 has no 'messages' \(null\)"):
         tokenize(tokenizer)(table, indices=[40, 41])  # ds.map(..., with_indices=True): the dataset's numbers
+
+
+def test_tokenize_refuses_a_row_whose_tools_are_not_json_naming_it_and_the_place() -> None:
+    import pytest
+
+    from tests.tiny_lm import train_tokenizer, trl_template
+    from whileai_datasets import SchemaError
+    from whileai_datasets.rows.features import message_to_storage, storage_type
+    from whileai_datasets.tokenize.token_masks import tokenize
+
+    tokenizer = train_tokenizer(["hi there", "be brief"], chat_template=trl_template("qwen2_5"))
+    row = [message_to_storage(m) for m in [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]]
+    table = pa.table({"messages": pa.array([row, row, row], pa.list_(storage_type(MESSAGE_TYPE))),
+                      "loss_mask": pa.array([[0, 1]] * 3, pa.list_(pa.int8())),
+                      "tools": pa.array(["[]", None, '[{"type": "function",'])})
+    with pytest.raises(SchemaError, match=r"row 2 of the batch: its 'tools' is not JSON \(.* at character 21\)"):
+        tokenize(tokenizer)(table)
+    with pytest.raises(SchemaError, match=r"row 12: its 'tools' is not JSON"):
+        tokenize(tokenizer)(table, indices=[10, 11, 12])
+    assert tokenize(tokenizer)(table.slice(0, 2)).num_rows == 2  # the good rows tokenize

@@ -195,3 +195,13 @@ def test_an_other_undefined_name_is_named() -> None:
     with pytest.raises(TemplateError, match=r"reads 'custom_setting', which is neither a message field nor a render "
                                             r"argument\. Pass it as render\(\.\.\., custom_setting=\.\.\.\)"):
         template.render([{"role": "user", "content": "hi"}])
+
+
+def test_a_batch_renders_each_variable_as_its_own_type_when_values_are_equal() -> None:
+    from whileai_datasets.chat_template.rendering.render import batch_inputs, render_plain
+
+    text = "{{ flag }}|{{ messages[0]['content'] }}"
+    messages = [{"role": "user", "content": "hi"}]
+    with batch_inputs():  # the context but for messages is prepared once per batch, by its values' types too
+        rendered = [render_plain(text, messages, kwargs={"flag": value}) for value in (1, True, 1.0, 1)]
+    assert rendered == ["1|hi", "True|hi", "1.0|hi", "1|hi"]

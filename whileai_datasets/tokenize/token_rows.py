@@ -50,11 +50,12 @@ def decode_table(batch: pa.Table, column: str, decoded: dict[str, Any], argument
     ``arguments``, the messages come shaped as the template wants them (``template_messages``). Errors name
     a row by its number in ``rows`` (the dataset's, from ``ds.map(..., with_indices=True)``), else by
     ``start`` plus its place in ``batch``."""
+    def where(row: int) -> str:
+        return f"row {rows[row]}" if rows is not None else f"row {start + row} of the batch"
+
     messages = messages_from_arrow(batch.column(column))
     if batch.column(column).null_count:
-        row = messages.index(None)  # type: ignore[arg-type]
-        where = f"row {rows[row]}" if rows is not None else f"row {start + row} of the batch"
-        raise SchemaError(f"{where} has no {column!r} (null)",
+        raise SchemaError(f"{where(messages.index(None))} has no {column!r} (null)",  # type: ignore[arg-type]
                           hint=f"Drop the rows without a conversation first: ds.filter(lambda row: row[{column!r}] "
                                "is not None).")
     if arguments is not None:  # as the template sees them (``render.batch_inputs(messages_prepared=True)``)
@@ -65,9 +66,19 @@ def decode_table(batch: pa.Table, column: str, decoded: dict[str, Any], argument
                     for key in [key for key, value in message.items() if value is None]:
                         del message[key]
     tools_column = batch.column("tools").to_pylist() if "tools" in batch.column_names else [None] * batch.num_rows
-    tools = [(decoded[t] if t in decoded else decoded.setdefault(t, json.loads(t))) if isinstance(t, str) else t
-             for t in tools_column]
+    tools = [(decoded[t] if t in decoded else decoded.setdefault(t, _tools(t, where(row))))
+             if isinstance(t, str) else t for row, t in enumerate(tools_column)]
     return messages, tools, batch.column("loss_mask").to_pylist()
+
+
+def _tools(text: str, where: str) -> Any:
+    """A row's ``tools`` text decoded, or an error naming the row and the place the JSON breaks."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise SchemaError(f"{where}: its 'tools' is not JSON ({err.msg} at character {err.pos})",
+                          hint="Rows loaded with load_dataset('whileai/export', ...) carry their tool schemas as "
+                               "JSON text; fix or drop this row's 'tools' before tokenizing.") from None
 
 
 def batch_chunks(batch: Any, column: str, arguments: Any, indices: Sequence[int] | None = None) -> Iterator[Decoded]:

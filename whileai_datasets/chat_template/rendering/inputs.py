@@ -128,7 +128,9 @@ def _fixed_context(kwargs: Mapping[str, Any], add_generation_prompt: bool, now: 
                    batch: _BatchInputs | None) -> dict[str, Any]:
     """The context but for messages and tools, checked for markers: once per batch for the same values."""
     try:
-        key = (tuple(kwargs.items()), add_generation_prompt, now) if batch is not None else None
+        # each value with its type: 1, 1.0 and True are equal keys but render as "1", "1.0" and "True"
+        key = (tuple((name, type(value), value) for name, value in kwargs.items()), add_generation_prompt,
+               now) if batch is not None else None
         known = batch.contexts.get(key) if batch is not None else None  # type: ignore[arg-type]
     except TypeError:  # a value that does not hash: prepared every render
         key = known = None
