@@ -10,6 +10,7 @@ blocks up. ``checked_options`` and ``prepare`` are the checks and set-up both sh
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -24,6 +25,7 @@ from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import SchemaError
 from whileai_datasets.export import exporters, pipeline
 from whileai_datasets.hub import trainer_gaps
+from whileai_datasets.tokenize.row_failures import CAUSES, by_cause
 from whileai_datasets.tokenize.token_masks import BadMaskRowsWarning, Tokenize
 
 
@@ -56,11 +58,12 @@ def prepare(tokenizer: Any, template: Any, options: dict[str, Any]
 
 
 def transform_of(tokenizer: Any, chat: Any, options: dict[str, Any]) -> Tokenize | None:
-    """``tokenize`` as the audit runs it: every row kept (those with no supervised token are counted)."""
+    """``tokenize`` as the audit runs it: every row kept (those with no supervised token are counted), and
+    a row the template cannot render or mask left out and counted by cause, whatever ``on_bad_row``: an audit
+    never stops on a row."""
     if tokenizer is None:
         return None
-    return Tokenize(tokenizer, chat, options["max_length"], on_bad_row=options["on_bad_row"],
-                    keep_unsupervised=True)
+    return Tokenize(tokenizer, chat, options["max_length"], on_bad_row="skip", keep_unsupervised=True)
 
 
 def source_name(source: Any) -> str:
@@ -75,6 +78,12 @@ def new_audit(name: str, options: dict[str, Any], rows: int, tokenized: bool,
     """An empty ``Audit`` of ``rows`` source rows, the counters at zero."""
     return Audit(source=name, options={k: v for k, v in options.items() if k != "tools"}, rows=rows,
                  tokenized=tokenized, template=facts.to_dict() if facts is not None else None)
+
+
+def message_of(err: Any) -> str:
+    """A failed row's error as a finding shows it: without the row (the finding's locations name it)."""
+    problem = re.sub(r"^row \d+(?:, |: )", "", err.problem)
+    return str(type(err)(problem, location=err.location, hint=None)).replace("\n", " ")
 
 
 class Run:
@@ -172,6 +181,7 @@ class Run:
         skipped = np.ones(rows.num_rows, dtype=bool)
         skipped[position] = False
         self.add("bad_rows", skipped, sample_source)
+        self.failure_findings(self.transform.failures.take(), rows.num_rows, sample_source)  # type: ignore[union-attr]
         found.tokens += int(figures["num_tokens"].sum())
         found.supervised_tokens += int(figures["num_supervised_tokens"].sum())
         found.tokens_before_cut += int((figures["num_tokens"] + figures["tokens_truncated"]).sum())
@@ -194,9 +204,20 @@ class Run:
                                     supervised_lost=figures["supervised_tokens_truncated"][cut])
         for method, n in token_figures.mask_methods(tokenized).items():
             found.mask_methods[method] = found.mask_methods.get(method, 0) + n
-        zero = np.zeros(rows.num_rows, dtype=bool)
+        zero = skipped.copy()  # a row left out trains nothing
         zero[position] = figures["num_supervised_tokens"] == 0
         return zero
+
+    def failure_findings(self, failures: list[Any], rows: int, sample_source: np.ndarray) -> None:
+        """Each failed row under its cause's finding, with the cause's first message (the template's own)."""
+        for cause, items in by_cause(failures).items():
+            flags = np.zeros(rows, dtype=bool)
+            flags[[f.position for f in items]] = True
+            finding = self.found.findings[cause]
+            first_row = int(sample_source[min(f.position for f in items)])
+            if finding.first_error is None or (finding.first and first_row < finding.first[0]):
+                finding.first_error = message_of(min(items, key=lambda f: f.position).error)
+            finding.add(flags, sample_source)
 
     def finish(self) -> None:
         found = self.found
@@ -215,4 +236,14 @@ class Run:
             "prompt/completion rows: the last assistant turn and what follows it" if fmt == "trl" else
             "pre-tokenized rows: exactly the assistant_masks",
         }
+        if (found.supervised_tokens == 0) if found.tokenized else (self.marked_rows == 0):
+            for entry in report.values():  # nothing trains: no trainer trains "exactly" anything
+                entry["exact"], entry["how"] = False, f"nothing trains: {nothing_trains(found)}"
         found.trainers = report
+
+
+def nothing_trains(found: Audit) -> str:
+    """Why no row trains, by the problem findings that count the most rows (the causes of a bad row first)."""
+    causes = [name for name in ("bad_rows", *CAUSES) if found.findings[name].rows]
+    named = [n for n in causes if n != "bad_rows"] or [n for n in found.problems if n != "zero_loss"][:3]
+    return "; ".join(f"{found.findings[n].rows:,} {n.replace('_', '-')}" for n in named) or "no row has a loss"

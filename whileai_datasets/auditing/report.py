@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from whileai_datasets.auditing.tally import COUNT_EDGES, SHARE_EDGES, Finding, Histogram, Worst
+from whileai_datasets.tokenize.row_failures import CAUSES
 
 #: Schema version of ``Audit.to_dict()``; bumped when a key changes meaning or goes away.
 SCHEMA_VERSION = 1
@@ -52,12 +53,14 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
                                      "out of the render, writes as the parts' data instead of their text, or "
                                      "fails on", True, ""),
     "template_adds_system": ("rows without a system message, given the template's own default one", True, ""),
-    "bad_rows": ("rows whose mask failed the check or that did not render, skipped (on_bad_row='skip')",
-                 True, ""),
+    "bad_rows": ("rows the template cannot render or whose mask fails the check: tokenize(on_bad_row='skip') "
+                 "leaves them out, on_bad_row='raise' stops on them; each is counted by cause below", True, ""),
+    # one finding per cause of a bad row (``tokenize.row_failures``), with the template's own first message
+    **{cause: (description, True, "") for cause, description in CAUSES.items()},
 }
 TRAINING_LEVEL = frozenset(("zero_loss", "render_unsupervised", "truncated_to_nothing", "truncated",
                             "supervision_truncated", "completion_turns_lost", "tool_output_cut", "bad_rows",
-                            "trains_every_token"))
+                            "trains_every_token", *CAUSES))
 #: ``--fail-on`` names that stand for several findings.
 GROUPS = {"template_drops": ("template_drops_system", "template_drops_tools", "template_drops_reasoning",
                              "template_drops_content_parts")}

@@ -58,8 +58,10 @@ def audit(
         max_length: Cut rows to this many tokens, as ``tokenize`` does; the audit counts what it cuts.
         system_prompt, tools, strip_think, mask_mode, unroll, max_tool_output_chars, format: The
             export's options (``export_dataset``), with its defaults.
-        on_bad_row: ``tokenize``'s: ``"raise"`` on a row whose mask fails the check, or ``"skip"``
-            (counted as ``bad_rows``).
+        on_bad_row: The ``tokenize`` you will train with: ``"raise"`` stops at a row the template cannot
+            render or mask, ``"skip"`` leaves it out. The audit never stops on such a row: it counts it
+            (``bad_rows``, and one finding per cause: ``roles_must_alternate``, ``content_type``, ...,
+            ``tokenize.row_failures.CAUSES``) and its figures are what ``"skip"`` trains.
         engine: ``"local"`` (this process, chunk by chunk) or ``"ray"``: Ray Data actors count the blocks
             and this process adds them up (``on_ray.audit_on_ray``; files only, the same figures). A
             ``tokenizer`` may then also be a directory or a zero-argument factory, built once per actor.
@@ -72,7 +74,7 @@ def audit(
     Raises:
         ExportFormatError: a bad export option or engine, or a source the export cannot read.
         SchemaError: a bad ``on_bad_row``, or ``max_length`` without a tokenizer.
-        TemplateError: a row's mask fails the check (``on_bad_row="raise"``).
+        TemplateError: the template itself is refused (its syntax, the sandbox), before any row.
     Example:
         >>> audit("run.jsonl", tokenizer=tok, max_length=4096, format="trl").format()  # doctest: +SKIP
     """

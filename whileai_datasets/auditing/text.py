@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from whileai_datasets.rows import option_names
+from whileai_datasets.tokenize.row_failures import CAUSES, dashed
+
 #: Locations shown per finding in the text report (``to_dict()`` keeps up to five).
 SHOWN = 3
 
@@ -75,12 +78,32 @@ def _trainers(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _causes(findings: dict[str, Any]) -> str:
+    return ", ".join(f"{findings[c]['rows']:,} {dashed(c)}" for c in CAUSES if findings[c]["rows"])
+
+
+def headline(data: dict[str, Any]) -> list[str]:
+    """What must be read first: nothing trains at all, or rows the template cannot render or mask."""
+    findings = data["findings"]
+    bad = findings["bad_rows"]["rows"]
+    if data["trainers"] and all(e["how"].startswith("nothing trains") for e in data["trainers"].values()):
+        why = _causes(findings) or next(iter(data["trainers"].values()))["how"].removeprefix("nothing trains: ")
+        return [f"NOTHING TRAINS: none of the {data['training_rows']:,} training rows has a supervised token "
+                f"({why}); every row is zero-loss", ""]
+    if not bad:
+        return []
+    stops = option_names.spell("on_bad_row", "raise")
+    return [f"{bad:,} of {data['training_rows']:,} training rows fail the template ({_causes(findings)}): tokenize "
+            f"with {option_names.spell('on_bad_row', 'skip')} trains the other rows (the figures below), with "
+            f"{stops} it stops at the first", ""]
+
+
 def format_audit(data: dict[str, Any]) -> str:
     """The text report of ``Audit.to_dict()``."""
     options = data["options"]
     shown = ", ".join(f"{k}={v!r}" for k, v in options.items() if k not in ("system_prompt",))
     unit = " samples" if data["row_unit"] == "sample" else ""
-    lines = [f"audit of {data['source']} ({shown})",
+    lines = [*headline(data), f"audit of {data['source']} ({shown})",
              f"rows                 {data['rows']:,} ({data['training_rows']:,} training rows{unit})",
              *_tokens(data)]
     roles = data["roles"]
