@@ -141,3 +141,24 @@ def test_content_parts_under_plain_formatting_train_whichever_rows_the_template_
         assert found.supervised_tokens == sum(map(sum, trained["assistant_masks"]))
         assert found.count("content_type") == 6 - kept
     assert re.search(r"TypeError: can only concatenate list \(not \"str\"\)", found.findings["content_type"].first_error or "")
+
+
+def test_check_max_length_reads_the_limit_the_rows_were_tokenized_with(gemma: Any, load: Any, source: Path) -> None:
+    from whileai_datasets import TrainerCutWarning, check_max_length
+
+    ds = load(source)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BadMaskRowsWarning)
+        longest = max(ds.map(tokenize(gemma, on_bad_row="skip"), batched=True)["num_tokens"])
+        tokenized = ds.map(tokenize(gemma, max_length=longest - 1, on_bad_row="skip"), batched=True)
+    assert check_max_length(tokenized, longest - 1) == {
+        "trainer_max_length": longest - 1, "tokenized_max_length": longest - 1, "longest": longest - 1, "rows": 4,
+        "rows_cut": 0, "supervised_tokens": sum(tokenized["num_supervised_tokens"]), "supervised_tokens_cut": 0}
+    shorter = longest - 4
+    with pytest.warns(TrainerCutWarning, match=rf"max_length={shorter} cuts \d of 4 tokenized rows .* pass "
+                                               rf"SFTConfig\(max_length={longest - 1}\), the max_length the rows were "):
+        found = check_max_length(tokenized, shorter)
+    assert found["supervised_tokens_cut"] == sum(sum(mask[shorter:]) for mask in tokenized["assistant_masks"]) > 0
+    with pytest.raises(TypeError, match=r"expected a max_length \(int or None\), an SFTConfig or an SFTTrainer, "
+                                        r"got str"):
+        check_max_length(tokenized, "1024")

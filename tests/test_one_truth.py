@@ -253,3 +253,24 @@ def test_a_template_that_renders_no_tool_call_is_named(files: dict[str, Path], t
     found = audit(str(files["conversations_tool_calls"]), tokenizer=tokenizers["qwen2_5"], template=no_calls, **SAME)
     assert found.count("zero_loss") == 0 and found.supervised_tokens > 0  # the end markers train
     assert found.to_dict()["findings"].get("template_drops_tool_calls", {}).get("rows", 0) == 5
+
+
+def test_a_trainer_with_a_shorter_max_length_is_caught_with_what_it_cuts(
+        measured: dict[tuple[str, str], dict[str, Any]], tokenizers: dict[str, Any], tmp_path: Path) -> None:
+    import datasets
+    from trl import SFTConfig, SFTTrainer
+
+    from whileai_datasets import TrainerCutWarning, check_max_length
+
+    train = datasets.concatenate_datasets([measured[shape, "qwen2_5"]["columns"] for shape in SHAPES])
+    assert check_max_length(train, MAX_LENGTH)["rows_cut"] == 0
+    args = SFTConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=8, report_to=[],
+                     use_cpu=True, save_strategy="no", max_length=64, seed=0)
+    with pytest.warns(TrainerCutWarning, match=r"the trainer's max_length=64 cuts \d+ of 28 tokenized rows .* "
+                                               r"pass SFTConfig\(max_length=\d+\) \(the longest row\) or None"):
+        found = check_max_length(train, args)
+    trainer = SFTTrainer(model=tiny_causal_lm(len(tokenizers["qwen2_5"])), args=args, train_dataset=train,
+                         processing_class=tokenizers["qwen2_5"])
+    labelled = sum(int((batch["labels"] != -100).sum()) for batch in trainer.get_train_dataloader())
+    assert found["supervised_tokens_cut"] > 0
+    assert labelled == found["supervised_tokens"] - found["supervised_tokens_cut"]  # what TRL really trains
