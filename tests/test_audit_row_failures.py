@@ -162,3 +162,22 @@ def test_check_max_length_reads_the_limit_the_rows_were_tokenized_with(gemma: An
     with pytest.raises(TypeError, match=r"expected a max_length \(int or None\), an SFTConfig or an SFTTrainer, "
                                         r"got str"):
         check_max_length(tokenized, "1024")
+
+
+def test_a_syntax_error_is_named_once() -> None:
+    broken = ChatTemplate("{% for m in messages %}{{ m.content }}")
+    with pytest.raises(TemplateError, match=r"^<template>:1: syntax error: Unexpected end of template\. "):
+        broken.with_generation()
+    assert broken.inspect().syntax_error.startswith("Unexpected end of template")  # type: ignore[union-attr]
+
+
+def test_the_audit_and_mask_report_say_one_naive_ratio(load: Any, tmp_path: Path) -> None:
+    rows = [r for i, r in enumerate(_rows()) if i != 4] + [{"messages": [{"role": "user", "content": "anyone?"}]}]
+    source = write_jsonl(tmp_path / "rows.jsonl", rows)  # the last row trains nothing: tokenize drops it
+    tok = _tokenizer("qwen2_5")
+    ds = load(source)
+    trained = ds.map(tokenize(tok), batched=True)
+    found = audit(ds, tokenizer=tok)
+    assert trained.num_rows == 5 and found.count("zero_loss") == 1
+    assert found.naive_ratio == mask_report(trained)["naive_over_masked"] > 1
+    assert found.tokens > mask_report(trained)["tokens"]  # the audit's token total still counts every row

@@ -185,6 +185,7 @@ class Run:
         found.tokens += int(figures["num_tokens"].sum())
         found.supervised_tokens += int(figures["num_supervised_tokens"].sum())
         found.tokens_before_cut += int((figures["num_tokens"] + figures["tokens_truncated"]).sum())
+        found.naive_tokens += int(figures["num_tokens"][figures["num_supervised_tokens"] > 0].sum())
         amounts = {"truncated": figures["tokens_truncated"], "supervision_truncated":
                    figures["supervised_tokens_truncated"], "truncated_to_nothing": figures["supervised_tokens_truncated"]}
         for name, flags in token_figures.token_flags(figures, marked[position]).items():

@@ -198,7 +198,7 @@ class Totals:
     def add(self, block: Block) -> None:
         found, part = self.found, block.found
         self.blocks.append((block.first, block.last, block.rows, block.samples))
-        for name in ("training_rows", "tokens", "supervised_tokens", "tokens_before_cut"):
+        for name in ("training_rows", "tokens", "supervised_tokens", "tokens_before_cut", "naive_tokens"):
             setattr(found, name, getattr(found, name) + getattr(part, name))
         for into, more in ((found.role_chars, part.role_chars), (found.mask_methods, part.mask_methods)):
             for key, value in more.items():

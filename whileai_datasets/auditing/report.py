@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from whileai_datasets.auditing.tally import COUNT_EDGES, SHARE_EDGES, Finding, Histogram, Worst
+from whileai_datasets.tokenize.report import naive_ratio
 from whileai_datasets.tokenize.row_failures import CAUSES
 
 #: Schema version of ``Audit.to_dict()``; bumped when a key changes meaning or goes away.
@@ -82,8 +83,9 @@ class Audit:
     (source rows), ``training_rows`` (rows the pipeline makes: unrolled samples with ``unroll``, plus
     rows with no message, which the export refuses),
     ``tokenized`` (whether token figures exist), ``tokens``, ``supervised_tokens``,
-    ``tokens_before_cut``, ``naive_ratio`` (tokens / supervised tokens: what a trainer that trains every
-    token, e.g. TRL on ``format="trl"`` messages rows, trains against the mask), ``role_chars``
+    ``tokens_before_cut``, ``naive_ratio`` (``tokenize.report.naive_ratio``, as ``mask_report`` computes it:
+    the tokens of the rows with a supervised token over the supervised tokens, what a trainer that trains
+    every token, e.g. TRL on ``format="trl"`` messages rows, trains against the mask), ``role_chars``
     (content characters per role of the training rows: a character share, not a token share),
     ``mask_methods``, ``template`` (``TemplateFacts.to_dict()`` or None), ``trainers``, ``findings``
     (name -> ``Finding``), ``histograms``, ``worst``, ``locations`` (row -> file and line).
@@ -97,7 +99,7 @@ class Audit:
       without a tokenizer)
     * ``roles``: per role ``{"chars", "share"}``; ``role_measure`` says "content characters"
     * ``findings``: name -> ``{"description", "problem" (bool), "rows", "share" (of ``training_rows``
-      for the findings in ``TRAINING_LEVEL``, else of ``rows``), "amount", "unit", "first": [{"row", "file", "line"}]}``,
+      for the findings in ``TRAINING_LEVEL``, else of ``rows``: ``share_of`` names it), "amount", "unit", "first": [{"row", "file", "line"}]}``,
       for every name of ``FINDINGS``, zero or not
     * ``problems``: names of the problem findings with rows > 0, in catalogue order
     * ``histograms``: name -> ``{"edges", "counts", "n", "min", "max", "mean"}`` (``counts[i]`` rows with
@@ -125,6 +127,8 @@ class Audit:
     tokens: int = 0
     supervised_tokens: int = 0
     tokens_before_cut: int = 0
+    #: tokens of the rows with a supervised token: what a tokenized dataset holds (the naive ratio's base)
+    naive_tokens: int = 0
     role_chars: dict[str, int] = field(default_factory=dict)
     mask_methods: dict[str, int] = field(default_factory=dict)
     template: dict[str, Any] | None = None
@@ -138,7 +142,7 @@ class Audit:
 
     @property
     def naive_ratio(self) -> float | None:
-        return self.tokens / self.supervised_tokens if self.supervised_tokens else None
+        return naive_ratio(self.naive_tokens, self.supervised_tokens)
 
     @property
     def rows_without_loss(self) -> int:
@@ -189,7 +193,8 @@ class Audit:
         base = self.training_rows if found.name in TRAINING_LEVEL else self.rows
         first = found.where or [self._where(r) for r in found.first]
         return {"description": found.description, "problem": found.problem, "rows": found.rows,
-                "share": found.rows / base if base else 0.0, "amount": found.amount, "unit": found.unit,
+                "share": found.rows / base if base else 0.0,
+                "share_of": "training_rows" if found.name in TRAINING_LEVEL else "rows", "amount": found.amount, "unit": found.unit,
                 "first": first, **({"first_error": found.first_error} if found.first_error else {})}
 
     def card_section(self, split: str = "train", *, with_plots: bool = True) -> Any:

@@ -20,11 +20,12 @@ def _where(entry: dict[str, Any]) -> str:
     return f"row {entry['row']}"
 
 
-def _finding_line(name: str, finding: dict[str, Any], width: int) -> str:
+def _finding_line(name: str, finding: dict[str, Any], width: int, bases_differ: bool = False) -> str:
     amount = f", {finding['amount']:,} {finding['unit']}" if finding["unit"] and finding["amount"] else ""
+    base = f" of {finding['share_of'].replace('_', ' ')}" if bases_differ else ""
     first = "; ".join(_where(e) for e in finding["first"][:SHOWN])
     more = ", ..." if len(finding["first"]) > SHOWN else ""
-    line = f"  {name.replace('_', '-').ljust(width)}  {finding['rows']:,} rows ({finding['share']:.1%}){amount}"
+    line = f"  {name.replace('_', '-').ljust(width)}  {finding['rows']:,} rows ({finding['share']:.1%}{base}){amount}"
     error = f"\n  {''.ljust(width)}  first error: {finding['first_error']}" if finding.get("first_error") else ""
     return f"{line}\n  {''.ljust(width)}  {finding['description']}" + (
         f"\n  {''.ljust(width)}  first: {first}{more}" if first else "") + error
@@ -116,9 +117,10 @@ def format_audit(data: dict[str, Any]) -> str:
     problems = [n for n in data["problems"]]
     lines.append("")
     lines.append("problems" if problems else "problems: none found")
-    lines += [_finding_line(n, findings[n], width) for n in problems]
+    differ = data["rows"] != data["training_rows"]  # then say which each share is of
+    lines += [_finding_line(n, findings[n], width, differ) for n in problems]
     notes = [n for n, f in findings.items() if not f["problem"] and f["rows"]]
     if notes:
-        lines += ["", "notes"] + [_finding_line(n, findings[n], width) for n in notes]
+        lines += ["", "notes"] + [_finding_line(n, findings[n], width, differ) for n in notes]
     lines += ["", *_trainers(data)]
     return "\n".join(lines)
