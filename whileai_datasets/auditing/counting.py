@@ -17,13 +17,14 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from whileai_datasets._typing import ON_BAD_ROW
 from whileai_datasets.auditing import message_figures, template_drops, token_figures
 from whileai_datasets.auditing.report import Audit
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.export import exporters, pipeline
+from whileai_datasets.export import exporters, pipeline, reports
 from whileai_datasets.hub import trainer_gaps
 from whileai_datasets.tokenize.row_failures import CAUSES, by_cause
 from whileai_datasets.tokenize.token_masks import BadMaskRowsWarning, Tokenize
@@ -106,6 +107,7 @@ class Run:
         numbers = offset + np.arange(chunk.num_rows, dtype=np.int64)
         flags = message_figures.source_flags(chunk, self.options)
         self.source_findings(flags, numbers)
+        self.export_warnings(chunk, numbers)
         keep = ~flags["no_messages"]
         self.found.training_rows += int((~keep).sum())
         self.add("zero_loss", flags["no_messages"], numbers)
@@ -118,6 +120,15 @@ class Run:
         if self.options["unroll"]:
             sample_source = np.repeat(sample_source, np.maximum(flags["assistant_turns"][keep], 1))
         self.training_findings(rows, sample_source)
+
+    def export_warnings(self, chunk: pa.Table, numbers: np.ndarray) -> None:
+        """The rows ``export_dataset`` warns about: cut by the reply token cap, a reward below the pass mark."""
+        if "finish_reason" in chunk.column_names:
+            cut = pc.fill_null(pc.equal(chunk.column("finish_reason"), "length"), False)
+            self.add("cut_by_token_cap", np.asarray(cut.to_numpy(zero_copy_only=False), dtype=bool), numbers)
+        if "reward" in chunk.column_names:
+            low = pc.fill_null(pc.less(chunk.column("reward"), reports.PASS_THRESHOLD), False)
+            self.add("low_reward", np.asarray(low.to_numpy(zero_copy_only=False), dtype=bool), numbers)
 
     def source_findings(self, flags: dict[str, Any], numbers: np.ndarray) -> None:
         for name in ("no_messages", "only_system", "no_assistant", "duplicate_system", "missing_system",

@@ -43,6 +43,11 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
     "duplicate_system": ("rows opening with two system messages (system_prompt= given on rows that carry their "
                          "own)", True, ""),
     "missing_system": ("rows with no system message first", True, ""),
+    "cut_by_token_cap": ("rows whose reply the token cap cut (finish_reason 'length'), trained as targets: a model "
+                         "learns to stop mid-thought (filter on finish_reason == 'stop'); export warns on them too",
+                         True, ""),
+    "low_reward": ("rows with a reward below 0.5, trained as targets: a model learns the failure (filter on reward); "
+                   "export warns on them too", True, ""),
     "think_stripped": ("rows whose <think> blocks the export strips (strip_think=True)", False, "messages"),
     "think_kept": ("rows whose <think> blocks are kept and trained (strip_think=False)", False, "messages"),
     "tool_output_cut": ("rows whose tool outputs max_tool_output_chars cut", False, "characters cut"),

@@ -123,4 +123,8 @@ def format_audit(data: dict[str, Any]) -> str:
     if notes:
         lines += ["", "notes"] + [_finding_line(n, findings[n], width, differ) for n in notes]
     lines += ["", *_trainers(data)]
+    if data["options"].get("max_length") is not None and data["tokenized"]:
+        limit = data["options"]["max_length"]
+        lines.append(f"  (these counts are at max_length={limit}: train with SFTConfig(max_length={limit}); a trainer "
+                     "with a shorter one cuts again, which whileai_datasets.check_max_length catches)")
     return "\n".join(lines)
