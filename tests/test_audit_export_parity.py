@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import write_jsonl
 from whileai_datasets import audit, export_dataset
@@ -32,3 +33,27 @@ def test_the_audit_names_the_trainer_max_length_its_counts_hold_for(tmp_path: Pa
     text = audit(str(source), tokenizer=tokenizer, max_length=512).format()
     assert text.endswith("(these counts are at max_length=512: train with SFTConfig(max_length=512); a trainer "
                          "with a shorter one cuts again, which whileai_datasets.check_max_length catches)")
+
+
+def test_a_huge_tool_output_is_named_with_the_cap_and_show_mask_prints_its_ends(
+        tmp_path: Path, capsys: Any) -> None:
+    from tests.tiny_lm import train_tokenizer, trl_template
+    from whileai_datasets import cli
+
+    call = {"id": "c1", "type": "function", "function": {"name": "grep", "arguments": "{}"}}
+    huge = "line of log output\n" * 8_000  # 152,000 characters
+    rows = [{"messages": [{"role": "user", "content": "find it"},
+                          {"role": "assistant", "content": "", "tool_calls": [call]},
+                          {"role": "tool", "tool_call_id": "c1", "content": huge},
+                          {"role": "assistant", "content": "found it"}]}]
+    source = write_jsonl(tmp_path / "rows.jsonl", rows)
+    found = audit(str(source)).to_dict()["findings"]["long_tool_output"]
+    assert (found["rows"], found["amount"], found["first"][0]["line"]) == (1, len(huge), 1)
+    assert "max_tool_output_chars" in found["description"]
+    assert audit(str(source), max_tool_output_chars=2000).count("long_tool_output") == 0
+    tokenizer = train_tokenizer(["find it found it line of log output grep"] * 5, chat_template=trl_template("qwen2_5"))
+    tokenizer.save_pretrained(tmp_path / "tok")
+    assert cli.main(["show-mask", str(source), "--tokenizer", str(tmp_path / "tok"), "--no-color"]) == 0
+    out = capsys.readouterr().out
+    assert len(out) < 5_000 and "characters not shown; a tool output this long can be cut before training with " \
+                                "--max-tool-output-chars N" in out

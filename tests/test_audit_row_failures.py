@@ -140,7 +140,8 @@ def test_content_parts_under_plain_formatting_train_whichever_rows_the_template_
                                                                     if kept == 6 or i % 2 == 0]
         assert found.supervised_tokens == sum(map(sum, trained["assistant_masks"]))
         assert found.count("content_type") == 6 - kept
-    assert re.search(r"TypeError: can only concatenate list \(not \"str\"\)", found.findings["content_type"].first_error or "")
+    said = found.findings["content_type"].first_error or ""
+    assert re.search(r"TypeError: can only concatenate list \(not \"str\"\)", said)
 
 
 def test_check_max_length_reads_the_limit_the_rows_were_tokenized_with(gemma: Any, load: Any, source: Path) -> None:
@@ -155,8 +156,8 @@ def test_check_max_length_reads_the_limit_the_rows_were_tokenized_with(gemma: An
         "trainer_max_length": longest - 1, "tokenized_max_length": longest - 1, "longest": longest - 1, "rows": 4,
         "rows_cut": 0, "supervised_tokens": sum(tokenized["num_supervised_tokens"]), "supervised_tokens_cut": 0}
     shorter = longest - 4
-    with pytest.warns(TrainerCutWarning, match=rf"max_length={shorter} cuts \d of 4 tokenized rows .* pass "
-                                               rf"SFTConfig\(max_length={longest - 1}\), the max_length the rows were "):
+    with pytest.warns(TrainerCutWarning, match=rf"max_length={shorter} cuts \d of 4 tokenized rows .* pass SFTConfig"
+                                               rf"\(max_length={longest - 1}\), the max_length the rows were "):
         found = check_max_length(tokenized, shorter)
     assert found["supervised_tokens_cut"] == sum(sum(mask[shorter:]) for mask in tokenized["assistant_masks"]) > 0
     with pytest.raises(TypeError, match=r"expected a max_length \(int or None\), an SFTConfig or an SFTTrainer, "

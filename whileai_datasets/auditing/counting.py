@@ -87,6 +87,10 @@ def message_of(err: Any) -> str:
     return str(type(err)(problem, location=err.location, hint=None)).replace("\n", " ")
 
 
+#: A tool output longer than this is a finding (``long_tool_output``), unless the cap cuts it.
+LONG_TOOL_OUTPUT = 100_000
+
+
 class Run:
     """The counting, one chunk at a time."""
 
@@ -108,6 +112,7 @@ class Run:
         flags = message_figures.source_flags(chunk, self.options)
         self.source_findings(flags, numbers)
         self.export_warnings(chunk, numbers)
+        self.long_tool_outputs(chunk, numbers)
         keep = ~flags["no_messages"]
         self.found.training_rows += int((~keep).sum())
         self.add("zero_loss", flags["no_messages"], numbers)
@@ -120,6 +125,23 @@ class Run:
         if self.options["unroll"]:
             sample_source = np.repeat(sample_source, np.maximum(flags["assistant_turns"][keep], 1))
         self.training_findings(rows, sample_source)
+
+    def long_tool_outputs(self, chunk: pa.Table, numbers: np.ndarray) -> None:
+        """Rows with a tool output over ``LONG_TOOL_OUTPUT`` characters that the tool-output cap leaves long."""
+        cap = self.options["max_tool_output_chars"]
+        if cap is not None and cap <= LONG_TOOL_OUTPUT or "messages" not in chunk.column_names:
+            return
+        column = _arrow.column(chunk, "messages")
+        flat = _arrow.flat(column)
+        if not pa.types.is_struct(flat.type) or not len(flat):
+            return
+        chars = pc.fill_null(pc.utf8_length(pc.struct_field(flat, "content")), 0).to_numpy(zero_copy_only=False)
+        long = (np.asarray(pc.equal(pc.struct_field(flat, "role"), "tool").to_numpy(zero_copy_only=False), bool)
+                & (chars > LONG_TOOL_OUTPUT))
+        if long.any():
+            owner = _arrow.parents(column)
+            self.add("long_tool_output", np.bincount(owner[long], minlength=chunk.num_rows) > 0, numbers,
+                     np.bincount(owner[long], weights=chars[long], minlength=chunk.num_rows).astype(np.int64))
 
     def export_warnings(self, chunk: pa.Table, numbers: np.ndarray) -> None:
         """The rows ``export_dataset`` warns about: cut by the reply token cap, a reward below the pass mark."""

@@ -48,6 +48,9 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
                          True, ""),
     "low_reward": ("rows with a reward below 0.5, trained as targets: a model learns the failure (filter on reward); "
                    "export warns on them too", True, ""),
+    "long_tool_output": ("rows with a tool output over 100,000 characters: each costs tokenize and the audit time and "
+                         "memory in proportion, and trains as context; cap them with max_tool_output_chars", True,
+                         "characters"),
     "think_stripped": ("rows whose <think> blocks the export strips (strip_think=True)", False, "messages"),
     "think_kept": ("rows whose <think> blocks are kept and trained (strip_think=False)", False, "messages"),
     "tool_output_cut": ("rows whose tool outputs max_tool_output_chars cut", False, "characters cut"),
@@ -104,7 +107,8 @@ class Audit:
       without a tokenizer)
     * ``roles``: per role ``{"chars", "share"}``; ``role_measure`` says "content characters"
     * ``findings``: name -> ``{"description", "problem" (bool), "rows", "share" (of ``training_rows``
-      for the findings in ``TRAINING_LEVEL``, else of ``rows``: ``share_of`` names it), "amount", "unit", "first": [{"row", "file", "line"}]}``,
+      for the findings in ``TRAINING_LEVEL``, else of ``rows``: ``share_of`` names it), "amount", "unit",
+      "first": [{"row", "file", "line"}]}``,
       for every name of ``FINDINGS``, zero or not
     * ``problems``: names of the problem findings with rows > 0, in catalogue order
     * ``histograms``: name -> ``{"edges", "counts", "n", "min", "max", "mean"}`` (``counts[i]`` rows with
@@ -199,7 +203,8 @@ class Audit:
         first = found.where or [self._where(r) for r in found.first]
         return {"description": found.description, "problem": found.problem, "rows": found.rows,
                 "share": found.rows / base if base else 0.0,
-                "share_of": "training_rows" if found.name in TRAINING_LEVEL else "rows", "amount": found.amount, "unit": found.unit,
+                "share_of": "training_rows" if found.name in TRAINING_LEVEL else "rows", "amount": found.amount,
+                "unit": found.unit,
                 "first": first, **({"first_error": found.first_error} if found.first_error else {})}
 
     def card_section(self, split: str = "train", *, with_plots: bool = True) -> Any:

@@ -4,7 +4,8 @@
 encoding with offsets, on a thread; ``token_lengths`` reads what the tokenizer's
 configuration allows it) under ``token_masks`` (``tokenize``: render with
 spans, encode, map spans to tokens, check every row); ``report`` (``mask_report``)
-reads the result; ``trainer_fit`` (``check_max_length``) checks a trainer's own ``max_length`` against it. It sits below the transforms so ``transforms.tokenize`` can name it.
+reads the result; ``trainer_fit`` (``check_max_length``) checks a trainer's own ``max_length``
+against it. It sits below the transforms so ``transforms.tokenize`` can name it.
 """
 
 from __future__ import annotations
