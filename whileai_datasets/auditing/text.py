@@ -5,6 +5,7 @@ Built from ``Audit.to_dict()`` only, so the text and the JSON can never disagree
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from whileai_datasets.rows import option_names
@@ -15,8 +16,10 @@ SHOWN = 3
 
 
 def _where(entry: dict[str, Any]) -> str:
+    """A location by its file's name (the report's first line names the source whole)."""
     if entry.get("file"):
-        return f"{entry['file']} line {entry['line']} (row {entry['row']})"
+        line = f" line {entry['line']}" if entry.get("line") else ""
+        return f"{os.path.basename(entry['file'])}{line} (row {entry['row']})"
     return f"row {entry['row']}"
 
 
