@@ -80,5 +80,5 @@ def test_tokenize_refuses_a_max_length_that_is_not_a_positive_whole_number(value
     from whileai_datasets.tokenize.token_masks import tokenize
 
     with pytest.raises(OptionError, match=rf"^max_length must be a whole number, 1 or more, or None, "
-                                          rf"got {shown}\. Pass a positive number of tokens"):
+                                          rf"got {shown}\. Pass the trainer.s max_length \(a positive number of tokens"):
         tokenize(object(), "{{ 1 }}", value)

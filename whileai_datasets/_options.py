@@ -36,6 +36,13 @@ _CHOICE_HINTS: dict[Any, str] = {
     Engine: "'local' counts in this process, 'ray' in Ray Data actors.",
 }
 
+#: What to pass instead of a bad count, for the counts more than one entry point takes.
+_COUNT_HINTS = {
+    "max_length": "Pass the trainer's max_length (a positive number of tokens, e.g. max_length=4096), or None to "
+                  "keep whole rows.",
+    "max_tool_output_chars": "Pass the number of characters a tool message keeps (0 keeps none), or None for no cut.",
+}
+
 
 def _shown(name: str) -> str:
     return option_names.spell(name).rstrip("=")
@@ -78,7 +85,7 @@ def check_count(value: Any, name: str, *, minimum: int = 0, optional: bool = Tru
     if type(value) is not int or value < minimum:
         allowed = f"a whole number, {minimum} or more" + (", or None" if optional else "")
         raise OptionError(f"{_shown(name)} must be {allowed}, got {type(value).__name__} {value!r}",
-                          hint=hint or f"Pass e.g. {name}={max(minimum, 2000)}.")
+                          hint=hint or _COUNT_HINTS.get(name, f"Pass e.g. {name}={max(minimum, 2000)}."))
     return value
 
 
@@ -128,10 +135,8 @@ class TrainingOptions:
         check_choice(self.mask_mode, "mask_mode", MaskMode)
         check_choice(self.format, "format", ExportFormat)
         check_choice(self.weights, "weights", MessageWeights, optional=True)
-        check_count(self.max_tool_output_chars, "max_tool_output_chars",
-                    hint="Pass the number of characters a tool message keeps (0 keeps none), or None for no cut.")
-        check_count(self.max_length, "max_length", minimum=1,
-                    hint="Pass the trainer's max_length (e.g. max_length=4096), or None for no cut.")
+        check_count(self.max_tool_output_chars, "max_tool_output_chars")
+        check_count(self.max_length, "max_length", minimum=1)
         if self.weights is not None and self.format != "openai":
             raise OptionError(f"weights apply to format='openai' files, got format={self.format!r}",
                               location=_shown("weights"),

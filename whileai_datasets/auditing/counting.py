@@ -9,6 +9,7 @@ blocks up. ``checked_options`` and ``prepare`` are the checks and set-up both sh
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from typing import Any
@@ -25,6 +26,10 @@ from whileai_datasets.errors import SchemaError
 from whileai_datasets.export import pipeline
 from whileai_datasets.hub import trainer_gaps
 from whileai_datasets.tokenize.token_masks import BadMaskRowsWarning, Tokenize
+
+
+#: Training options the audit does not use: the tools (with the rows), the export's gates and weights.
+_NOT_RECORDED = ("tools", "validate", "weights")
 
 
 def checked_options(*, tokenized: bool, on_bad_row: str, **given: Any) -> TrainingOptions:
@@ -70,7 +75,7 @@ def source_name(source: Any) -> str:
 def new_audit(name: str, options: TrainingOptions, on_bad_row: str, rows: int, tokenized: bool,
               facts: template_drops.TemplateFacts | None) -> Audit:
     """An empty ``Audit`` of ``rows`` source rows, the counters at zero."""
-    kept = {k: v for k, v in options.to_dict().items() if k != "tools"}
+    kept = {k: v for k, v in options.to_dict().items() if k not in _NOT_RECORDED}
     return Audit(source=name, options={**kept, "on_bad_row": on_bad_row}, rows=rows,
                  tokenized=tokenized, template=facts.to_dict() if facts is not None else None)
 
@@ -101,7 +106,7 @@ class Run:
         if not keep.any():
             return
         table = chunk.filter(pa.array(keep)) if not keep.all() else chunk
-        shaped = {**self.options, "format": "openai"}
+        shaped = dataclasses.replace(self.options, format="openai", weights=None)
         rows, _, _ = pipeline.training_chunk(table, 0, None, self.tools_json, shaped, False)
         sample_source = numbers[keep]
         if self.options.unroll:

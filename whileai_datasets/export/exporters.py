@@ -134,7 +134,7 @@ export_dataset = export_training
 def run_training(source: Any, output: str | None, options: TrainingOptions, *, push_to: str | None = None,
                  on_bad_row: OnBadRow | None = None, progress: Progress | None = None) -> dict[str, Any]:
     """``export_training`` with its options made, and a progress callback (source rows done per chunk)."""
-    bad_rows = check_choice(on_bad_row, "on_bad_row", OnBadRow, optional=True) or "raise"
+    bad_rows = "raise" if on_bad_row is None else check_choice(on_bad_row, "on_bad_row", OnBadRow)
     overwrite.refuse_overwrite(output, overwrite.input_paths(source))
     # opened before the source is read: an export to the same path that finishes meanwhile is noticed at commit
     writer = export_writer.open_writer(output, export_writer.TRAINING_NULLS) if output else None

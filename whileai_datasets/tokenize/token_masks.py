@@ -220,8 +220,7 @@ class Tokenize:
     encoder: PieceEncoder = field(default_factory=PieceEncoder, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        check_count(self.max_length, "max_length", minimum=1,
-                    hint="Pass a positive number of tokens, or None to keep whole rows.")
+        check_count(self.max_length, "max_length", minimum=1)
         check_choice(self.on_bad_row, "on_bad_row", OnBadRow)
         plan = _resolve_template(self.tokenizer, self.template).mask_plan()
         object.__setattr__(self, "plan", plan)
