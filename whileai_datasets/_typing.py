@@ -17,7 +17,6 @@ TrlKind = Literal["training", "completion", "preference"]
 #: Where ``audit`` counts: this process, or Ray Data actors.
 Engine = Literal["local", "ray"]
 
-JsonValue = Any
 Batch = Union[pa.Table, dict[str, list[Any]]]
 
 ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
