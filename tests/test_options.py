@@ -82,3 +82,38 @@ def test_tokenize_refuses_a_max_length_that_is_not_a_positive_whole_number(value
     with pytest.raises(OptionError, match=rf"^max_length must be a whole number, 1 or more, or None, "
                                           rf"got {shown}\. Pass the trainer.s max_length \(a positive number of tokens"):
         tokenize(object(), "{{ 1 }}", value)
+
+
+def test_training_options_default_to_load_and_tokenize_and_whileai_export_strips_think() -> None:
+    from whileai_datasets import TrainingOptions
+
+    assert TrainingOptions().strip_think is False and TrainingOptions().mask_mode == "assistant"
+    assert TrainingOptions.whileai_export().strip_think is True
+    assert TrainingOptions.whileai_export(strip_think=False) == TrainingOptions()
+
+
+def test_training_options_are_frozen_and_read_back_from_what_they_record() -> None:
+    import dataclasses
+    import json
+
+    from whileai_datasets import TrainingOptions
+
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
+    options = TrainingOptions(tools=tools, format="trl", unroll=True, max_length=512)
+    assert options.tools == tuple(tools)
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'unroll'"):
+        options.unroll = False  # type: ignore[misc]
+    recorded = json.loads(json.dumps(options.to_dict()))
+    assert recorded["tools"] == tools and recorded["max_length"] == 512
+    assert TrainingOptions.from_dict(recorded) == options
+
+
+def test_training_options_refuse_unknown_keys_and_what_no_field_can_take() -> None:
+    from whileai_datasets import TrainingOptions
+
+    with pytest.raises(OptionError, match=r"^unknown training option\(s\) 'mask'\. Known: format, mask_mode, max_length, "):
+        TrainingOptions.from_dict({"mask": "final"})
+    with pytest.raises(OptionError, match=r"^tools must be a list of tool schemas \(dicts\), got str\. "):
+        TrainingOptions(tools="tools.json")  # type: ignore[arg-type]
+    with pytest.raises(OptionError, match=r"^weights: weights apply to format='openai' files, got format='trl'"):
+        TrainingOptions(format="trl", weights="all")
