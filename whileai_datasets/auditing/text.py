@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from whileai_datasets.rows import option_names
+from whileai_datasets import option_names
 from whileai_datasets.tokenize.row_failures import CAUSES, dashed
 
 #: Locations shown per finding in the text report (``to_dict()`` keeps up to five).

@@ -16,8 +16,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from whileai_datasets._options import one_of
+from whileai_datasets._typing import ExportFormat, OnBadRow
 from whileai_datasets.auditing.report import FINDINGS, GROUPS
-from whileai_datasets._typing import ON_BAD_ROW
 from whileai_datasets.cli import bad_rows as bad_rows_cli
 from whileai_datasets.cli import export as export_cli
 from whileai_datasets.cli import hub_sources
@@ -60,10 +61,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="a chat template file or a shipped family (default: the tokenizer's own)")
     parser.add_argument("--max-length", metavar="N", type=int, help="cut rows to N tokens, as tokenize does")
     export_cli.add_row_options(parser)
-    parser.add_argument("--format", choices=export_cli.FORMATS, default="openai",
+    parser.add_argument("--format", metavar=one_of(ExportFormat), default="openai",
                         help="the export's wire shape (default: %(default)s)")
     parser.add_argument("--unroll", action="store_true", help="one sample per assistant turn")
-    parser.add_argument(bad_rows_cli.FLAG, choices=ON_BAD_ROW, default=None,
+    parser.add_argument(bad_rows_cli.FLAG, metavar=one_of(OnBadRow), default=None,
                         help="the tokenize you will train with: skip (leave out the rows the template cannot render "
                         "or mask) or raise (its default: stop at them). The audit counts those rows by cause either "
                         "way and never stops on one; rows it cannot read are counted as unreadable")

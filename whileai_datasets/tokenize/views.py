@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from whileai_datasets.rows import option_names
+from whileai_datasets import option_names
 from whileai_datasets.tokenize.token_encode import encode_texts
 from whileai_datasets.tokenize.token_masks import Tokenize, spans_to_token_mask
 from whileai_datasets.tokenize.token_rows import decode_table
@@ -91,13 +91,6 @@ class MaskView:
             kind = "cut" if lost else "sup" if sup else "ctx"
             parts.append(f'<span class="{kind}">{html.escape(shown(text))}</span>')
         return f"<pre>{''.join(parts)}</pre>"
-
-    def html_page(self, title: str) -> str:
-        return (
-            "<!doctype html><html><head><meta charset='utf-8'>"
-            f"<title>{html.escape(title)}</title><style>{VIEW_CSS}</style></head><body>"
-            f"<h1>{html.escape(title)}</h1><p>{html.escape(self.summary())}</p>{self.html_fragment()}</body></html>\n"
-        )
 
     def summary(self) -> str:
         share = self.supervised / self.tokens if self.tokens else 0.0
