@@ -68,6 +68,25 @@ def seeded_rows(seed: int = 0, mode: str = "sft", repeats: int = 1, budget: int 
     return [json.loads(json.dumps(row, default=str)) for row in data.trajectories]
 
 
+def template_rows(ds: Any) -> list[dict[str, Any]]:
+    """A dataset's (or table's) rows with each message-struct column read as this package hands messages to a
+    chat template or a JSONL file (``rows.features.messages_from_arrow``: the message's own keys, no nulls the
+    struct filled in); ``ds[i]`` shows the struct's storage form, every field."""
+    import pyarrow as pa
+
+    from whileai_datasets.rows.features import messages_from_arrow
+
+    table = ds if isinstance(ds, pa.Table) else ds.with_format("arrow")[:]
+    rows: list[dict[str, Any]] = list(ds.with_format(None)) if not isinstance(ds, pa.Table) else table.to_pylist()
+    for name in table.column_names:
+        arrow_type = table.schema.field(name).type
+        if pa.types.is_list(arrow_type) and pa.types.is_struct(arrow_type.value_type) \
+                and {"role", "content"} <= set(arrow_type.value_type.names):
+            for row, messages in zip(rows, messages_from_arrow(table.column(name))):
+                row[name] = messages
+    return rows
+
+
 def write_jsonl(path: Path, rows: Iterable[Any]) -> Path:
     with open(path, "w", encoding="utf-8") as handle:
         for row in rows:
