@@ -69,22 +69,27 @@ def seeded_rows(seed: int = 0, mode: str = "sft", repeats: int = 1, budget: int 
 
 
 def template_rows(ds: Any) -> list[dict[str, Any]]:
-    """A dataset's (or table's) rows with each message-struct column read as this package hands messages to a
-    chat template or a JSONL file (``rows.features.messages_from_arrow``: the message's own keys, no nulls the
-    struct filled in); ``ds[i]`` shows the struct's storage form, every field."""
+    """A dataset's (or table's, or any iterable's) rows with each message struct read back as this package hands
+    messages to a chat template or a JSONL file (``rows.features.message_from_storage``: the message's own keys,
+    none of the nulls the struct fills in). ``ds[i]`` shows a message struct's storage form, every field."""
     import pyarrow as pa
 
-    from whileai_datasets.rows.features import messages_from_arrow
+    rows = ds.to_pylist() if isinstance(ds, pa.Table) else list(ds.with_format(None) if hasattr(ds, "with_format")
+                                                                  and not hasattr(ds, "n_shards") else ds)
+    return [template_value(row) for row in rows]
 
-    table = ds if isinstance(ds, pa.Table) else ds.with_format("arrow")[:]
-    rows: list[dict[str, Any]] = list(ds.with_format(None)) if not isinstance(ds, pa.Table) else table.to_pylist()
-    for name in table.column_names:
-        arrow_type = table.schema.field(name).type
-        if pa.types.is_list(arrow_type) and pa.types.is_struct(arrow_type.value_type) \
-                and {"role", "content"} <= set(arrow_type.value_type.names):
-            for row, messages in zip(rows, messages_from_arrow(table.column(name))):
-                row[name] = messages
-    return rows
+
+def template_value(value: Any) -> Any:
+    """``value`` with every message struct in it (storage form) read back to the message it stands for."""
+    from whileai_datasets.rows.features import is_storage_form, message_from_storage
+
+    if is_storage_form(value):
+        return message_from_storage(value)
+    if isinstance(value, dict):
+        return {key: template_value(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [template_value(item) for item in value]
+    return value
 
 
 def write_jsonl(path: Path, rows: Iterable[Any]) -> Path:
