@@ -202,10 +202,13 @@ def _message(role: Any, content: Any, parts: Any, reasoning: Any, calls: Any, na
 
 @dataclass
 class Message:
-    """Feature type of one chat message (use as ``List(Message())``).
+    """Feature type of one chat message (use as ``List(Message())``), registered with ``datasets``.
 
     Stored as an Arrow struct (``MESSAGE_TYPE``); decoded to a dict holding
-    ``role`` and ``content`` plus only the keys the message had.
+    ``role`` and ``content`` plus only the keys the message had. Nothing this
+    package hands a user uses it any more (a dataset whose features name it
+    loads only where this package is imported: use ``message_feature()``); it
+    stays so data saved by earlier releases, and code that builds with it, still work.
 
     Example:
         >>> from datasets import Dataset, Features, List
