@@ -15,7 +15,8 @@ from whileai_datasets import _compat
 _compat.check_supported()  # before anything imports datasets: a too-old one fails with the range, not an ImportError
 
 with _warnings.catch_warnings():
-    # register_feature is flagged experimental by datasets; using it is the point.
+    # register_feature is flagged experimental by datasets. Message stays registered so data saved by earlier
+    # releases loads; nothing this package hands a user names it (built-in feature types only, issue 42).
     _warnings.filterwarnings("ignore", message=".*register_feature.*", category=UserWarning)
     from whileai_datasets.rows.features import Message
 
