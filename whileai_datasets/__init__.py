@@ -43,7 +43,7 @@ from whileai_datasets.errors import (
 from whileai_datasets.export import export_dataset, export_preference, export_training
 from whileai_datasets.hub import publish, split_by
 from whileai_datasets.rows.schema import EXPORT_FEATURES, PREFERENCE_FEATURES, RAW_FEATURES
-from whileai_datasets.tokenize import mask_report
+from whileai_datasets.tokenize import TrainerCutWarning, check_max_length, mask_report
 from whileai_datasets.transforms.groups import stamp_groups
 
 __all__ = [
@@ -64,6 +64,7 @@ __all__ = [
     "SchemaError",
     "TemplateError",
     "TemplateReport",
+    "TrainerCutWarning",
     "TrainingOptions",
     "UnsupportedVersionError",
     "WhileaiError",
@@ -71,6 +72,7 @@ __all__ = [
     "WriteError",
     "audit",
     "bad_rows",
+    "check_max_length",
     "export_dataset",
     "export_preference",
     "export_training",
