@@ -21,6 +21,7 @@ from jinja2.exceptions import TemplateSyntaxError
 from whileai_datasets.chat_template.analysis.analysis import Analysis, ProbeResult, analyse
 from whileai_datasets.chat_template.analysis.classifier import analysis_renderer, classifier_evidence
 from whileai_datasets.chat_template.analysis.probes import PINNED_NOW, common_prefix
+from whileai_datasets.chat_template.masks.dropped import REFUSED_KINDS, dropped_output
 from whileai_datasets.chat_template.patching.patch import span_problems
 from whileai_datasets.chat_template.rendering.render import render_plain
 from whileai_datasets.chat_template.rendering.spans import RenderedChat
@@ -88,6 +89,8 @@ class TemplateReport:
     patch_refusal_class: str | None = None  # why ``with_generation()`` refuses, when it does
     turns_mask: bool | None = None  # then: whether tokenize masks it turn by turn instead
     tool_call_arguments: str | None = None
+    #: what of the tool probes' assistant output the template does not render (tokenize refuses such rows)
+    dropped_output: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data."""
@@ -214,6 +217,23 @@ def _renders_tool_calls(analysis: Analysis) -> bool | None:
     return "get_weather" in region and "Paris" in region
 
 
+_TOOL_PROBES = ("tool_call", "tool_call_with_content", "parallel_tool_calls")
+
+
+def _dropped_output(analysis: Analysis) -> tuple[str, ...]:
+    """Each tool probe's turn output (tool calls, content beside a call) that the rendering lacks."""
+    out = []
+    for name in _TOOL_PROBES:
+        rendered = _rendered(analysis, name)
+        if rendered is None:
+            continue
+        messages = next(r.run.probe.messages for r in analysis.ok if r.run.probe.name == name)
+        flags = [int(m.get("role") == "assistant") for m in messages]
+        out += [f"probe {name!r}, messages[{d.message}]: {d.describe()}"
+                for d in dropped_output(rendered, messages, flags) if d.kind in REFUSED_KINDS]
+    return tuple(out)
+
+
 def _supports_system(analysis: Analysis) -> bool | None:
     result = _result(analysis, "system")
     if result is None:
@@ -266,6 +286,7 @@ def inspect_template(text: str, kwargs: Mapping[str, Any] | None = None, name: s
         prefix_break=prefix_break,
         supports_tools=_supports_tools(analysis),
         renders_tool_calls=_renders_tool_calls(analysis),
+        dropped_output=_dropped_output(analysis),
         supports_system=_supports_system(analysis),
         think_in_history=_think_in_history(analysis),
         uses_add_generation_prompt=_uses_name(ast, "add_generation_prompt"),
@@ -331,6 +352,8 @@ def format_report(report: TemplateReport) -> str:
         *([f"    ! {report.prefix_break}"] if report.prefix_break else []),
         f"  tool definitions:         {_yes_no(report.supports_tools)}",
         f"  tool calls rendered:      {_yes_no(report.renders_tool_calls)}",
+        *([f"    ! {d}: tokenize refuses such rows (the turn would train its end marker alone)"
+           for d in report.dropped_output[:3]]),
         f"  system message:           {_yes_no(report.supports_system)}",
         f"  <think> in history:       {report.think_in_history}",
         f"  add_generation_prompt:    {'used' if report.uses_add_generation_prompt else 'not used'}"

@@ -19,7 +19,7 @@ import gc
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import count
 from typing import Any
 
@@ -29,6 +29,7 @@ import pyarrow as pa
 from whileai_datasets._options import check_count
 from whileai_datasets._typing import ON_BAD_ROW, OnBadRow
 from whileai_datasets.chat_template.masks.mask_check import check_row
+from whileai_datasets.chat_template.masks.turn_edges import stop_tokens as model_stop_tokens
 from whileai_datasets.chat_template.masks.masking import (
     MaskPlan,
     encode_arguments,
@@ -196,6 +197,11 @@ class Tokenize:
             ``num_supervised_tokens`` 0) instead of dropping them with an
             ``UnsupervisedRowsWarning``: for a report that counts them
             (``whileai_datasets.audit``), not for a trainer.
+        stop_tokens: The tokens the model stops on. One the template writes
+            right after a turn (GLM-4.x writes no end-of-turn marker: the model
+            stops on the next opener, ``<|observation|>`` or ``<|user|>``) is
+            trained with the turn. None (default): the tokenizer's eos token
+            and the eos ids of the ``generation_config.json`` beside its files.
     Returns:
         The batch without the rows that have no supervised token left (unless
         ``keep_unsupervised``), plus
@@ -215,6 +221,7 @@ class Tokenize:
     column: str = "messages"
     on_bad_row: OnBadRow = "raise"
     keep_unsupervised: bool = False
+    stop_tokens: tuple[str, ...] | None = None
     chat: Any = field(default=None, init=False, repr=False, compare=False)
     plan: MaskPlan = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
     encoder: PieceEncoder = field(default_factory=PieceEncoder, init=False, repr=False, compare=False)
@@ -226,6 +233,8 @@ class Tokenize:
             raise SchemaError(f"on_bad_row must be one of {', '.join(map(repr, ON_BAD_ROW))}, got {self.on_bad_row!r}",
                               hint=f"Pass {option_names.spell('on_bad_row', 'raise')} or {option_names.spell('on_bad_row', 'skip')}.")
         plan = _resolve_template(self.tokenizer, self.template).mask_plan()
+        stops = model_stop_tokens(self.tokenizer) if self.stop_tokens is None else tuple(self.stop_tokens)
+        plan = replace(plan, stop_tokens=stops)
         object.__setattr__(self, "plan", plan)
         object.__setattr__(self, "chat", plan.template)
 
@@ -395,6 +404,8 @@ def _at_row(err: TemplateError, row: int) -> TemplateError:
 
 
 def tokenize(tokenizer: Any, template: Any = None, max_length: int | None = None, *, column: str = "messages",
-             on_bad_row: OnBadRow = "raise", keep_unsupervised: bool = False) -> Tokenize:
+             on_bad_row: OnBadRow = "raise", keep_unsupervised: bool = False,
+             stop_tokens: Sequence[str] | None = None) -> Tokenize:
     """The ``Tokenize`` transform, for ``ds.map(tokenize(tok), batched=True)``."""
-    return Tokenize(tokenizer, template, max_length, column, on_bad_row, keep_unsupervised)
+    stops = None if stop_tokens is None else tuple(stop_tokens)
+    return Tokenize(tokenizer, template, max_length, column, on_bad_row, keep_unsupervised, stops)
