@@ -89,6 +89,8 @@ class TemplateReport:
     patch_refusal_class: str | None = None  # why ``with_generation()`` refuses, when it does
     turns_mask: bool | None = None  # then: whether tokenize masks it turn by turn instead
     tool_call_arguments: str | None = None
+    #: "nine_characters": tokenize rewrites tool-call ids into the 9 characters the template requires
+    tool_call_ids: str | None = None
     #: what of the tool probes' assistant output the template does not render (tokenize refuses such rows)
     dropped_output: tuple[str, ...] = ()
 
@@ -360,6 +362,8 @@ def format_report(report: TemplateReport) -> str:
         + (f" (appends {report.generation_prompt!r})" if report.generation_prompt else ""),
         f"  content format:           {report.content_format}",
         f"  tool-call arguments:      {report.tool_call_arguments or 'unknown'}",
+        *(["  tool-call ids:            rewritten to the 9 characters the template requires (lossless; the "
+           "rewritten ids are trained)"] if report.tool_call_ids == "nine_characters" else []),
         f"  token masks by:           "
         + ("none (a classifier template)" if report.classifier else _METHODS.get(report.mask_method or "", "unknown")),
         *([f"    ({report.mask_method_reason})"] if report.mask_method_reason else []),

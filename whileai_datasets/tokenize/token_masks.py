@@ -29,6 +29,7 @@ import pyarrow as pa
 from whileai_datasets._options import check_count
 from whileai_datasets._typing import ON_BAD_ROW, OnBadRow
 from whileai_datasets.chat_template.masks.mask_check import check_row
+from whileai_datasets.chat_template.masks.tool_ids import rewrite_ids
 from whileai_datasets.chat_template.masks.turn_edges import stop_tokens as model_stop_tokens
 from whileai_datasets.chat_template.masks.masking import (
     MaskPlan,
@@ -261,6 +262,8 @@ class Tokenize:
 
     def _checked(self, shaped: list[dict[str, Any]], tools: Any, mask: list[int],
                  row: int | None) -> tuple[str, list[tuple[int, int]], str]:
+        if self.plan.tool_call_ids != "as_given":  # the lossless id rewrite the template needs
+            shaped = rewrite_ids(shaped, self.plan.tool_call_ids)
         try:
             rendered, spans = self.plan.render_row(shaped, tools or None, mask)
         except TemplateError as err:

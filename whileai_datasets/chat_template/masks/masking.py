@@ -27,6 +27,7 @@ from typing import Any, Literal
 from whileai_datasets.chat_template.analysis.classifier import refuse_classifier
 from whileai_datasets.chat_template.analysis.probes import PINNED_NOW, probe_set, with_string_arguments
 from whileai_datasets.chat_template.masks.turn_check import cannot_mask_turn_by_turn
+from whileai_datasets.chat_template.masks.tool_ids import IdForm, id_form
 from whileai_datasets.chat_template.masks.turn_edges import prompt_prefill, settle_turns
 from whileai_datasets.chat_template.masks.turns import TurnRenderer
 from whileai_datasets.chat_template.rendering.render import render_plain
@@ -88,6 +89,22 @@ def argument_encoding(text: str, kwargs: Mapping[str, Any], name: str = "<templa
     return "text" if as_text is not None else "dict"
 
 
+def tool_call_id_form(text: str, kwargs: Mapping[str, Any], arguments: ArgumentEncoding,
+                      name: str = "<template>") -> IdForm:
+    """Whether the template needs tool-call ids rewritten (``tool_ids.py``), found on the tool-call probe."""
+    probe = next(p for p in probe_set() if p.name == "tool_call")
+    if arguments == "text":
+        probe = with_string_arguments(probe)
+
+    def render(messages: list[dict[str, Any]]) -> str | None:
+        try:
+            return render_plain(text, messages, tools=probe.tools, kwargs=kwargs, now=PINNED_NOW, name=name)
+        except TemplateError:
+            return None
+
+    return id_form(render, probe.messages)
+
+
 def encode_arguments(messages: Sequence[Mapping[str, Any]], encoding: ArgumentEncoding) -> list[dict[str, Any]]:
     """Canonical messages (arguments as JSON text) with arguments in ``encoding``.
 
@@ -143,6 +160,8 @@ class MaskPlan:
     refusal_class: str | None = None
     #: with ``refusal_class``: whether per-turn rendering masks the probes (the refusal's own finding)
     turns_mask: bool | None = None
+    #: tool-call ids as given, or rewritten into the 9 characters the template requires (``tool_ids.py``)
+    tool_call_ids: IdForm = "as_given"
     #: the tokens that end generation (``turn_edges.stop_tokens``): one right after a turn is trained with it
     stop_tokens: tuple[str, ...] = ()
 
@@ -203,18 +222,19 @@ def plan_masks(chat: ChatTemplate) -> MaskPlan:
     analysis = chat._probe()
     refuse_classifier(analysis)  # no mask method fits a template whose assistant turns are judged input
     arguments = argument_encoding(chat.text, analysis.kwargs, chat.name)
+    ids = tool_call_id_form(chat.text, analysis.kwargs, arguments, chat.name)
     exact = report.span_tracking_exact is True  # unknown counts as not exact: plain renders are always right
     prompt = analysis.generation_prompt or ""
     if not exact:
         return MaskPlan("turns", chat, arguments, reason="span markers change this template's output",
-                        tracking_exact=False, generation_prompt=prompt)
+                        tracking_exact=False, generation_prompt=prompt, tool_call_ids=ids)
     if report.has_generation_block:
-        return MaskPlan("template", chat, arguments, generation_prompt=prompt)
+        return MaskPlan("template", chat, arguments, generation_prompt=prompt, tool_call_ids=ids)
     try:
         patched = chat.with_generation()
     except TemplateError as err:
         reason = f"{err.location}: {err.problem}" if err.location else err.problem
         return MaskPlan("turns", chat, arguments, reason=reason, generation_prompt=prompt,
                         refusal_class=getattr(err, "refusal_class", "unclassified"),
-                        turns_mask=not cannot_mask_turn_by_turn(err.hint or ""))
-    return MaskPlan("patched", patched, arguments, generation_prompt=prompt, original=chat)
+                        turns_mask=not cannot_mask_turn_by_turn(err.hint or ""), tool_call_ids=ids)
+    return MaskPlan("patched", patched, arguments, generation_prompt=prompt, original=chat, tool_call_ids=ids)
