@@ -21,9 +21,20 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from tests.chat_template.mask_oracle import render
+from tests.chat_template import mask_oracle
 
 Span = tuple[int, int]
+_RENDERS: dict[tuple[int, str, str, bool], str | None] = {}
+
+
+def render(tokenizer: Any, template: str, messages: list[dict[str, Any]], tools: Any, agp: bool) -> str | None:
+    """``mask_oracle.render``, remembered (the rule renders the same prefixes for every turn and mode)."""
+    key = (id(tokenizer), template, json.dumps([messages, tools], sort_keys=True), agp)
+    if key not in _RENDERS:
+        if len(_RENDERS) > 4096:
+            _RENDERS.clear()
+        _RENDERS[key] = mask_oracle.render(tokenizer, template, messages, tools, agp)
+    return _RENDERS[key]
 
 
 def _common(a: str, b: str) -> int:

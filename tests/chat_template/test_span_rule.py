@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from tests.chat_template.conftest import trl_names
-from tests.chat_template.mask_oracle import loss_mask, render
-from tests.chat_template.span_rule import pieces, rule_problems
+from tests.chat_template.mask_oracle import loss_mask
+from tests.chat_template.span_rule import pieces, render, rule_problems
 from whileai_datasets.chat_template.masks.tool_ids import rewrite_ids
 from whileai_datasets.errors import TemplateError
 from whileai_datasets.tokenize.token_masks import tokenize
