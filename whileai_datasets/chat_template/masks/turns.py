@@ -104,7 +104,9 @@ def _generated_after(text: str, render: Any, messages: list[dict[str, Any]], k: 
     For a template that moves text around the history once a turn exists (Mistral writes the tool
     definitions before the last user message, so the prompt of an earlier turn is no prefix of the whole
     rendering): ``render(messages[:k+1])`` starts with the prompt ``render(messages[:k], True)``, and what
-    it adds holds the turn's output. None where it is not so, or that text is not found exactly once.
+    it adds holds the turn's output. None where it is not so, where that text is not found exactly once, or
+    where a later message's content is written before it (the text there would follow what the model had
+    not seen yet).
     """
     try:
         prompt, alone = render(messages[:k], True), render(messages[: k + 1], False)
@@ -116,5 +118,8 @@ def _generated_after(text: str, render: Any, messages: list[dict[str, Any]], k: 
         return None
     at = text.find(generated, cursor)
     if at < 0 or text.find(generated, at + 1) >= 0:
+        return None
+    later = (content_text(m).strip() for m in messages[k + 1:])
+    if any(0 <= text.find(piece) < at for piece in later if piece):
         return None
     return at, at + len(generated)
