@@ -15,9 +15,10 @@ HERE = Path(__file__).parent / "templates" / "guards"
 #: Llama-Guard- and ShieldGemma-style, and shapes beyond them: a judge prompt that always opens the
 #: assistant's turn (rerank-style), a verdict question naming the judged role, one quoting the judged
 #: message, a short verdict footer, the role named as the question's last word, a response judge that
-#: refuses a conversation ending on the user.
+#: refuses a conversation ending on the user, a guard whose policy is a variable no conversation supplies
+#: (ShieldGemma's ``guideline``), a closing text that starts with the reply's header and then asks a verdict.
 GUARDS = ["judge_prompt", "llama_style", "quoted_verdict", "response_judge", "role_named_last", "role_question",
-          "shield_style", "verdict_footer"]
+          "shield_style", "verdict_footer", "shield_guideline", "header_then_verdict"]
 #: Chat templates whose ends look like a guard's: the assistant's next header written after every
 #: conversation (so [user] and [user, assistant] end the same way), the system note folded into the last
 #: user turn (so [user] is not a prefix of [user, assistant]).
@@ -80,3 +81,11 @@ def test_every_written_template_outside_the_guard_folder_is_not_a_guard() -> Non
     for path in sorted(TEMPLATES.rglob("*.jinja")):
         if path.parent != HERE:
             assert ChatTemplate.from_file(path).inspect().classifier is None, path.name
+
+
+def test_codellama_70b_instruct_is_a_chat_template_masked_turn_by_turn() -> None:
+    """Its conversations end with the next reply's header and an addressee (``Source: assistant`` /
+    ``Destination: user``), whoever spoke last: the header, not a verdict question."""
+    chat = ChatTemplate.from_file(TEMPLATES / "codellama_70b_instruct.jinja")
+    report = chat.inspect()
+    assert report.classifier is None and report.mask_method == "turns"

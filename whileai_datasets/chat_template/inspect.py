@@ -21,6 +21,7 @@ from jinja2.exceptions import TemplateSyntaxError
 from whileai_datasets.chat_template.analysis.analysis import Analysis, ProbeResult, analyse
 from whileai_datasets.chat_template.analysis.classifier import analysis_renderer, classifier_evidence
 from whileai_datasets.chat_template.analysis.probes import PINNED_NOW, common_prefix
+from whileai_datasets.chat_template.masks.dropped import REFUSED_KINDS, dropped_output
 from whileai_datasets.chat_template.patching.patch import span_problems
 from whileai_datasets.chat_template.rendering.render import render_plain
 from whileai_datasets.chat_template.rendering.spans import RenderedChat
@@ -87,6 +88,10 @@ class TemplateReport:
     patch_refusal_class: str | None = None  # why ``with_generation()`` refuses, when it does
     turns_mask: bool | None = None  # then: whether tokenize masks it turn by turn instead
     tool_call_arguments: str | None = None
+    #: "nine_characters": tokenize rewrites tool-call ids into the 9 characters the template requires
+    tool_call_ids: str | None = None
+    #: what of the tool probes' assistant output the template does not render (tokenize refuses such rows)
+    dropped_output: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data."""
@@ -213,6 +218,23 @@ def _renders_tool_calls(analysis: Analysis) -> bool | None:
     return "get_weather" in region and "Paris" in region
 
 
+_TOOL_PROBES = ("tool_call", "tool_call_with_content", "parallel_tool_calls")
+
+
+def _dropped_output(analysis: Analysis) -> tuple[str, ...]:
+    """Each tool probe's turn output (tool calls, content beside a call) that the rendering lacks."""
+    out = []
+    for name in _TOOL_PROBES:
+        rendered = _rendered(analysis, name)
+        if rendered is None:
+            continue
+        messages = next(r.run.probe.messages for r in analysis.ok if r.run.probe.name == name)
+        flags = [int(m.get("role") == "assistant") for m in messages]
+        out += [f"probe {name!r}, messages[{d.message}]: {d.describe()}"
+                for d in dropped_output(rendered, messages, flags) if d.kind in REFUSED_KINDS]
+    return tuple(out)
+
+
 def _supports_system(analysis: Analysis) -> bool | None:
     result = _result(analysis, "system")
     if result is None:
@@ -266,6 +288,7 @@ def inspect_template(text: str, kwargs: Mapping[str, Any] | None = None, name: s
         prefix_break=prefix_break,
         supports_tools=_supports_tools(analysis),
         renders_tool_calls=_renders_tool_calls(analysis),
+        dropped_output=_dropped_output(analysis),
         supports_system=_supports_system(analysis),
         think_in_history=_think_in_history(analysis),
         uses_add_generation_prompt=_uses_name(ast, "add_generation_prompt"),
@@ -331,12 +354,16 @@ def format_report(report: TemplateReport) -> str:
         *([f"    ! {report.prefix_break}"] if report.prefix_break else []),
         f"  tool definitions:         {_yes_no(report.supports_tools)}",
         f"  tool calls rendered:      {_yes_no(report.renders_tool_calls)}",
+        *([f"    ! {d}: tokenize refuses such rows (the turn would train its end marker alone)"
+           for d in report.dropped_output[:3]]),
         f"  system message:           {_yes_no(report.supports_system)}",
         f"  <think> in history:       {report.think_in_history}",
         f"  add_generation_prompt:    {'used' if report.uses_add_generation_prompt else 'not used'}"
         + (f" (appends {report.generation_prompt!r})" if report.generation_prompt else ""),
         f"  content format:           {report.content_format}",
         f"  tool-call arguments:      {report.tool_call_arguments or 'unknown'}",
+        *(["  tool-call ids:            rewritten to the 9 characters the template requires (lossless; the "
+           "rewritten ids are trained)"] if report.tool_call_ids == "nine_characters" else []),
         f"  token masks by:           "
         + ("none (a classifier template)" if report.classifier else _METHODS.get(report.mask_method or "", "unknown")),
         *([f"    ({report.mask_method_reason})"] if report.mask_method_reason else []),

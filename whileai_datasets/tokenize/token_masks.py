@@ -19,7 +19,7 @@ import gc
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import count
 from typing import Any
 
@@ -30,6 +30,8 @@ from whileai_datasets import option_names
 from whileai_datasets._options import check_choice, check_count
 from whileai_datasets._typing import OnBadRow
 from whileai_datasets.chat_template.masks.mask_check import check_row
+from whileai_datasets.chat_template.masks.tool_ids import rewrite_ids
+from whileai_datasets.chat_template.masks.turn_edges import stop_tokens as model_stop_tokens
 from whileai_datasets.chat_template.masks.masking import (
     MaskPlan,
     encode_arguments,
@@ -153,6 +155,11 @@ class Tokenize:
             ``num_supervised_tokens`` 0) instead of dropping them with an
             ``UnsupervisedRowsWarning``: for a report that counts them
             (``whileai_datasets.audit``), not for a trainer.
+        stop_tokens: The tokens the model stops on. One the template writes
+            right after a turn (GLM-4.x writes no end-of-turn marker: the model
+            stops on the next opener, ``<|observation|>`` or ``<|user|>``) is
+            trained with the turn. None (default): the tokenizer's eos token
+            and the eos ids of the ``generation_config.json`` beside its files.
     Returns:
         The batch without the rows that have no supervised token left (unless
         ``keep_unsupervised``), plus
@@ -172,6 +179,7 @@ class Tokenize:
     column: str = "messages"
     on_bad_row: OnBadRow = "raise"
     keep_unsupervised: bool = False
+    stop_tokens: tuple[str, ...] | None = None
     chat: Any = field(default=None, init=False, repr=False, compare=False)
     plan: MaskPlan = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
     encoder: PieceEncoder = field(default_factory=PieceEncoder, init=False, repr=False, compare=False)
@@ -182,6 +190,8 @@ class Tokenize:
         check_count(self.max_length, "max_length", minimum=1)
         check_choice(self.on_bad_row, "on_bad_row", OnBadRow)
         plan = _resolve_template(self.tokenizer, self.template).mask_plan()
+        stops = model_stop_tokens(self.tokenizer) if self.stop_tokens is None else tuple(self.stop_tokens)
+        plan = replace(plan, stop_tokens=stops)
         object.__setattr__(self, "plan", plan)
         object.__setattr__(self, "chat", plan.template)
 
@@ -208,6 +218,8 @@ class Tokenize:
 
     def _checked(self, shaped: list[dict[str, Any]], tools: Any, mask: list[int],
                  row: int | None) -> tuple[str, list[tuple[int, int]], str]:
+        if self.plan.tool_call_ids != "as_given":  # the lossless id rewrite the template needs
+            shaped = rewrite_ids(shaped, self.plan.tool_call_ids)
         try:
             rendered, spans = self.plan.render_row(shaped, tools or None, mask)
         except TemplateError as err:
@@ -382,6 +394,8 @@ def _at_row(err: TemplateError, row: int) -> TemplateError:
 
 
 def tokenize(tokenizer: Any, template: Any = None, max_length: int | None = None, *, column: str = "messages",
-             on_bad_row: OnBadRow = "raise", keep_unsupervised: bool = False) -> Tokenize:
+             on_bad_row: OnBadRow = "raise", keep_unsupervised: bool = False,
+             stop_tokens: Sequence[str] | None = None) -> Tokenize:
     """The ``Tokenize`` transform, for ``ds.map(tokenize(tok), batched=True)``."""
-    return Tokenize(tokenizer, template, max_length, column, on_bad_row, keep_unsupervised)
+    stops = None if stop_tokens is None else tuple(stop_tokens)
+    return Tokenize(tokenizer, template, max_length, column, on_bad_row, keep_unsupervised, stops)

@@ -26,12 +26,14 @@ message (a response judge) is compared on one and two exchanges instead.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, Any
 
-from whileai_datasets.chat_template.analysis.probes import Probe, common_prefix
+from whileai_datasets.chat_template.analysis.probes import PINNED_NOW, common_prefix
 from whileai_datasets.chat_template.analysis.refusals import Unpatchable
+from whileai_datasets.chat_template.rendering.render import render_plain
 from whileai_datasets.errors import TemplateError
 
 if TYPE_CHECKING:
@@ -85,10 +87,17 @@ def _closing(text: str, last: str) -> tuple[str, int] | None:
 
 
 def _opens_the_reply(closing: list[str], text: str, reply_at: int, before: str) -> bool:
-    """Whether the closing words are the header written right before the reply (after the message before it)."""
+    """Whether the closing words are the header written right before the reply (after the message before it):
+    all of it, or the header and more (CodeLlama-70B-Instruct closes every conversation with
+    ``Source: assistant`` / ``Destination: user`` where a reply opens with ``Source: assistant``)."""
     start = text.rfind(before, 0, reply_at)
     opener = words(text[start + len(before) if start >= 0 else 0 : reply_at])
-    return bool(closing) and opener[-len(closing) :] == closing
+    if not closing:
+        return False
+    if opener[-len(closing) :] == closing:
+        return True
+    # the header and a short addressing tail, never the header and a question
+    return bool(opener) and closing[: len(opener)] == opener and len(closing) - len(opener) <= max(2, len(opener))
 
 
 def _pair_evidence(short: str, long: str, short_last: str, long_last: str, before: str, which: str) -> str | None:
@@ -130,9 +139,30 @@ class ClassifierTemplate(Unpatchable):
     refusal_class = "classifier"
 
 
+#: a template variable no conversation supplies (a guard's policy text: ShieldGemma reads ``guideline``)
+_UNSUPPLIED = re.compile(r"the template reads '([A-Za-z_]\w*)', which is neither a message field nor a render argument")
+PLACEHOLDER = "Placeholder policy text."
+
+
 def analysis_renderer(analysis: Analysis) -> Callable[[list[dict[str, Any]]], str]:
-    """``render(messages)`` with the analysis' template and keywords, without the generation prompt."""
-    return lambda messages: analysis.plain(Probe("classifier", messages), messages, False)
+    """``render(messages)`` with the analysis' template and keywords, without the generation prompt.
+
+    A variable the template reads that no conversation or render argument supplies (the policy of a guard)
+    is given a placeholder text, so the template is judged on what it does with the conversation."""
+    extra: dict[str, str] = {}
+
+    def render(messages: list[dict[str, Any]]) -> str:
+        while True:
+            try:
+                return render_plain(analysis.text, messages, kwargs={**analysis.kwargs, **extra}, now=PINNED_NOW,
+                                    name=analysis.name)
+            except TemplateError as err:
+                unsupplied = _UNSUPPLIED.search(err.problem)
+                if unsupplied is None or unsupplied.group(1) in extra or len(extra) >= 4:
+                    raise
+                extra[unsupplied.group(1)] = PLACEHOLDER
+
+    return render
 
 
 def refuse_classifier(analysis: Analysis) -> None:

@@ -6,17 +6,20 @@ row against the messages themselves:
 
 * the content of every assistant message that carries loss, as the template
   renders it, lies inside supervised text;
+* its tool calls (name and argument values), where the turn's own pass
+  renders them, are supervised too;
 * no content of a masked message (system, user, tool, or an assistant turn
-  with loss 0) is supervised.
+  with loss 0) is supervised;
+* nothing of a loss-carrying turn's output is missing from the rendering
+  (``dropped.py``): a template that renders no tool call, or drops a content
+  beside a call, would train the turn's end marker alone; such a row fails.
 
 "As the template renders it": templates trim contents, drop a ``<think>``
 block from history turns or keep only the text after ``</think>``. The check
 looks for the content, its stripped form and the text after its last
 ``</think>``, inside the message's own rendered span (the pass of the message
-loop that rendered it), and uses the longest form it finds. A loss-carrying
-content the template renders in none of those forms is accepted when some of
-its message's rendered text is supervised; a message the template does not
-render at all has nothing to check.
+loop that rendered it), and uses the longest form it finds. Whitespace the
+template writes around a content it trims is not part of the content.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from whileai_datasets.chat_template.rendering.spans import RenderedChat
-from whileai_datasets.rows.parts import part_text
+from whileai_datasets.chat_template.masks.dropped import REFUSED_KINDS, call_pieces, content_text, dropped_output
 
 THINK_CLOSE = "</think>"
 
@@ -41,17 +44,6 @@ class MaskViolation:
     problem: str
     line: int | None
     at: tuple[int, int] | None = None
-
-
-def content_text(message: Mapping[str, Any]) -> str:
-    """A message's content as text (the text of list-of-parts content joined,
-    wherever each part holds it: ``text``, ``value`` or ``content``)."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(part_text(dict(part)) or "" for part in content if isinstance(part, Mapping))
-    return ""
 
 
 def rendered_forms(content: str) -> list[str]:
@@ -127,16 +119,26 @@ def check_row(rendered: RenderedChat, messages: Sequence[Mapping[str, Any]], los
     then searched in the whole text).
     """
     text, coverage = rendered.text, Coverage(spans)
+    dropped = [d for d in dropped_output(rendered, messages, loss_mask, spans_known=spans_known)
+               if d.kind in REFUSED_KINDS]
+    if dropped:
+        first = dropped[0].message
+        problem = "; ".join(d.describe() for d in dropped if d.message == first)
+        return MaskViolation(first, "assistant", f"{problem}: the turn would train without it",
+                             _line(rendered, first))
     supervised_contents = [content_text(m) for m, f in zip(messages, loss_mask) if f and m.get("role") == "assistant"]
     for index, (message, flag) in enumerate(zip(messages, loss_mask)):
         content = content_text(message)
-        if not content.strip():
-            continue
         span = rendered.message_spans[index] if spans_known and index < len(rendered.message_spans) else (0, 0)
+        if not content.strip():
+            problem = _unsupervised_call(text, coverage, message, span) if flag else None
+            if problem:
+                return MaskViolation(index, str(message.get("role")), problem, _line(rendered, index))
+            continue
         found = _locate(text, content, span)
         role = str(message.get("role"))
         if flag and role == "assistant":
-            problem = _missing(text, coverage, found, span)
+            problem = _missing(text, coverage, found, span) or _unsupervised_call(text, coverage, message, span)
         elif span[1] > span[0]:
             problem = _leaked(text, coverage, found, role)
         elif not any(content.strip() in other for other in supervised_contents):
@@ -173,11 +175,27 @@ def _leaked_everywhere(text: str, coverage: Coverage, content: str, role: str) -
 
 def _missing(text: str, coverage: Coverage, found: tuple[int, int] | None, span: tuple[int, int]) -> str | None:
     if found is not None:
-        gap = coverage.first_gap(*found)
-        if gap < found[1]:
-            return (f"the assistant content carries loss but {text[gap:found[1]][:50]!r} of it is not "
+        start, end = found
+        while start < end and text[start].isspace():  # whitespace a template writes around a content
+            start += 1                                # it trims (a header's line break) is not the content
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        gap = coverage.first_gap(start, end)
+        if gap < end:
+            return (f"the assistant content carries loss but {text[gap:end][:50]!r} of it is not "
                     "supervised")
         return None
     if span[1] > span[0] and not coverage.touches(*span):
         return "the assistant message carries loss but none of its rendered text is supervised"
+    return None
+
+
+def _unsupervised_call(text: str, coverage: Coverage, message: Mapping[str, Any], span: tuple[int, int]) -> str | None:
+    """A tool call of a loss-carrying turn rendered in the turn's own pass but not trained (None: all are)."""
+    if span[1] <= span[0] or message.get("role") != "assistant":
+        return None
+    for piece in call_pieces(message):
+        at = text.find(piece, *span)  # the call itself, before any result a template folds into the pass
+        if at >= 0 and coverage.first_gap(at, at + len(piece)) < at + len(piece):
+            return f"its tool call carries loss but {piece[:50]!r} of it is not supervised"
     return None

@@ -27,6 +27,8 @@ from typing import Any, Literal
 from whileai_datasets.chat_template.analysis.classifier import refuse_classifier
 from whileai_datasets.chat_template.analysis.probes import PINNED_NOW, probe_set, with_string_arguments
 from whileai_datasets.chat_template.masks.turn_check import cannot_mask_turn_by_turn
+from whileai_datasets.chat_template.masks.tool_ids import IdForm, id_form
+from whileai_datasets.chat_template.masks.turn_edges import prompt_prefill, settle_turns
 from whileai_datasets.chat_template.masks.turns import TurnRenderer
 from whileai_datasets.chat_template.rendering.render import render_plain
 from whileai_datasets.chat_template.rendering.spans import RenderedChat
@@ -41,26 +43,31 @@ ArgumentEncoding = Literal["dict", "text"]
 
 
 def supervised_spans(rendered: RenderedChat, loss_mask: Sequence[int]) -> list[tuple[int, int]]:
-    """The generation spans of the messages whose loss_mask entry is 1.
+    """The generation spans of the messages whose loss_mask entry is 1 (``turn_spans``, flattened)."""
+    return sorted(span for spans in turn_spans(rendered, loss_mask) for span in spans)
+
+
+def turn_spans(rendered: RenderedChat, loss_mask: Sequence[int]) -> list[list[tuple[int, int]]]:
+    """The generation spans of each message whose loss_mask entry is 1, one list per message.
 
     A block opened outside the message loop (one block around the whole loop)
     belongs to no message; it is split along the messages' rendered spans. An
     empty block (an empty assistant message) supervises nothing, so no token
     that merely straddles its position (the end of a role header) is trained.
     """
-    spans: list[tuple[int, int]] = []
     flags = list(loss_mask)
+    per_message: dict[int, list[tuple[int, int]]] = {}
     for block in rendered.generation_blocks:
         if block.message is not None:
             if block.message < len(flags) and flags[block.message] and block.end > block.start:
-                spans.append((block.start, block.end))
+                per_message.setdefault(block.message, []).append((block.start, block.end))
             continue
         for index, (start, end) in enumerate(rendered.message_spans):
             if index < len(flags) and flags[index] and end > start:
                 low, high = max(start, block.start), min(end, block.end)
                 if high > low:
-                    spans.append((low, high))
-    return sorted(spans)
+                    per_message.setdefault(index, []).append((low, high))
+    return [sorted(per_message[index]) for index in sorted(per_message)]
 
 
 def _tool_probe_text(text: str, kwargs: Mapping[str, Any], name: str, string_arguments: bool) -> str | None:
@@ -80,6 +87,22 @@ def argument_encoding(text: str, kwargs: Mapping[str, Any], name: str = "<templa
         return "dict"
     as_text = _tool_probe_text(text, kwargs, name, True)
     return "text" if as_text is not None else "dict"
+
+
+def tool_call_id_form(text: str, kwargs: Mapping[str, Any], arguments: ArgumentEncoding,
+                      name: str = "<template>") -> IdForm:
+    """Whether the template needs tool-call ids rewritten (``tool_ids.py``), found on the tool-call probe."""
+    probe = next(p for p in probe_set() if p.name == "tool_call")
+    if arguments == "text":
+        probe = with_string_arguments(probe)
+
+    def render(messages: list[dict[str, Any]]) -> str | None:
+        try:
+            return render_plain(text, messages, tools=probe.tools, kwargs=kwargs, now=PINNED_NOW, name=name)
+        except TemplateError:
+            return None
+
+    return id_form(render, probe.messages)
 
 
 def encode_arguments(messages: Sequence[Mapping[str, Any]], encoding: ArgumentEncoding) -> list[dict[str, Any]]:
@@ -137,6 +160,10 @@ class MaskPlan:
     refusal_class: str | None = None
     #: with ``refusal_class``: whether per-turn rendering masks the probes (the refusal's own finding)
     turns_mask: bool | None = None
+    #: tool-call ids as given, or rewritten into the 9 characters the template requires (``tool_ids.py``)
+    tool_call_ids: IdForm = "as_given"
+    #: the tokens that end generation (``turn_edges.stop_tokens``): one right after a turn is trained with it
+    stop_tokens: tuple[str, ...] = ()
 
     def content_line(self, messages: list[dict[str, Any]], tools: Any, at: tuple[int, int]) -> int | None:
         """The line of the given template whose output holds text ``at`` of the row's rendering (error path)."""
@@ -164,11 +191,17 @@ class MaskPlan:
         """
         if (method or self.method) != "turns":
             rendered = self.template.render(messages, tools=tools, now=now)
-            return rendered, supervised_spans(rendered, loss_mask)
+            return rendered, self.settled(rendered.text, turn_spans(rendered, loss_mask))
         turns = self.turn_renderer(tracked)
         moment = now or datetime.now()
         rendered = turns.render(messages, tools, moment)
-        return rendered, turns.spans(rendered, messages, tools, loss_mask, moment)
+        found = turns.spans(rendered, messages, tools, loss_mask, moment)
+        return rendered, self.settled(rendered.text, [[span] for span in found])
+
+    def settled(self, text: str, turns: list[list[tuple[int, int]]]) -> list[tuple[int, int]]:
+        """Each turn's spans under the trained-span rule: the prompt's prefill out, a stop token after it in."""
+        return settle_turns(text, turns, prefill=prompt_prefill(self.generation_prompt),
+                            stop_tokens=self.stop_tokens)
 
     def turn_renderer(self, tracked: bool = True) -> TurnRenderer:
         chat = self.original or self.template
@@ -189,18 +222,19 @@ def plan_masks(chat: ChatTemplate) -> MaskPlan:
     analysis = chat._probe()
     refuse_classifier(analysis)  # no mask method fits a template whose assistant turns are judged input
     arguments = argument_encoding(chat.text, analysis.kwargs, chat.name)
+    ids = tool_call_id_form(chat.text, analysis.kwargs, arguments, chat.name)
     exact = report.span_tracking_exact is True  # unknown counts as not exact: plain renders are always right
     prompt = analysis.generation_prompt or ""
     if not exact:
         return MaskPlan("turns", chat, arguments, reason="span markers change this template's output",
-                        tracking_exact=False, generation_prompt=prompt)
+                        tracking_exact=False, generation_prompt=prompt, tool_call_ids=ids)
     if report.has_generation_block:
-        return MaskPlan("template", chat, arguments, generation_prompt=prompt)
+        return MaskPlan("template", chat, arguments, generation_prompt=prompt, tool_call_ids=ids)
     try:
         patched = chat.with_generation()
     except TemplateError as err:
         reason = f"{err.location}: {err.problem}" if err.location else err.problem
         return MaskPlan("turns", chat, arguments, reason=reason, generation_prompt=prompt,
                         refusal_class=getattr(err, "refusal_class", "unclassified"),
-                        turns_mask=not cannot_mask_turn_by_turn(err.hint or ""))
-    return MaskPlan("patched", patched, arguments, generation_prompt=prompt, original=chat)
+                        turns_mask=not cannot_mask_turn_by_turn(err.hint or ""), tool_call_ids=ids)
+    return MaskPlan("patched", patched, arguments, generation_prompt=prompt, original=chat, tool_call_ids=ids)

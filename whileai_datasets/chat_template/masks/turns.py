@@ -24,9 +24,11 @@ from datetime import datetime
 from typing import Any
 
 from whileai_datasets.chat_template.analysis.probes import Probe, ProbeRun, expect_turn, foreign_spans
+from whileai_datasets.chat_template.masks.dropped import call_pieces
 from whileai_datasets.chat_template.masks.mask_check import content_text, rendered_forms
 from whileai_datasets.chat_template.rendering.render import render_chat, render_plain
 from whileai_datasets.chat_template.rendering.spans import RenderedChat
+from whileai_datasets.errors import TemplateError
 
 
 class TurnRenderer:
@@ -60,13 +62,17 @@ class TurnRenderer:
             return self._plain(prefix, tools, agp, now)
 
         foreign = _outside_assistant_text(foreign_spans(run), rendered, messages)
-        out = []
+        out: list[tuple[int, int]] = []
         for index, (message, flag) in enumerate(zip(messages, loss_mask)):
             if not flag or message.get("role") != "assistant":
                 continue
             turn = expect_turn(run, index, render, self.generation_prompt, foreign)
             if turn is not None and turn.must[1] > turn.must[0]:
                 out.append(turn.must)
+                continue
+            found = _generated_after(rendered.text, render, messages, index, max((e for _, e in out), default=0))
+            if found is not None:
+                out.append(found)
         return sorted(out)
 
 
@@ -89,3 +95,31 @@ def _outside_assistant_text(foreign: list[tuple[int, int]], rendered: RenderedCh
                 own.append((at, at + len(form)))
                 break
     return [(a, e) for a, e in foreign if not any(s <= a and e <= t for s, t in own)]
+
+
+def _generated_after(text: str, render: Any, messages: list[dict[str, Any]], k: int,
+                     cursor: int) -> tuple[int, int] | None:
+    """Turn k as what the model writes after its prompt, found once in ``text`` past ``cursor``.
+
+    For a template that moves text around the history once a turn exists (Mistral writes the tool
+    definitions before the last user message, so the prompt of an earlier turn is no prefix of the whole
+    rendering): ``render(messages[:k+1])`` starts with the prompt ``render(messages[:k], True)``, and what
+    it adds holds the turn's output. None where it is not so, where that text is not found exactly once, or
+    where a later message's content is written before it (the text there would follow what the model had
+    not seen yet).
+    """
+    try:
+        prompt, alone = render(messages[:k], True), render(messages[: k + 1], False)
+    except TemplateError:
+        return None
+    generated = alone[len(prompt):] if alone.startswith(prompt) else ""
+    pieces = [content_text(messages[k]).strip(), *call_pieces(messages[k])]
+    if not generated.strip() or not any(p and p in generated for p in pieces):
+        return None
+    at = text.find(generated, cursor)
+    if at < 0 or text.find(generated, at + 1) >= 0:
+        return None
+    later = (content_text(m).strip() for m in messages[k + 1:])
+    if any(0 <= text.find(piece) < at for piece in later if piece):
+        return None
+    return at, at + len(generated)

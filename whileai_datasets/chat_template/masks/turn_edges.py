@@ -1,0 +1,126 @@
+"""Where a trained turn starts and ends: the rule every mask method ends with.
+
+A turn's trained span is what the model writes at inference for that turn:
+its own output and the token that ends the turn. Two edges need more than the
+turn's generation blocks or its per-turn rendering:
+
+* the start. Whatever the generation prompt writes past its role line (a
+  prefilled ``<think>``, an empty think block) is prompt: the model never
+  writes it. So where a turn's span starts with (a whole-tag or whole-line
+  prefix of) that prefill, the prefill is cut off, on every turn alike, also
+  on the history turns the template renders without the prompt.
+* the end. A template with no end-of-turn marker (GLM-4.x) has the model stop
+  by writing the next opener (``<|observation|>``, ``<|user|>``), which its
+  generation config lists as a stop token. So when a stop token follows a
+  turn's span directly, it is trained with the turn. A template that writes an
+  end marker puts it inside the span already; the opener after the marker is
+  no stop token and stays out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from whileai_datasets.chat_template.analysis.probes import role_line
+
+Span = tuple[int, int]
+
+
+def prompt_prefill(generation_prompt: str) -> str:
+    """What the generation prompt writes past its role line (``<think>\\n`` for Nemotron 3; '' for most)."""
+    return generation_prompt[len(role_line(generation_prompt)):]
+
+
+def _prefill_at(text: str, start: int, prefill: str) -> int:
+    """How much of ``prefill`` the text at ``start`` repeats, cut at a tag or line end (0: none).
+
+    A span may start inside the prefill (a block opened after ``<think>`` of a ``<think>\n`` prefill):
+    the part of the prefill already before ``start`` is skipped. Only whole pieces count (up to a ``>``
+    or a line break, or all of it), so text that merely agrees with the prefill for a few characters
+    (``<t`` of ``<tool_call>`` against ``<think>``) stays the model's.
+    """
+    for before in range(min(len(prefill), start), -1, -1):
+        if text[start - before:start] != prefill[:before]:
+            continue
+        rest = prefill[before:]
+        if rest and text.startswith(rest, start):
+            return len(rest)
+        cut = next((n for n in range(len(rest) - 1, 0, -1)
+                    if rest[n - 1] in ">\n" and text.startswith(rest[:n], start)), 0)
+        if cut:
+            return cut
+    return 0
+
+
+def settle_turns(text: str, turns: Iterable[Sequence[Span]], *, prefill: str = "",
+                 stop_tokens: Sequence[str] = ()) -> list[Span]:
+    """Each turn's spans (sorted, in order of the text) with the prefill cut and a following stop token added.
+
+    ``turns`` holds one list of spans per loss-carrying turn; the result is every span, sorted.
+    """
+    stops = sorted({s for s in stop_tokens if s}, key=len, reverse=True)
+    out: list[Span] = []
+    for spans in turns:
+        spans = sorted(s for s in spans if s[1] > s[0])
+        if not spans:
+            continue
+        first_start, first_end = spans[0]
+        cut = _prefill_at(text, first_start, prefill)
+        spans[0] = (min(first_start + cut, first_end), first_end)
+        last_start, last_end = spans[-1]
+        stop = next((s for s in stops if text.startswith(s, last_end)), "")
+        spans[-1] = (last_start, last_end + len(stop))
+        out.extend(s for s in spans if s[1] > s[0])
+    return sorted(out)
+
+
+def _ids_to_tokens(tokenizer: Any, ids: Any) -> list[str]:
+    if isinstance(ids, int):
+        ids = [ids]
+    if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
+        return []
+    convert = getattr(tokenizer, "convert_ids_to_tokens", None) or getattr(tokenizer, "id_to_token", None)
+    if convert is None:
+        return []
+    tokens = convert(ids) if hasattr(tokenizer, "convert_ids_to_tokens") else [convert(i) for i in ids]
+    return [t for t in tokens if isinstance(t, str)]
+
+
+def _generation_config(tokenizer: Any) -> Mapping[str, Any] | None:
+    """The ``generation_config.json`` beside the tokenizer's files: its own folder, or the local Hub cache
+    (never the network)."""
+    source = str(getattr(tokenizer, "name_or_path", "") or "")
+    if not source:
+        return None
+    path: Path | None = Path(source) / "generation_config.json"
+    if not path.is_file():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(source, "generation_config.json")
+        except (ImportError, ValueError):
+            cached = None
+        path = Path(cached) if isinstance(cached, str) else None
+    if path is None:
+        return None
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # an unreadable config names no stop token; the tokenizer's eos still counts
+    return loaded if isinstance(loaded, dict) else None
+
+
+def stop_tokens(tokenizer: Any) -> tuple[str, ...]:
+    """The tokens that end generation for ``tokenizer``'s model: its eos token and the eos ids of the
+    generation config beside it."""
+    found: list[str] = []
+    eos = getattr(tokenizer, "eos_token", None)
+    if isinstance(eos, str) and eos:
+        found.append(eos)
+    config = _generation_config(tokenizer)
+    if config is not None:
+        found += _ids_to_tokens(tokenizer, config.get("eos_token_id"))
+    return tuple(dict.fromkeys(found))
