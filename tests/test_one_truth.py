@@ -233,10 +233,10 @@ def _expect(shape: str, name: str, reason: str) -> Any:
 
 
 @pytest.mark.parametrize(("shape", "name"), [
-    _expect("parallel_calls", "mistral_nine", "needs tmpl39: tool-call ids rewritten into the 9-character form"),
-    _expect("own_tools", "mistral_nine", "needs tmpl39: tool-call ids rewritten into the 9-character form"),
-    _expect("think", "llama3_1", "needs tmpl39: content a template trims is not a refusal"),
-    _expect("text_parts", "gemma3", "needs tmpl39: content a template trims is not a refusal"),
+    ("parallel_calls", "mistral_nine"),  # tool-call ids rewritten into the 9-character form
+    ("own_tools", "mistral_nine"),
+    ("think", "llama3_1"),  # content a template trims is not a refusal
+    ("text_parts", "gemma3"),
     _expect("text_parts", "qwen2_5", PARTS),
     _expect("text_parts", "mistral_nine", PARTS),
 ])
@@ -246,13 +246,15 @@ def test_rows_that_differ_from_a_template_only_in_representation_train(
     assert found.count("bad_rows") == 0, {c: found.count(c) for c in CAUSES if found.count(c)}
 
 
-@pytest.mark.xfail(strict=True, reason="needs tmpl39: a turn whose tool calls the template does not render is a "
-                                       "named finding (template-drops-tool-calls), not an end marker trained as right")
 def test_a_template_that_renders_no_tool_call_is_named(files: dict[str, Path], tokenizers: dict[str, Any]) -> None:
+    # a turn whose tool calls the template does not render would train its end marker alone: the row is
+    # refused under its own cause, never counted as trained right
     no_calls = (Path(__file__).parent / "chat_template" / "templates" / "chatml_no_tools.jinja").read_text()
     found = audit(str(files["conversations_tool_calls"]), tokenizer=tokenizers["qwen2_5"], template=no_calls, **SAME)
-    assert found.count("zero_loss") == 0 and found.supervised_tokens > 0  # the end markers train
-    assert found.to_dict()["findings"].get("template_drops_tool_calls", {}).get("rows", 0) == 5
+    findings = found.to_dict()["findings"]
+    assert findings["template_drops_tool_calls"]["rows"] == 5 == found.count("bad_rows")
+    assert "lookup" in findings["template_drops_tool_calls"]["first_error"]
+    assert "5 template-drops-tool-calls" in found.format().splitlines()[0]
 
 
 def test_a_trainer_with_a_shorter_max_length_is_caught_with_what_it_cuts(

@@ -19,7 +19,8 @@ from whileai_datasets.errors import RenderBudgetError, TemplateError
 __all__ = ["CAUSES", "Cause", "Failure", "RowFailures", "cause_of", "tagged"]
 
 Cause = Literal["roles_must_alternate", "single_tool_call_only", "tool_call_id_format", "content_type",
-                "render_budget", "mask_mismatch", "template_error"]
+                "template_drops_tool_calls", "template_drops_content", "render_budget", "mask_mismatch",
+                "template_error"]
 #: Each cause: what it means (the audit's description of its finding).
 CAUSES: dict[Cause, str] = {
     "roles_must_alternate": "rows the template refuses because their roles do not alternate as it requires "
@@ -30,6 +31,10 @@ CAUSES: dict[Cause, str] = {
                            "(e.g. 9 letters and digits)",
     "content_type": "rows the template fails on because a value has another type than it expects (content "
                     "given as a list of parts where it concatenates strings)",
+    "template_drops_tool_calls": "rows with a trained turn whose tool calls (names or arguments) the template "
+                                 "does not render: the turn would train its end marker without them",
+    "template_drops_content": "rows with a trained turn whose content the template does not render: the turn "
+                              "would train without it",
     "render_budget": "rows whose render went over the render budget (RenderBudget: output size or time)",
     "mask_mismatch": "rows whose token mask fails the check: no mask method finds the turns the loss_mask "
                      "marks in the render",

@@ -51,7 +51,7 @@ from whileai_datasets.tokenize.notices import (
     bad_rows_warning,
     dropped_warning,
 )
-from whileai_datasets.tokenize.row_failures import RowFailures, summary, tagged
+from whileai_datasets.tokenize.row_failures import Cause, RowFailures, summary, tagged
 from whileai_datasets.tokenize.span_masks import chunk_token_masks, spans_to_token_mask
 from whileai_datasets.tokenize.token_columns import arrow_columns, numpy_columns, set_column
 from whileai_datasets.tokenize.token_encode import PieceEncoder
@@ -62,6 +62,8 @@ __all__ = ["BadMaskRowsWarning", "Tokenize", "UnsupervisedRowsWarning", "spans_t
 
 
 Found = tuple[str, list[tuple[int, int]], str]  # a row's text, supervised spans and mask method
+#: the row-failure cause of a mask violation that is a turn's own output the template does not render
+_DROPPED_CAUSES: dict[str, Cause] = {"tool_calls": "template_drops_tool_calls", "content": "template_drops_content"}
 
 
 def template_messages(messages: Sequence[dict[str, Any]], arguments: str = "dict") -> list[dict[str, Any]]:
@@ -261,7 +263,7 @@ class Tokenize:
             location=f"{(self.plan.original or self.plan.template).name}{line}",
             hint="The template renders this message in a way no mask method follows; report the "
                  f"template and the row, or pass {option_names.spell('on_bad_row', 'skip')} to drop such rows."),
-            "mask_mismatch")
+            _DROPPED_CAUSES.get(violation.dropped or "", "mask_mismatch"))
 
     def rows(self, messages: list[list[dict[str, Any]]], tools: list[Any], masks: list[list[int]],
              indices: Sequence[int] | None = None, *, messages_clean: bool = False) -> list[RowMask | None]:

@@ -44,6 +44,8 @@ class MaskViolation:
     problem: str
     line: int | None
     at: tuple[int, int] | None = None
+    #: what of the turn's own output the render lacks (``dropped.DropKind``), when that is the violation
+    dropped: str | None = None
 
 
 def rendered_forms(content: str) -> list[str]:
@@ -125,7 +127,7 @@ def check_row(rendered: RenderedChat, messages: Sequence[Mapping[str, Any]], los
         first = dropped[0].message
         problem = "; ".join(d.describe() for d in dropped if d.message == first)
         return MaskViolation(first, "assistant", f"{problem}: the turn would train without it",
-                             _line(rendered, first))
+                             _line(rendered, first), dropped=dropped[0].kind)
     supervised_contents = [content_text(m) for m, f in zip(messages, loss_mask) if f and m.get("role") == "assistant"]
     for index, (message, flag) in enumerate(zip(messages, loss_mask)):
         content = content_text(message)
