@@ -196,7 +196,7 @@ def export_training(
         "format": format,
     }
     staging = ray_output.staging(dest)
-    collector = ray_report.Collector.remote()  # type: ignore[attr-defined]
+    collector = ray_report.collector_on_this_node()
     try:
         with ray_output.ordered(), ray_report.surfaced(collector):
             reporter = ray_report.Reporter(collector)
