@@ -39,7 +39,7 @@ def publish_on_cluster(address: str, source: str, repo_id: str, staging: str) ->
     try:
         ray.data.DataContext.get_current().enable_progress_bars = False
         done = publish_rollouts(source, repo_id, system_prompt=SYSTEM_PROMPT, split_key="scenario_id",
-                                test_size=0.3, staging=staging, range_bytes=16 << 10, block_bytes=8 << 10)
+                                test_size=0.3, staging=staging, range_bytes=32 << 10, block_bytes=16 << 10)
     finally:
         ray.shutdown()
     commits = HfApi().list_repo_commits(repo_id, repo_type="dataset")
@@ -48,7 +48,7 @@ def publish_on_cluster(address: str, source: str, repo_id: str, staging: str) ->
 
 def test_publish_survives_a_lost_node_with_one_commit_of_the_local_rows(alice, tmp_path: Path) -> None:
     base = seeded_rows(seed=5, mode="rl", repeats=2, budget=24)
-    rows = [{**row, "scenario_id": f"{row.get('scenario_id')}-{c % 3}"} for c in range(8) for row in base]
+    rows = [{**row, "scenario_id": f"{row.get('scenario_id')}-{c % 3}"} for c in range(4) for row in base]
     source = write_jsonl(tmp_path / "run.jsonl", rows)
     (tmp_path / "system.txt").write_text(SYSTEM_PROMPT)
     staging = tmp_path / "staging"
