@@ -35,10 +35,11 @@ import pyarrow as pa
 from datasets.builder import Key
 from datasets.exceptions import DatasetGenerationError
 
+from whileai_datasets import option_names
 from whileai_datasets.builders import cache_space, inputs
 from whileai_datasets.builders.config import WhileaiExportConfig
 from whileai_datasets.errors import ExportFormatError, NothingToTrainWarning, WhileaiError
-from whileai_datasets.rows import file_kind, option_names, parallel, read_errors
+from whileai_datasets.rows import file_kind, parallel, read_errors
 from whileai_datasets.rows.canonical import Normalizer
 from whileai_datasets.rows.json_array import iter_json_array_rows
 from whileai_datasets.rows.leaks import LeakScan

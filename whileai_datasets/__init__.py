@@ -19,6 +19,7 @@ with _warnings.catch_warnings():
     _warnings.filterwarnings("ignore", message=".*register_feature.*", category=UserWarning)
     from whileai_datasets.rows.features import Message
 
+from whileai_datasets._options import TrainingOptions
 from whileai_datasets._version import __version__ as __version__
 from whileai_datasets.auditing import Audit, audit
 from whileai_datasets.builders import registry as _registry
@@ -29,6 +30,7 @@ from whileai_datasets.errors import (
     DuplicateSystemWarning,
     ExportFormatError,
     NothingToTrainWarning,
+    OptionError,
     PublishError,
     RenderBudgetError,
     SchemaError,
@@ -52,6 +54,7 @@ __all__ = [
     "ExportFormatError",
     "Message",
     "NothingToTrainWarning",
+    "OptionError",
     "PREFERENCE_FEATURES",
     "PublishError",
     "RAW_FEATURES",
@@ -60,6 +63,7 @@ __all__ = [
     "SchemaError",
     "TemplateError",
     "TemplateReport",
+    "TrainingOptions",
     "UnsupportedVersionError",
     "WhileaiError",
     "WhileaiExportConfig",

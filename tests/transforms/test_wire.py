@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from whileai_datasets import transforms as wai_transforms
-from whileai_datasets.errors import SchemaError
+from whileai_datasets.errors import OptionError, SchemaError
 from whileai_datasets.transforms import think, wire
 
 from .conftest import (
@@ -119,7 +119,7 @@ def test_plain_map_of_a_wire_shape_drops_and_retypes_columns(rows: list[dict[str
 
 
 def test_to_trl_rejects_an_unknown_kind() -> None:
-    with pytest.raises(SchemaError, match="kind must be one of 'training', 'completion', 'preference', got 'dpo'"):
+    with pytest.raises(OptionError, match="^kind must be one of 'training', 'completion', 'preference', got 'dpo'"):
         wai_transforms.to_trl("dpo")
 
 

@@ -120,11 +120,6 @@ def parents(lists: pa.Array) -> np.ndarray:
     return np.repeat(np.arange(len(lists), dtype=np.int64), lengths(lists))
 
 
-def struct_child(struct: pa.Array, name: str) -> pa.Array:
-    """A struct field, with its parent's nulls applied."""
-    return pc.struct_field(struct, name)
-
-
 def if_else(cond: Any, left: Any, right: Any) -> pa.Array | pa.ChunkedArray:
     """``pc.if_else`` with a null scalar side passed as a null array.
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from whileai_datasets._options import TrainingOptions
 from whileai_datasets.columnar import _arrow, _json, _parts
 from whileai_datasets.export import writer
 from whileai_datasets.transforms import groups as grouping
@@ -68,31 +69,31 @@ def training_chunk(
     offset: int,
     groups: dict[str, pa.Array] | None,
     tools: str | None,
-    options: dict[str, Any],
+    options: TrainingOptions,
     memoize: bool = False,
 ) -> tuple[pa.Table, pa.Table, int]:
     """One chunk of canonical rows -> (report rows, written rows, training rows
     before the TRL completion shape dropped any)."""
     table = _arrow.set_column(table, "tools", _arrow.constant_column(tools, table.num_rows, pa.json_()))
-    if options["strip_think"]:
+    if options.strip_think:
         table = think.strip_table(table)
-    if options["max_tool_output_chars"] is not None:
-        table = tool_output.truncate_table(table, options["max_tool_output_chars"])
-    table = masks.mask_table(table, options["mask_mode"])
+    if options.max_tool_output_chars is not None:
+        table = tool_output.truncate_table(table, options.max_tool_output_chars)
+    table = masks.mask_table(table, options.mask_mode)
     if groups is not None:
         for name in grouping.GROUP_COLUMNS:
             table = _arrow.set_column(table, name, groups[name].slice(offset, table.num_rows))
-    fmt = options["format"]
-    weights = options.get("weights")
+    fmt = options.format
+    weights = options.weights
     if memoize and renders_unrolled_lines(table, options):
         return _unrolled_jsonl_chunk(table, fmt)
-    if options["unroll"]:
+    if options.unroll:
         table = unrolling.unroll_table(table)
     empty = _arrow.lengths(_arrow.column(table, "messages")) == 0
     if empty.any():  # whileai's schema check; raised in order by the caller
         return table, table, -1 - int(np.argmax(empty))
     if fmt == "trl":
-        final_only = options["unroll"] or options["mask_mode"] == "final"
+        final_only = options.unroll or options.mask_mode == "final"
         rows = wire.trl_completion_table(table) if final_only else wire.trl_training_table(table)
         return rows, rows, table.num_rows
     rows = wire.openai_table(table)
@@ -103,12 +104,11 @@ def training_chunk(
     return rows, written, table.num_rows
 
 
-def renders_unrolled_lines(table: pa.Table, options: dict[str, Any]) -> bool:
+def renders_unrolled_lines(table: pa.Table, options: TrainingOptions) -> bool:
     """Whether a JSONL export of ``table`` takes ``_unrolled_jsonl_chunk``, whose lines put the per-sample
     keys first (``unrolled_key_order`` gives rows shaped otherwise the same key order)."""
-    fmt = options["format"]
-    return bool(options["unroll"] and fmt != "fireworks" and not options.get("weights")
-                and not _trl_images(table, fmt))
+    fmt = options.format
+    return bool(options.unroll and fmt != "fireworks" and not options.weights and not _trl_images(table, fmt))
 
 
 def unrolled_key_order(rows: pa.Table) -> pa.Table:

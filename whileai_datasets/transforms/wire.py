@@ -30,7 +30,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from whileai_datasets._typing import Batch
+from whileai_datasets._options import check_choice
+from whileai_datasets._typing import Batch, TrlKind
 from whileai_datasets.columnar import _arguments, _arrow, _parts, _types
 from whileai_datasets.errors import SchemaError
 from whileai_datasets.rows.schema import CARRY_KEYS, PAIR_KEYS, SOURCE_KEYS
@@ -38,7 +39,6 @@ from whileai_datasets.transforms import pairs
 from whileai_datasets.transforms.groups import GROUP_COLUMNS
 
 SCHEMA_VERSION = "1"
-TRL_KINDS = ("training", "completion", "preference")
 _WEIGHT_1 = '{"weight": 1}'
 _WEIGHT_0 = '{"weight": 0}'
 
@@ -155,10 +155,6 @@ def fireworks_messages(lists: pa.Array, mask: pa.Array | None, *, keep_tool_call
     if not keep_tool_call_id:
         fields["tool_call_id"] = None
     return _arrow.relist(lists, _arrow.replace_fields(messages, **fields))
-
-
-#: ``weighted_messages``' vocabulary (``_typing.MessageWeights``).
-MESSAGE_WEIGHTS = ("assistant", "all")
 
 
 def weighted_messages(lists: pa.Array, mask: pa.Array, weights: str) -> pa.Array:
@@ -359,22 +355,18 @@ class ToTrl:
             ``False`` keeps each reference in its part (``{"type": "image",
             "image": ref}``) and adds no column.
     Raises:
-        SchemaError: an unknown ``kind``, or a row-dropping kind called one example at a time.
+        OptionError: an unknown ``kind``.
+        SchemaError: a row-dropping kind called one example at a time.
     Example:
         >>> from whileai_datasets import transforms as wai_transforms
         >>> ds = ds.with_format("arrow").map(wai_transforms.to_trl("completion"), batched=True)  # doctest: +SKIP
     """
 
-    kind: str = "training"
+    kind: TrlKind = "training"
     images: bool | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in TRL_KINDS:
-            raise SchemaError(
-                f"kind must be one of {', '.join(map(repr, TRL_KINDS))}, got {self.kind!r}",
-                location="to_trl",
-                hint='Pass to_trl("training"), to_trl("completion") or to_trl("preference").',
-            )
+        check_choice(self.kind, "kind", TrlKind)
 
     def __call__(self, batch: Batch, indices: list[int] | None = None) -> Batch:
         if self.kind != "training":
@@ -406,7 +398,7 @@ class ToFireworks:
         return _arrow.like(batch, fireworks_table(_arrow.as_table(batch)), reshaped=True)
 
 
-def to_trl(kind: str = "training", *, images: bool | None = None) -> ToTrl:
+def to_trl(kind: TrlKind = "training", *, images: bool | None = None) -> ToTrl:
     """``ToTrl(kind, images)``: ``ds.map(to_trl("completion"), batched=True)``."""
     return ToTrl(kind, images)
 
