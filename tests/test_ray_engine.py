@@ -108,6 +108,17 @@ def test_export_writes_the_local_rows_and_report(rows_file: Path, tmp_path: Path
     assert ours["privileged_leaks"]["n_leaked"] > 20 and ours["warnings"]
 
 
+def test_unrolled_openai_export_writes_the_local_jsonl_bytes(rows_file: Path, tmp_path: Path) -> None:
+    """The local JSONL export of unrolled samples puts their per-sample keys first (messages, loss_mask,
+    tools, lineage, unroll): the parts do too."""
+    options: dict[str, Any] = {"system_prompt": SYSTEM, "tools": TOOLS, "unroll": True, "validate": False}
+    whileai_datasets.export_dataset(str(rows_file), str(tmp_path / "local.jsonl"), **options)
+    ray_engine.export_training(rows_file, tmp_path / "ray.jsonl", **options, **SMALL)
+    local = (tmp_path / "local.jsonl").read_bytes()
+    assert list(json.loads(local.splitlines()[0]))[:5] == ["messages", "loss_mask", "tools", "lineage", "unroll"]
+    assert part_lines(str(tmp_path / "ray.jsonl")) == local
+
+
 def test_unrolled_trl_export_gives_the_local_rows(rows_file: Path, tmp_path: Path) -> None:
     options: dict[str, Any] = {
         "system_prompt": SYSTEM,

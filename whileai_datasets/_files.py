@@ -36,7 +36,10 @@ import socket
 import tempfile
 from collections.abc import Callable, Iterator
 
-from whileai_datasets.errors import WriteError
+from whileai_datasets.errors import ExportFormatError, WriteError
+
+#: A URI's scheme (``s3://``, ``gs://``, ``https://``): not a path on this machine.
+_URI = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+)://")
 
 #: What a temp's name carries after its prefix: ``<pid>-<boot>-<host>-`` (``owner_tag``).
 _OWNER = re.compile(r"(?P<pid>\d+)-(?P<boot>[0-9a-f]{8})-(?P<host>[0-9a-f]{8})-")
@@ -158,11 +161,29 @@ def _folder_lock(folder: str) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
+def refuse_uri(path: str | os.PathLike[str]) -> None:
+    """Raise when ``path`` is a URI (``s3://bucket/key``): read as a local path, it names a file that is not
+    there, and written as one it would make an ``s3:/bucket`` folder tree in the working directory.
+
+    Raises:
+        ExportFormatError: naming the scheme and what to do instead.
+    """
+    found = _URI.match(os.fspath(path))
+    if found:
+        raise ExportFormatError(
+            f"{found['scheme']}:// URIs are not read or written here: expected a path on this machine",
+            location=os.fspath(path),
+            hint="Copy the objects to local disk, or mount the bucket (mountpoint-s3, gcsfuse, s3fs-fuse) on "
+                 "every node and pass the mounted path.",
+        )
+
+
 class Replacement:
     """A temp file (or, with ``folder=True``, a temp folder) beside ``target``
     that :meth:`commit` renames over it, or :meth:`discard` removes."""
 
     def __init__(self, target: str | os.PathLike[str], *, folder: bool = False) -> None:
+        refuse_uri(target)
         self.target = os.path.abspath(os.fspath(target))
         self.folder = os.path.dirname(self.target)
         self.is_folder = folder

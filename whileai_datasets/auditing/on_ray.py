@@ -91,7 +91,7 @@ def audit_on_ray(source: Any, *, tokenizer: Any, template: Any, options: Trainin
                                        facts))
     if not ray.is_initialized():
         ray.init()
-    collector = ray_report.Collector.remote()  # type: ignore[attr-defined]
+    collector = ray_report.collector_on_this_node()
     try:
         setup = (paths, tokenizer, chat, options, on_bad_row, tools_json, facts, ray_report.Reporter(collector))
         blocks = ray.data.read_datasource(files, override_num_blocks=files.n_tasks())

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from whileai_datasets import _files
 from whileai_datasets._options import TrainingOptions, one_of
 from whileai_datasets._typing import ExportFormat, MaskMode, MessageWeights
 from whileai_datasets.cli import bad_rows as bad_rows_cli
@@ -33,9 +34,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "to OUT (.parquet for Parquet, else JSONL), with the same rows and report as "
         "whileai.simulations.export_dataset.",
     )
-    parser.add_argument("source", metavar="IN", type=Path,
+    parser.add_argument("source", metavar="IN", type=local_path,
                         help="whileai rows (.jsonl, .jsonl.gz, .json: an array or one row per line, or .parquet)")
-    parser.add_argument("output", metavar="OUT", type=Path, help="the file to write (.parquet or .jsonl)")
+    parser.add_argument("output", metavar="OUT", type=local_path, help="the file to write (.parquet or .jsonl)")
     add_row_options(parser)
     parser.add_argument("--format", metavar=one_of(ExportFormat), default="openai", help="wire shape (default: %(default)s)")
     parser.add_argument("--unroll", action="store_true", help="one sample per assistant turn")
@@ -238,3 +239,13 @@ def _show(value: Any) -> str:
     if isinstance(value, list):
         return ", ".join(map(str, value)) if value else "-"
     return str(value)
+
+
+def local_path(text: str) -> Path:
+    """An argument naming a path on this machine; a URI (``s3://bucket/key``) is refused by name, before
+    ``Path`` would fold it into a local ``s3:/bucket`` path."""
+    try:
+        _files.refuse_uri(text)
+    except ExportFormatError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+    return Path(text)

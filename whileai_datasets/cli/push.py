@@ -39,7 +39,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "trains exactly (prompt/completion rows, one per loss-carrying assistant turn), the canonical rows, "
         "and a dataset card. The repo is private unless --public is given. The token is HF_TOKEN or the "
         "`hf auth login` one.")
-    parser.add_argument("source", metavar="SOURCE", type=Path,
+    parser.add_argument("source", metavar="SOURCE", type=export_cli.local_path,
                         help="a .parquet file, whileai rollouts (.jsonl, .json), or a folder written by save_to_disk")
     parser.add_argument("repo_id", metavar="REPO_ID", help="namespace/name (a bare name goes to your namespace)")
     parser.add_argument("--public", action="store_true", help="create (or push to) a public repo")

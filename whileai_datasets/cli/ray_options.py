@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -69,16 +71,37 @@ def run_ray_export(args: argparse.Namespace, options: TrainingOptions) -> dict[s
 
 @contextlib.contextmanager
 def runtime(address: str | None) -> Iterator[None]:
-    """Ray, started (or connected to) when this process has no runtime yet, and shut down if started here."""
+    """Ray, started (or connected to) when this process has no runtime yet, and shut down if started here.
+
+    While it runs, whatever is written to this process's stdout goes to stderr (Ray's own lines, the
+    workers' prints it forwards, "Raylet is terminated" when a node is lost), so the command's output
+    (``--json``) stays alone on stdout."""
     ray = _import_ray()
     started = not ray.is_initialized()
-    if started:
-        ray.init(address=address)
-    try:
-        yield
-    finally:
+    with stdout_to_stderr():
         if started:
-            ray.shutdown()
+            ray.init(address=address)
+        try:
+            yield
+        finally:
+            if started:
+                ray.shutdown()
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """This process's stdout, both Python's ``sys.stdout`` and file descriptor 1 (what Ray's threads and
+    its C++ core write to), sent to stderr, and put back afterwards."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _import_ray() -> Any:

@@ -35,6 +35,8 @@ def column(table: pa.Table, name: str) -> pa.Array:
     chunked = table.column(name)
     if chunked.num_chunks == 1:
         return chunked.chunk(0)
+    if not chunked.num_chunks:  # pyarrow cannot combine no chunks of a type nesting an extension type (Json)
+        return pa.nulls(0, chunked.type)
     return chunked.combine_chunks()
 
 

@@ -16,6 +16,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from whileai_datasets import _files
 from whileai_datasets.errors import ExportFormatError
 
 
@@ -43,6 +44,7 @@ def refuse_overwrite(
     """
     if output is None:
         return
+    _files.refuse_uri(output)  # before anything folds s3://bucket into a local s3:/bucket path
     out = os.fspath(output)
     for given in inputs:
         if given is None or not os.path.exists(given):

@@ -85,7 +85,7 @@ def training_chunk(
             table = _arrow.set_column(table, name, groups[name].slice(offset, table.num_rows))
     fmt = options.format
     weights = options.weights
-    if options.unroll and memoize and fmt != "fireworks" and not weights and not _trl_images(table, fmt):
+    if memoize and renders_unrolled_lines(table, options):
         return _unrolled_jsonl_chunk(table, fmt)
     if options.unroll:
         table = unrolling.unroll_table(table)
@@ -102,6 +102,20 @@ def training_chunk(
         lists = wire.weighted_messages(_arrow.column(rows, "messages"), _arrow.column(rows, "loss_mask"), weights)
         written = _arrow.set_column(rows, "messages", lists)
     return rows, written, table.num_rows
+
+
+def renders_unrolled_lines(table: pa.Table, options: TrainingOptions) -> bool:
+    """Whether a JSONL export of ``table`` takes ``_unrolled_jsonl_chunk``, whose lines put the per-sample
+    keys first (``unrolled_key_order`` gives rows shaped otherwise the same key order)."""
+    fmt = options.format
+    return bool(options.unroll and fmt != "fireworks" and not options.weights and not _trl_images(table, fmt))
+
+
+def unrolled_key_order(rows: pa.Table) -> pa.Table:
+    """Unrolled rows shaped without ``memoize``, their columns in the key order of
+    ``_unrolled_jsonl_chunk``'s lines: the per-sample columns, then the rest, each in table order."""
+    names = rows.column_names
+    return rows.select([n for n in names if n in _PER_SAMPLE] + [n for n in names if n not in _PER_SAMPLE])
 
 
 def _trl_images(table: pa.Table, fmt: str) -> bool:

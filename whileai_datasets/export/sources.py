@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from whileai_datasets import _files
 from whileai_datasets import option_names
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError
@@ -192,6 +193,7 @@ def load_path(path: str, system: str, on_bad_row: str = "raise", *, patterns: bo
             raise ExportFormatError("no file matches this pattern", location=path,
                                     hint="Pass a glob that matches JSONL, JSON or Parquet exports.")
     elif not os.path.exists(path):
+        _files.refuse_uri(path)
         raise ExportFormatError("no such file", location=path, hint="Pass an existing JSONL, JSON or Parquet export.")
     return datasets.load_dataset(
         "whileai/export", data_files=files, split="train", system_prompt=system or None, leak_facts=True,

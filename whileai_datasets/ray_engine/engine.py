@@ -189,12 +189,12 @@ def run_training(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str
     dest = ray_output.destination(os.fspath(output))
     tools_json = json.dumps(list(options.tools), ensure_ascii=False) if options.tools else None
     staging = ray_output.staging(dest)
-    collector = ray_report.Collector.remote()  # type: ignore[attr-defined]
+    collector = ray_report.collector_on_this_node()
     try:
         with ray_output.ordered(), ray_report.surfaced(collector):
             reporter = ray_report.Reporter(collector)
-            rows = _rows(paths, options, tools_json, row_key, reporter, (range_bytes, block_bytes))
             suffix = ".jsonl" if dest.lower().endswith(".jsonl") else ".parquet"
+            rows = _rows(paths, options, tools_json, (row_key, suffix == ".jsonl"), reporter, (range_bytes, block_bytes))
             rows.write_datasink(ray_output.Parts(staging.path, suffix))
         parts = ray.get(collector.parts.remote())
         report = ray_report.report(parts, options)
@@ -212,7 +212,7 @@ def _rows(
     paths: Sequence[str],
     options: TrainingOptions,
     tools_json: str | None,
-    row_key: bool,
+    key_jsonl: tuple[bool, bool],
     reporter: ray_report.Reporter,
     sizes: tuple[int, int],
 ) -> Any:
@@ -224,7 +224,7 @@ def _rows(
         canonical = canonical.materialize()
         table = group_table(canonical, order_by=(ray_source.FILE, ray_source.POS), n_rows=canonical.count())
         groups = ray.put(table) if table is not None else None
-    batches = TrainingBatches(options, tools_json, groups, reporter, tuple(paths), row_key)
+    batches = TrainingBatches(options, tools_json, groups, reporter, tuple(paths), *key_jsonl)
     # whole blocks: the read, the transforms and the write then run fused, a read task's rows at a time
     return canonical.map_batches(batches, batch_format="pyarrow", batch_size=None)
 
@@ -241,6 +241,7 @@ class TrainingBatches:
     reporter: Any
     paths: tuple[str, ...]
     row_key: bool
+    jsonl: bool = False  # JSONL parts: keys in the local JSONL export's order
 
     def __call__(self, table: pa.Table) -> pa.Table:
         try:
@@ -261,6 +262,9 @@ class TrainingBatches:
         stats = reports.TrainingStats(self.options)
         stats.add(rows, before)
         self.reporter.add(ray_report.first_last(table), {"raw": raw, "stats": stats})
+        # unrolled OpenAI JSONL: the local lines' key order (unrolled TRL lines differ in key order only)
+        if self.jsonl and self.options.format == "openai" and pipeline.renders_unrolled_lines(canonical, self.options):
+            written = pipeline.unrolled_key_order(written)
         if self.options.format == "fireworks":  # Fireworks rows keep two columns; put the key back
             written = written.append_column(ray_source.FILE, rows.column(ray_source.FILE)).append_column(ray_source.POS, rows.column(ray_source.POS))
         return PublicKey(self.paths, self.row_key)(_plain(written))

@@ -182,7 +182,7 @@ def _write_block(plan: Sequence[tuple[repo_configs.ConfigSpec, repo_configs.Buil
 
 def _build(rows: Any, blocks: Blocks, folder: Path) -> streaming.Built:
     """Run `blocks` on every Ray block and gather what the workers wrote into the local publish's layout."""
-    collector = ray_report.Collector.remote()  # type: ignore[attr-defined]
+    collector = ray_report.collector_on_this_node()
     try:
         with ray_output.ordered(), ray_report.surfaced(collector):
             infos = rows.map_batches(_Reporting(blocks, ray_report.Reporter(collector)), batch_format="pyarrow",

@@ -128,6 +128,15 @@ class Collector:
         return list(self._errors)
 
 
+def collector_on_this_node() -> Any:
+    """A new ``Collector``, placed on the driver's own node (never moved): a job's counts must outlive
+    any worker node the cluster loses, and when the driver's node is lost the job is lost anyway."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    return Collector.options(scheduling_strategy=here).remote()  # type: ignore[attr-defined]
+
+
 @dataclass(frozen=True)
 class Reporter:
     """The collector, as the Ray tasks call it."""

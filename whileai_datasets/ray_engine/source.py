@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 from ray.data import Datasource, ReadTask
 from ray.data.block import BlockMetadata
 
+from whileai_datasets import _files
 from whileai_datasets.errors import ExportFormatError, WhileaiError
 from whileai_datasets.ray_engine import json_arrays
 from whileai_datasets.rows import file_kind, read_errors
@@ -76,6 +77,7 @@ def expand_paths(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str
         else:
             found = [path] if os.path.isfile(path) else []
         if not found:
+            _files.refuse_uri(path)
             raise ExportFormatError(
                 "no such file (or no .jsonl/.parquet file in that directory or pattern)",
                 location=path,
