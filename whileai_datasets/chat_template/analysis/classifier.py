@@ -20,18 +20,23 @@ message harmful" against "... *assistant* message ..."). Markers such as
 question; and a closing text that is the assistant's own header (a chat template
 that opens the next assistant turn after every conversation, with or without
 ``add_generation_prompt``) is not one either: the same words stand right before
-the reply. A template that refuses a conversation ending with the user's
-message (a response judge) is compared on one and two exchanges instead.
+the reply, or the closing text starts with that header (CodeLlama-70B writes the next
+assistant header, with a destination line under it, after every conversation). A
+template that refuses a conversation ending with the user's message (a response
+judge) is compared on one and two exchanges instead; one that reads a name the
+caller passes (ShieldGemma's ``guideline``) is rendered with a placeholder text for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, Any
 
 from whileai_datasets.chat_template.analysis.probes import Probe, common_prefix
 from whileai_datasets.chat_template.analysis.refusals import Unpatchable
+from whileai_datasets.chat_template.rendering.failures import undefined_name
 from whileai_datasets.errors import TemplateError
 
 if TYPE_CHECKING:
@@ -48,6 +53,7 @@ _CONTENTS = tuple(str(m["content"]) for m in (_USER, _REPLY, _USER_AGAIN, _REPLY
 HOLE = "\x00"  # where a message's content stood in a closing text
 MIN_WORDS = 3  # a closing instruction, not an end-of-turn marker or a one-word label
 MIN_SIMILARITY = 0.7  # share of words two closing texts have in common (difflib's ratio)
+MAX_PLACEHOLDERS = 3  # names a template may read without their being passed before it counts as failing
 PROBLEM = (
     "this is a guard/classifier template, not a chat-training template: it puts the whole conversation "
     "into one user prompt ({detail}), so its assistant messages are judged input, not text the model generates"
@@ -85,10 +91,13 @@ def _closing(text: str, last: str) -> tuple[str, int] | None:
 
 
 def _opens_the_reply(closing: list[str], text: str, reply_at: int, before: str) -> bool:
-    """Whether the closing words are the header written right before the reply (after the message before it)."""
+    """Whether the closing words open an assistant turn: the header written right before the reply (after
+    the message before it), or a closing text that starts with that whole header."""
     start = text.rfind(before, 0, reply_at)
     opener = words(text[start + len(before) if start >= 0 else 0 : reply_at])
-    return bool(closing) and opener[-len(closing) :] == closing
+    if not closing:
+        return False
+    return opener[-len(closing) :] == closing or (bool(opener) and closing[: len(opener)] == opener)
 
 
 def _pair_evidence(short: str, long: str, short_last: str, long_last: str, before: str, which: str) -> str | None:
@@ -131,8 +140,26 @@ class ClassifierTemplate(Unpatchable):
 
 
 def analysis_renderer(analysis: Analysis) -> Callable[[list[dict[str, Any]]], str]:
-    """``render(messages)`` with the analysis' template and keywords, without the generation prompt."""
-    return lambda messages: analysis.plain(Probe("classifier", messages), messages, False)
+    """``render(messages)`` with the analysis' template and keywords, without the generation prompt.
+
+    A name the template reads that nobody passed (a guard's policy text, given to ``apply_chat_template``
+    by its caller) gets a placeholder text, one name at a time, so the prompt the template builds around
+    the conversation can be seen; any other failure is the template's own refusal."""
+    extra: dict[str, str] = {}
+
+    def render(messages: list[dict[str, Any]]) -> str:
+        for _ in range(MAX_PLACEHOLDERS + 1):
+            probe = Probe("classifier", messages)
+            try:
+                return replace(analysis, kwargs={**analysis.kwargs, **extra}).plain(probe, messages, False)
+            except TemplateError as err:
+                name = undefined_name(err.__cause__)
+                if name is None or name in extra or len(extra) == MAX_PLACEHOLDERS:
+                    raise
+                extra[name] = f"the {name} text its caller passes"
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    return render
 
 
 def refuse_classifier(analysis: Analysis) -> None:
