@@ -29,14 +29,16 @@ caller passes (ShieldGemma's ``guideline``) is rendered with a placeholder text 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, Any
 
+from jinja2.exceptions import UndefinedError
+
 from whileai_datasets.chat_template.analysis.probes import Probe, common_prefix
 from whileai_datasets.chat_template.analysis.refusals import Unpatchable
-from whileai_datasets.chat_template.rendering.failures import undefined_name
 from whileai_datasets.errors import TemplateError
 
 if TYPE_CHECKING:
@@ -53,6 +55,8 @@ _CONTENTS = tuple(str(m["content"]) for m in (_USER, _REPLY, _USER_AGAIN, _REPLY
 HOLE = "\x00"  # where a message's content stood in a closing text
 MIN_WORDS = 3  # a closing instruction, not an end-of-turn marker or a one-word label
 MIN_SIMILARITY = 0.7  # share of words two closing texts have in common (difflib's ratio)
+#: jinja2's words for a name the render was not given: ``'guideline' is undefined``.
+_UNDEFINED = re.compile(r"^'([A-Za-z_][A-Za-z0-9_]*)' is undefined$")
 MAX_PLACEHOLDERS = 3  # names a template may read without their being passed before it counts as failing
 PROBLEM = (
     "this is a guard/classifier template, not a chat-training template: it puts the whole conversation "
@@ -153,7 +157,9 @@ def analysis_renderer(analysis: Analysis) -> Callable[[list[dict[str, Any]]], st
             try:
                 return replace(analysis, kwargs={**analysis.kwargs, **extra}).plain(probe, messages, False)
             except TemplateError as err:
-                name = undefined_name(err.__cause__)
+                cause = err.__cause__
+                found = _UNDEFINED.match(str(cause)) if isinstance(cause, UndefinedError) else None
+                name = found[1] if found else None
                 if name is None or name in extra or len(extra) == MAX_PLACEHOLDERS:
                     raise
                 extra[name] = f"the {name} text its caller passes"

@@ -19,23 +19,17 @@ _UNDEFINED_NAME = re.compile(r"^'(?P<name>[A-Za-z_][A-Za-z0-9_]*)' is undefined$
 _MISSING_ITEM = re.compile(r"has no (element|attribute) ")
 
 
-def undefined_name(err: BaseException | None) -> str | None:
-    """The name a template read without it being given, when ``err`` is jinja2's error for that."""
-    if not isinstance(err, jinja2.exceptions.UndefinedError):
-        return None
-    found = _UNDEFINED_NAME.match(str(err))
-    return found["name"] if found else None
-
-
 def failure_problem_and_hint(err: Exception) -> tuple[str, str]:
     """The problem and the hint of a ``TemplateError`` for an exception raised inside a template."""
     text = str(err)
-    name = undefined_name(err)
-    if name and name.endswith("_token"):
+    found = _UNDEFINED_NAME.match(text) if isinstance(err, jinja2.exceptions.UndefinedError) else None
+    if found and found["name"].endswith("_token"):
+        name = found["name"]
         return (f"the template reads {name!r}, a special token this render was not given",
                 f"Pass it: render(..., {name}=tokenizer.{name}), or load the template with "
                 "ChatTemplate.from_tokenizer(tokenizer), which passes the tokenizer's special tokens.")
-    if name:
+    if found:
+        name = found["name"]
         return (f"the template reads {name!r}, which is neither a message field nor a render argument",
                 f"Pass it as render(..., {name}=...) if the template expects it as an argument.")
     if isinstance(err, jinja2.exceptions.UndefinedError) and _MISSING_ITEM.search(text):
