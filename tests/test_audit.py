@@ -147,7 +147,8 @@ def test_cli_fail_on_exits_non_zero_and_names_the_problem(tmp_path: Path, tokeni
     base = ["audit", str(source), "--tokenizer", str(tmp_path / "tok"), "--max-length", "40"]
     assert cli.main([*base, "--fail-on", "duplicate-system"]) == 0
     out = capsys.readouterr().out
-    assert "truncated-to-nothing" in out and f"{source} line 2 (row 1)" in out
+    assert "truncated-to-nothing" in out and f"first: {source.name} line 2 (row 1)" in out
+    assert f"{source} line" not in out  # a location names its file, not the whole path again
     assert cli.main([*base, "--fail-on", "zero-loss,truncated,template-drops"]) == 3
     err = capsys.readouterr().err
     assert "--fail-on: zero-loss (1 rows), truncated (1 rows)" in err and "template-drops" not in err

@@ -8,6 +8,7 @@ here as HTML; tests/test_browser_pages.py opens it in headless Chromium.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from html.parser import HTMLParser
@@ -84,9 +85,11 @@ def test_every_finding_with_rows_is_on_the_page_with_its_count(demo: dict[str, A
     assert "truncated" in shown
 
 
-def test_the_four_plots_are_svg_drawings(demo: dict[str, Any]) -> None:
+def test_the_plots_are_svg_drawings(demo: dict[str, Any]) -> None:
     plots = re.findall(r'<figure class="plot" data-plot="(\w+)">(<svg.*?</svg>)</figure>', demo["page"], re.S)
-    assert [name for name, _ in plots] == ["supervised_share", "lengths", "roles", "trainers"]
+    # every trainer trains the mask here: one figure, said by the table, so no trainer plot of equal bars
+    assert {entry["trains_tokens"] for entry in demo["data"]["trainers"].values()} == {demo["audit"].supervised_tokens}
+    assert [name for name, _ in plots] == ["supervised_share", "lengths", "roles"]
     for name, svg in plots:
         assert svg.count("<path") > 3, name
     lengths = dict(plots)["lengths"]
@@ -129,3 +132,20 @@ def test_without_matplotlib_the_report_says_which_extra(demo: dict[str, Any], mo
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # what an environment without it imports
     with pytest.raises(SchemaError, match=r"needs matplotlib .* pip install 'whileai-datasets\[report\]'"):
         audit_html(demo["data"], examples=demo["examples"])
+
+
+def test_the_trainer_plot_has_one_bar_per_figure_red_where_it_is_not_the_mask(demo: dict[str, Any]) -> None:
+    data = json.loads(json.dumps(demo["data"]))
+    data["trainers"]["trl"].update(exact=False, trains_tokens=data["tokens"]["total"])  # TRL's naive route
+    page = audit_html(data)
+    svg = re.search(r'data-plot="trainers">(<svg.*?</svg>)', page, re.S)
+    assert svg is not None and "llama-factory, ms-swift, axolotl" in svg.group(1) and ">trl<" in svg.group(1)
+    assert svg.group(1).count("#c0392b") == 1  # the one bar that is not the mask
+
+
+def test_locations_name_the_file_not_its_whole_path(demo: dict[str, Any]) -> None:
+    found = next(f for f in demo["data"]["findings"].values() if f["rows"] and f["first"] and f["first"][0]["file"])
+    entry = found["first"][0]
+    assert os.path.isabs(entry["file"])
+    assert f'title="{entry["file"]}">{os.path.basename(entry["file"])} line {entry["line"]}' in demo["page"]
+    assert f">{entry['file']} line" not in demo["page"]

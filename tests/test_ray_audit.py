@@ -172,18 +172,16 @@ def test_parquet_row_groups_in_several_blocks_count_as_locally(tmp_path: Path) -
     assert ours.to_dict() == local.to_dict()
 
 
-def test_a_row_whose_mask_fails_the_check_is_counted_or_named_by_file_and_line(tmp_path: Path,
-                                                                              tokenizer: Any) -> None:
+def test_a_row_the_template_cannot_render_is_counted_by_cause_with_its_file_and_line(tmp_path: Path,
+                                                                                     tokenizer: Any) -> None:
     rows = [_shapes(i) for i in range(150)]
     rows[130] = _talk(("user", "hello"), ("assistant", "a\ue000b"))  # in the second block: not its row 130
     source = write_jsonl(tmp_path / "rows.jsonl", rows)
-    local = audit(str(source), tokenizer=tokenizer, on_bad_row="skip")
-    assert local.findings["bad_rows"].first == [130]
-    _same(audit_on_ray(str(source), tokenizer=tokenizer, template=None, options=_options(), on_bad_row="skip",
-                       **BLOCKS), local)
-    named = r"\['content'\]: rows.jsonl line 131 \(row 130\): the input contains the private-use"
-    with pytest.raises(TemplateError, match=named):
-        audit_on_ray(str(source), tokenizer=tokenizer, template=None, options=_options(), **BLOCKS)
+    local = audit(str(source), tokenizer=tokenizer)  # on_bad_row="raise": the audit still never stops on a row
+    assert local.findings["bad_rows"].first == local.findings["template_error"].first == [130]
+    assert local.to_dict()["findings"]["template_error"]["first"][0]["line"] == 131
+    assert "the input contains the private-use" in (local.findings["template_error"].first_error or "")
+    _same(audit_on_ray(str(source), tokenizer=tokenizer, template=None, options=_options(), **BLOCKS), local)
 
 
 def test_the_cli_audit_takes_engine_ray_with_json_and_fail_on(rows_file: Path, tokenizer: Any, tmp_path: Path,

@@ -15,7 +15,8 @@ from whileai_datasets import _compat
 _compat.check_supported()  # before anything imports datasets: a too-old one fails with the range, not an ImportError
 
 with _warnings.catch_warnings():
-    # register_feature is flagged experimental by datasets; using it is the point.
+    # register_feature is flagged experimental by datasets. Message stays registered so data saved by earlier
+    # releases loads; nothing this package hands a user names it (built-in feature types only, issue 42).
     _warnings.filterwarnings("ignore", message=".*register_feature.*", category=UserWarning)
     from whileai_datasets.rows.features import Message
 
@@ -42,7 +43,7 @@ from whileai_datasets.errors import (
 from whileai_datasets.export import export_dataset, export_preference, export_training
 from whileai_datasets.hub import publish, split_by
 from whileai_datasets.rows.schema import EXPORT_FEATURES, PREFERENCE_FEATURES, RAW_FEATURES
-from whileai_datasets.tokenize import mask_report
+from whileai_datasets.tokenize import TrainerCutWarning, check_max_length, mask_report
 from whileai_datasets.transforms.groups import stamp_groups
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "SchemaError",
     "TemplateError",
     "TemplateReport",
+    "TrainerCutWarning",
     "TrainingOptions",
     "UnsupportedVersionError",
     "WhileaiError",
@@ -70,6 +72,7 @@ __all__ = [
     "WriteError",
     "audit",
     "bad_rows",
+    "check_max_length",
     "export_dataset",
     "export_preference",
     "export_training",

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import time
+import warnings
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -124,14 +125,25 @@ def _rows(contents: list[str]) -> Any:
 
 
 @pytest.mark.parametrize("num_proc", [None, 2])
-def test_tokenize_refuses_a_row_over_the_budget_even_in_worker_processes(tokenizer: Any, num_proc: Any) -> None:
+def test_a_row_over_the_budget_stops_tokenize_or_is_skipped_by_cause_even_in_worker_processes(
+        tokenizer: Any, num_proc: Any) -> None:
+    from whileai_datasets.tokenize.notices import BadMaskRowsWarning
     from whileai_datasets.tokenize.token_masks import tokenize
 
     ds = _rows(["hello"] * 7 + ["EXPLODE"])
-    transform = tokenize(tokenizer, on_bad_row="skip")  # the template is the problem: skipping would not help
-    with pytest.raises(RenderBudgetError, match=r"^TokenizersBackend:1: row 7: str \* 300,000,000 \(of length 1\) would be "
-                                                r"300,000,000 characters, " + CHARS):
-        ds.map(transform, batched=True, batch_size=4, num_proc=num_proc, with_indices=True)
+    stops = r"^TokenizersBackend:1: row 7: str \* 300,000,000 \(of length 1\) would be 300,000,000 characters, "
+    with pytest.raises(RenderBudgetError, match=stops + CHARS):
+        ds.map(tokenize(tokenizer), batched=True, batch_size=4, num_proc=num_proc, with_indices=True)
+    skip = tokenize(tokenizer, on_bad_row="skip")  # one row over the budget ends nothing else
+    if num_proc is None:
+        with pytest.warns(BadMaskRowsWarning, match=r"dropped 1 of 4 rows in this batch .*: 1 render-budget "
+                                                    r"\(first: row 7: str \* 300,000,000"):
+            out = ds.map(skip, batched=True, batch_size=4, with_indices=True)
+    else:  # whether a worker's warning reaches this process is datasets' business
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", BadMaskRowsWarning)
+            out = ds.map(skip, batched=True, batch_size=4, num_proc=num_proc, with_indices=True)
+    assert out["messages"] == ds["messages"][:7]
 
 
 def test_tokenize_refuses_a_hostile_template_before_any_row(tokenizer: Any) -> None:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import warnings
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from whileai_datasets._options import TrainingOptions, check_choice
 from whileai_datasets._typing import OnBadRow
@@ -23,8 +25,9 @@ from whileai_datasets.auditing import message_figures, template_drops, token_fig
 from whileai_datasets.auditing.report import Audit
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.export import pipeline
+from whileai_datasets.export import pipeline, reports
 from whileai_datasets.hub import trainer_gaps
+from whileai_datasets.tokenize.row_failures import CAUSES, by_cause
 from whileai_datasets.tokenize.token_masks import BadMaskRowsWarning, Tokenize
 
 
@@ -43,21 +46,23 @@ def checked_options(*, tokenized: bool, on_bad_row: str, **given: Any) -> Traini
     return options
 
 
-def prepare(tokenizer: Any, template: Any, options: TrainingOptions, on_bad_row: str = "raise"
+def prepare(tokenizer: Any, template: Any, options: TrainingOptions
             ) -> tuple[Any, Tokenize | None, template_drops.TemplateFacts | None]:
     """The ``ChatTemplate`` rendered with (None when there is none), the ``tokenize`` transform the
     chunks go through (None without a tokenizer) and what the template leaves out of the render."""
     chat = template_drops.resolve(tokenizer, template)
     own = f"{getattr(tokenizer, 'name_or_path', '') or type(tokenizer).__name__}'s chat template"
     facts = template_drops.template_facts(chat, own if template is None else None) if chat is not None else None
-    return chat, transform_of(tokenizer, chat, options, on_bad_row), facts
+    return chat, transform_of(tokenizer, chat, options), facts
 
 
-def transform_of(tokenizer: Any, chat: Any, options: TrainingOptions, on_bad_row: str = "raise") -> Tokenize | None:
-    """``tokenize`` as the audit runs it: every row kept (those with no supervised token are counted)."""
+def transform_of(tokenizer: Any, chat: Any, options: TrainingOptions) -> Tokenize | None:
+    """``tokenize`` as the audit runs it: every row kept (those with no supervised token are counted), and
+    a row the template cannot render or mask left out and counted by cause, whatever ``on_bad_row``: an audit
+    never stops on a row."""
     if tokenizer is None:
         return None
-    return Tokenize(tokenizer, chat, options.max_length, on_bad_row=on_bad_row, keep_unsupervised=True)
+    return Tokenize(tokenizer, chat, options.max_length, on_bad_row="skip", keep_unsupervised=True)
 
 
 def recorded(found: Audit) -> TrainingOptions:
@@ -80,6 +85,16 @@ def new_audit(name: str, options: TrainingOptions, on_bad_row: str, rows: int, t
                  tokenized=tokenized, template=facts.to_dict() if facts is not None else None)
 
 
+def message_of(err: Any) -> str:
+    """A failed row's error as a finding shows it: without the row (the finding's locations name it)."""
+    problem = re.sub(r"^row \d+(?:, |: )", "", err.problem)
+    return str(type(err)(problem, location=err.location, hint=None)).replace("\n", " ")
+
+
+#: A tool output longer than this is a finding (``long_tool_output``), unless the cap cuts it.
+LONG_TOOL_OUTPUT = 100_000
+
+
 class Run:
     """The counting, one chunk at a time."""
 
@@ -100,6 +115,8 @@ class Run:
         numbers = offset + np.arange(chunk.num_rows, dtype=np.int64)
         flags = message_figures.source_flags(chunk, self.options)
         self.source_findings(flags, numbers)
+        self.export_warnings(chunk, numbers)
+        self.long_tool_outputs(chunk, numbers)
         keep = ~flags["no_messages"]
         self.found.training_rows += int((~keep).sum())
         self.add("zero_loss", flags["no_messages"], numbers)
@@ -112,6 +129,32 @@ class Run:
         if self.options.unroll:
             sample_source = np.repeat(sample_source, np.maximum(flags["assistant_turns"][keep], 1))
         self.training_findings(rows, sample_source)
+
+    def long_tool_outputs(self, chunk: pa.Table, numbers: np.ndarray) -> None:
+        """Rows with a tool output over ``LONG_TOOL_OUTPUT`` characters that the tool-output cap leaves long."""
+        cap = self.options.max_tool_output_chars
+        if cap is not None and cap <= LONG_TOOL_OUTPUT or "messages" not in chunk.column_names:
+            return
+        column = _arrow.column(chunk, "messages")
+        flat = _arrow.flat(column)
+        if not pa.types.is_struct(flat.type) or not len(flat):
+            return
+        chars = pc.fill_null(pc.utf8_length(pc.struct_field(flat, "content")), 0).to_numpy(zero_copy_only=False)
+        long = (np.asarray(pc.equal(pc.struct_field(flat, "role"), "tool").to_numpy(zero_copy_only=False), bool)
+                & (chars > LONG_TOOL_OUTPUT))
+        if long.any():
+            owner = _arrow.parents(column)
+            self.add("long_tool_output", np.bincount(owner[long], minlength=chunk.num_rows) > 0, numbers,
+                     np.bincount(owner[long], weights=chars[long], minlength=chunk.num_rows).astype(np.int64))
+
+    def export_warnings(self, chunk: pa.Table, numbers: np.ndarray) -> None:
+        """The rows ``export_dataset`` warns about: cut by the reply token cap, a reward below the pass mark."""
+        if "finish_reason" in chunk.column_names:
+            cut = pc.fill_null(pc.equal(chunk.column("finish_reason"), "length"), False)
+            self.add("cut_by_token_cap", np.asarray(cut.to_numpy(zero_copy_only=False), dtype=bool), numbers)
+        if "reward" in chunk.column_names:
+            low = pc.fill_null(pc.less(chunk.column("reward"), reports.PASS_THRESHOLD), False)
+            self.add("low_reward", np.asarray(low.to_numpy(zero_copy_only=False), dtype=bool), numbers)
 
     def source_findings(self, flags: dict[str, Any], numbers: np.ndarray) -> None:
         for name in ("no_messages", "only_system", "no_assistant", "duplicate_system", "missing_system",
@@ -175,9 +218,11 @@ class Run:
         skipped = np.ones(rows.num_rows, dtype=bool)
         skipped[position] = False
         self.add("bad_rows", skipped, sample_source)
+        self.failure_findings(self.transform.failures.take(), rows.num_rows, sample_source)  # type: ignore[union-attr]
         found.tokens += int(figures["num_tokens"].sum())
         found.supervised_tokens += int(figures["num_supervised_tokens"].sum())
         found.tokens_before_cut += int((figures["num_tokens"] + figures["tokens_truncated"]).sum())
+        found.naive_tokens += int(figures["num_tokens"][figures["num_supervised_tokens"] > 0].sum())
         amounts = {"truncated": figures["tokens_truncated"], "supervision_truncated":
                    figures["supervised_tokens_truncated"], "truncated_to_nothing": figures["supervised_tokens_truncated"]}
         for name, flags in token_figures.token_flags(figures, marked[position]).items():
@@ -197,9 +242,20 @@ class Run:
                                     supervised_lost=figures["supervised_tokens_truncated"][cut])
         for method, n in token_figures.mask_methods(tokenized).items():
             found.mask_methods[method] = found.mask_methods.get(method, 0) + n
-        zero = np.zeros(rows.num_rows, dtype=bool)
+        zero = skipped.copy()  # a row left out trains nothing
         zero[position] = figures["num_supervised_tokens"] == 0
         return zero
+
+    def failure_findings(self, failures: list[Any], rows: int, sample_source: np.ndarray) -> None:
+        """Each failed row under its cause's finding, with the cause's first message (the template's own)."""
+        for cause, items in by_cause(failures).items():
+            flags = np.zeros(rows, dtype=bool)
+            flags[[f.position for f in items]] = True
+            finding = self.found.findings[cause]
+            first_row = int(sample_source[min(f.position for f in items)])
+            if finding.first_error is None or (finding.first and first_row < finding.first[0]):
+                finding.first_error = message_of(min(items, key=lambda f: f.position).error)
+            finding.add(flags, sample_source)
 
     def finish(self) -> None:
         found = self.found
@@ -218,4 +274,14 @@ class Run:
             "prompt/completion rows: the last assistant turn and what follows it" if fmt == "trl" else
             "pre-tokenized rows: exactly the assistant_masks",
         }
+        if (found.supervised_tokens == 0) if found.tokenized else (self.marked_rows == 0):
+            for entry in report.values():  # nothing trains: no trainer trains "exactly" anything
+                entry["exact"], entry["how"] = False, f"nothing trains: {nothing_trains(found)}"
         found.trainers = report
+
+
+def nothing_trains(found: Audit) -> str:
+    """Why no row trains, by the problem findings that count the most rows (the causes of a bad row first)."""
+    causes = [name for name in ("bad_rows", *CAUSES) if found.findings[name].rows]
+    named = [n for n in causes if n != "bad_rows"] or [n for n in found.problems if n != "zero_loss"][:3]
+    return "; ".join(f"{found.findings[n].rows:,} {n.replace('_', '-')}" for n in named) or "no row has a loss"

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import html
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from whileai_datasets.auditing import plots
+from whileai_datasets.auditing.text import headline
 from whileai_datasets.tokenize.views import VIEW_CSS, MaskView
 
 __all__ = ["RowExample", "audit_html", "rows_page"]
@@ -28,10 +30,12 @@ CSS = VIEW_CSS + (
     "dl.figures{display:grid;grid-template-columns:max-content auto;gap:.2em 1.2em} dt{color:#555}"
     "dd{margin:0;font-weight:600} table{border-collapse:collapse;width:100%;font-size:.92em}"
     "td,th{border-bottom:1px solid #e4e4e4;padding:.3em .5em;text-align:left;vertical-align:top}"
-    "tr.problem td:first-child{color:#b00;font-weight:600} .plots{display:flex;flex-wrap:wrap;gap:1em}"
+    "tr.problem td:first-child{color:#b00;font-weight:600} p.problem{color:#b00;font-weight:600}"
+    "p.headline{color:#fff;background:#b00;padding:.5em .8em;font-weight:600} .plots{display:flex;flex-wrap:wrap;gap:1em}"
     "figure.plot{margin:0;flex:1 1 30em} figure.plot svg{width:100%;height:auto}"
     "section.row pre{font-family:ui-monospace,monospace;font-size:.85em;background:#fafafa;padding:.6em;"
-    "border:1px solid #eee;max-height:30em;overflow:auto} .ok{color:#2e7d32}"
+    "border:1px solid #eee;white-space:pre-wrap;overflow-wrap:anywhere} .ok{color:#2e7d32}"
+    "td.where{white-space:nowrap;font-size:.9em}"
 )
 
 
@@ -69,9 +73,13 @@ def _figures(data: dict[str, Any]) -> str:
 
 
 def _where(entry: dict[str, Any]) -> str:
-    if entry.get("file"):
-        return f"{entry['file']} line {entry['line']} (row {entry['row']})"
-    return f"row {entry['row']}"
+    """A location as the page shows it: the file's name, not its whole path (the page's header names the
+    source once), with the full path as the tooltip."""
+    if not entry.get("file"):
+        return html.escape(f"row {entry['row']}")
+    line = f" line {entry['line']}" if entry.get("line") else ""
+    shown = f"{os.path.basename(entry['file'])}{line} (row {entry['row']})"
+    return f'<span title="{html.escape(entry["file"])}">{html.escape(shown)}</span>'
 
 
 def _findings(data: dict[str, Any]) -> str:
@@ -81,18 +89,27 @@ def _findings(data: dict[str, Any]) -> str:
     body = []
     for name, found in sorted(shown, key=lambda item: not item[1]["problem"]):
         amount = f"{found['amount']:,} {found['unit']}" if found["unit"] else ""
-        first = "<br>".join(html.escape(_where(e)) for e in found["first"])
+        first = "<br>".join(_where(e) for e in found["first"])
         kind = "problem" if found["problem"] else "note"
         body.append(f'<tr class="{kind}" data-finding="{name}" data-rows="{found["rows"]}"><td>'
                     f'{html.escape(name.replace("_", "-"))}</td><td>{html.escape(found["description"])}</td>'
                     f'<td>{found["rows"]:,} ({found["share"]:.1%})</td><td>{html.escape(amount)}</td>'
-                    f"<td>{first}</td></tr>")
+                    f'<td class="where">{first}</td></tr>')
     head = "<tr><th>finding</th><th>what it means</th><th>rows</th><th>amount</th><th>first locations</th></tr>"
     return f"<table>{head}{''.join(body)}</table>"
 
 
 def _plot(name: str, svg: str) -> str:
     return f'<figure class="plot" data-plot="{name}">{svg}</figure>'
+
+
+def _trained_groups(data: dict[str, Any]) -> dict[int, tuple[str, bool]]:
+    """The trainers grouped by the tokens they train: tokens -> (their names, whether all train the mask)."""
+    groups: dict[int, list[tuple[str, bool]]] = {}
+    for name, entry in data["trainers"].items():
+        if entry.get("trains_tokens") is not None:
+            groups.setdefault(entry["trains_tokens"], []).append((name, entry["exact"]))
+    return {tokens: (", ".join(n for n, _ in names), all(e for _, e in names)) for tokens, names in groups.items()}
 
 
 def _plots(data: dict[str, Any]) -> str:
@@ -112,11 +129,11 @@ def _plots(data: dict[str, Any]) -> str:
     if roles:
         drawn.append(_plot("roles", plots.bars(roles, title=f"role shares ({data['role_measure']})",
                                                xlabel="share", percent=True)))
-    trained = {name: entry["trains_tokens"] for name, entry in data["trainers"].items()
-               if entry.get("trains_tokens") is not None}
-    if trained:
-        inexact = {name for name, entry in data["trainers"].items() if not entry["exact"]}
-        drawn.append(_plot("trainers", plots.bars(trained, title="tokens each trainer trains (red: not the mask)",
+    trained = _trained_groups(data)
+    if len(trained) > 1:  # one bar per figure the trainers differ on; all equal: the table says so
+        inexact = {label for label, exact in trained.values() if not exact}
+        drawn.append(_plot("trainers", plots.bars({label: tokens for tokens, (label, _) in trained.items()},
+                                                  title="tokens trained, by trainer (red: not the mask)",
                                                   xlabel="tokens", highlight=inexact)))
     return f'<div class="plots">{"".join(drawn)}</div>' if drawn else "<p>No tokens to plot (no tokenizer).</p>"
 
@@ -173,10 +190,11 @@ def audit_html(data: dict[str, Any], *, examples: Sequence[RowExample] = ()) -> 
     problems = data["problems"]
     verdict = (f'<p class="problem">{len(problems)} problem(s): {html.escape(", ".join(problems))}</p>' if problems
                else '<p class="ok">No problem found.</p>')
+    first = "".join(f'<p class="headline">{html.escape(line)}</p>' for line in headline(data) if line)
     sections = [("Figures", _figures(data) + verdict), ("Plots", _plots(data)), ("Findings", _findings(data)),
                 ("Trainers", _trainers(data)), ("Template", _template(data)),
                 ("The rows with the least supervision or the most cut", _examples(examples))]
     body = "".join(f"<h2>{html.escape(head)}</h2>{content}" for head, content in sections)
     return ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>"
-            f"<h1>{html.escape(title)}</h1><p>{html.escape(options)}</p>{body}</body></html>\n")
+            f"<h1>{html.escape(title)}</h1>{first}<p>{html.escape(options)}</p>{body}</body></html>\n")

@@ -83,7 +83,7 @@ def audit_on_ray(source: Any, *, tokenizer: Any, template: Any, options: Trainin
                  "engine='local'.")
     paths = tuple(ray_source.expand_paths(source))
     built = build_tokenizer(tokenizer) if tokenizer is not None else None
-    chat, _, facts = counting.prepare(built, template, options, on_bad_row)  # bad options and templates fail here, once
+    chat, _, facts = counting.prepare(built, template, options)  # bad options and templates fail here, once
     tools_json = json.dumps(options.tools, ensure_ascii=False) if options.tools else None
     files = ray_source.WhileaiFiles(paths, range_bytes=range_bytes or ray_source.RANGE_BYTES,
                                     block_bytes=block_bytes or ray_source.BLOCK_BYTES)
@@ -135,7 +135,7 @@ class AuditBlocks:
         from whileai_datasets.ray_engine.tokenizing import build_tokenizer
 
         built = build_tokenizer(tokenizer) if tokenizer is not None else None
-        self.transform = counting.transform_of(built, chat, options, on_bad_row)
+        self.transform = counting.transform_of(built, chat, options)
         system = str(options.system_prompt or "")
         self.normalize = ray_source.Normalize(paths, "default", Options(system_prompt=system))
         self.options, self.on_bad_row, self.tools_json = options, on_bad_row, tools_json
@@ -202,7 +202,7 @@ class Totals:
     def add(self, block: Block) -> None:
         found, part = self.found, block.found
         self.blocks.append((block.first, block.last, block.rows, block.samples))
-        for name in ("training_rows", "tokens", "supervised_tokens", "tokens_before_cut"):
+        for name in ("training_rows", "tokens", "supervised_tokens", "tokens_before_cut", "naive_tokens"):
             setattr(found, name, getattr(found, name) + getattr(part, name))
         for into, more in ((found.role_chars, part.role_chars), (found.mask_methods, part.mask_methods)):
             for key, value in more.items():
@@ -210,6 +210,9 @@ class Totals:
         for name, hit in part.findings.items():
             found.findings[name].rows += hit.rows
             found.findings[name].amount += hit.amount
+            earliest = name not in self.first or (block.first, hit.first[0] if hit.first else 0) < self.first[name][0]
+            if hit.first_error and earliest:  # the message of the earliest row named
+                found.findings[name].first_error = hit.first_error
             kept = self.first.get(name, []) + [(block.first, r) for r in hit.first]
             self.first[name] = sorted(kept)[:FIRST_LOCATIONS]
         for name, histogram in part.histograms.items():

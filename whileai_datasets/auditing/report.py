@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from whileai_datasets.auditing.tally import COUNT_EDGES, SHARE_EDGES, Finding, Histogram, Worst
+from whileai_datasets.tokenize.report import naive_ratio
+from whileai_datasets.tokenize.row_failures import CAUSES
 
 #: Schema version of ``Audit.to_dict()``; bumped when a key changes meaning or goes away.
 SCHEMA_VERSION = 1
@@ -41,6 +43,14 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
     "duplicate_system": ("rows opening with two system messages (system_prompt= given on rows that carry their "
                          "own)", True, ""),
     "missing_system": ("rows with no system message first", True, ""),
+    "cut_by_token_cap": ("rows whose reply the token cap cut (finish_reason 'length'), trained as targets: a model "
+                         "learns to stop mid-thought (filter on finish_reason == 'stop'); export warns on them too",
+                         True, ""),
+    "low_reward": ("rows with a reward below 0.5, trained as targets: a model learns the failure (filter on reward); "
+                   "export warns on them too", True, ""),
+    "long_tool_output": ("rows with a tool output over 100,000 characters: each costs tokenize and the audit time and "
+                         "memory in proportion, and trains as context; cap them with max_tool_output_chars", True,
+                         "characters"),
     "think_stripped": ("rows whose <think> blocks the export strips (strip_think=True)", False, "messages"),
     "think_kept": ("rows whose <think> blocks are kept and trained (strip_think=False)", False, "messages"),
     "tool_output_cut": ("rows whose tool outputs max_tool_output_chars cut", False, "characters cut"),
@@ -52,12 +62,14 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
                                      "out of the render, writes as the parts' data instead of their text, or "
                                      "fails on", True, ""),
     "template_adds_system": ("rows without a system message, given the template's own default one", True, ""),
-    "bad_rows": ("rows whose mask failed the check or that did not render, skipped (on_bad_row='skip')",
-                 True, ""),
+    "bad_rows": ("rows the template cannot render or whose mask fails the check: tokenize(on_bad_row='skip') "
+                 "leaves them out, on_bad_row='raise' stops on them; each is counted by cause below", True, ""),
+    # one finding per cause of a bad row (``tokenize.row_failures``), with the template's own first message
+    **{cause: (description, True, "") for cause, description in CAUSES.items()},
 }
 TRAINING_LEVEL = frozenset(("zero_loss", "render_unsupervised", "truncated_to_nothing", "truncated",
                             "supervision_truncated", "completion_turns_lost", "tool_output_cut", "bad_rows",
-                            "trains_every_token"))
+                            "trains_every_token", *CAUSES))
 #: ``--fail-on`` names that stand for several findings.
 GROUPS = {"template_drops": ("template_drops_system", "template_drops_tools", "template_drops_reasoning",
                              "template_drops_content_parts")}
@@ -79,8 +91,9 @@ class Audit:
     (source rows), ``training_rows`` (rows the pipeline makes: unrolled samples with ``unroll``, plus
     rows with no message, which the export refuses),
     ``tokenized`` (whether token figures exist), ``tokens``, ``supervised_tokens``,
-    ``tokens_before_cut``, ``naive_ratio`` (tokens / supervised tokens: what a trainer that trains every
-    token, e.g. TRL on ``format="trl"`` messages rows, trains against the mask), ``role_chars``
+    ``tokens_before_cut``, ``naive_ratio`` (``tokenize.report.naive_ratio``, as ``mask_report`` computes it:
+    the tokens of the rows with a supervised token over the supervised tokens, what a trainer that trains
+    every token, e.g. TRL on ``format="trl"`` messages rows, trains against the mask), ``role_chars``
     (content characters per role of the training rows: a character share, not a token share),
     ``mask_methods``, ``template`` (``TemplateFacts.to_dict()`` or None), ``trainers``, ``findings``
     (name -> ``Finding``), ``histograms``, ``worst``, ``locations`` (row -> file and line).
@@ -94,7 +107,8 @@ class Audit:
       without a tokenizer)
     * ``roles``: per role ``{"chars", "share"}``; ``role_measure`` says "content characters"
     * ``findings``: name -> ``{"description", "problem" (bool), "rows", "share" (of ``training_rows``
-      for the findings in ``TRAINING_LEVEL``, else of ``rows``), "amount", "unit", "first": [{"row", "file", "line"}]}``,
+      for the findings in ``TRAINING_LEVEL``, else of ``rows``: ``share_of`` names it), "amount", "unit",
+      "first": [{"row", "file", "line"}]}``,
       for every name of ``FINDINGS``, zero or not
     * ``problems``: names of the problem findings with rows > 0, in catalogue order
     * ``histograms``: name -> ``{"edges", "counts", "n", "min", "max", "mean"}`` (``counts[i]`` rows with
@@ -122,6 +136,8 @@ class Audit:
     tokens: int = 0
     supervised_tokens: int = 0
     tokens_before_cut: int = 0
+    #: tokens of the rows with a supervised token: what a tokenized dataset holds (the naive ratio's base)
+    naive_tokens: int = 0
     role_chars: dict[str, int] = field(default_factory=dict)
     mask_methods: dict[str, int] = field(default_factory=dict)
     template: dict[str, Any] | None = None
@@ -135,7 +151,7 @@ class Audit:
 
     @property
     def naive_ratio(self) -> float | None:
-        return self.tokens / self.supervised_tokens if self.supervised_tokens else None
+        return naive_ratio(self.naive_tokens, self.supervised_tokens)
 
     @property
     def rows_without_loss(self) -> int:
@@ -186,7 +202,9 @@ class Audit:
         base = self.training_rows if found.name in TRAINING_LEVEL else self.rows
         first = found.where or [self._where(r) for r in found.first]
         return {"description": found.description, "problem": found.problem, "rows": found.rows,
-                "share": found.rows / base if base else 0.0, "amount": found.amount, "unit": found.unit,
+                "share": found.rows / base if base else 0.0,
+                "share_of": "training_rows" if found.name in TRAINING_LEVEL else "rows", "amount": found.amount,
+                "unit": found.unit,
                 "first": first, **({"first_error": found.first_error} if found.first_error else {})}
 
     def card_section(self, split: str = "train", *, with_plots: bool = True) -> Any:

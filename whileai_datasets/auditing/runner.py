@@ -61,8 +61,10 @@ def audit(
             export's options (``export_dataset``), with its defaults: whileai's (``strip_think=True``),
             not ``load_dataset`` + ``tokenize``'s (which keep ``<think>``); they and ``max_length`` make
             one ``TrainingOptions.whileai_export(...)``, recorded in ``Audit.options``.
-        on_bad_row: ``tokenize``'s: ``"raise"`` on a row whose mask fails the check, or ``"skip"``
-            (counted as ``bad_rows``).
+        on_bad_row: The ``tokenize`` you will train with: ``"raise"`` stops at a row the template cannot
+            render or mask, ``"skip"`` leaves it out. The audit never stops on such a row: it counts it
+            (``bad_rows``, and one finding per cause: ``roles_must_alternate``, ``content_type``, ...,
+            ``tokenize.row_failures.CAUSES``) and its figures are what ``"skip"`` trains.
         engine: ``"local"`` (this process, chunk by chunk) or ``"ray"``: Ray Data actors count the blocks
             and this process adds them up (``on_ray.audit_on_ray``; files only, the same figures). A
             ``tokenizer`` may then also be a directory or a zero-argument factory, built once per actor.
@@ -76,7 +78,7 @@ def audit(
         OptionError: an option has a value it cannot take (``mask_mode``, ``engine``, ``on_bad_row``, ...).
         ExportFormatError: a source the export cannot read.
         SchemaError: ``max_length`` without a tokenizer.
-        TemplateError: a row's mask fails the check (``on_bad_row="raise"``).
+        TemplateError: the template itself is refused (its syntax, the sandbox), before any row.
     Example:
         >>> audit("run.jsonl", tokenizer=tok, max_length=4096, format="trl").format()  # doctest: +SKIP
     """
@@ -99,7 +101,7 @@ def audit(
     with warnings.catch_warnings():  # an audit counts unreadable rows (the finding "unreadable"), it does not stop
         warnings.simplefilter("ignore", BadRowsWarning)
         src = sources.Source(source, system_prompt, tools, "skip", patterns=True)
-    _, transform, facts = counting.prepare(tokenizer, template, options, on_bad_row)
+    _, transform, facts = counting.prepare(tokenizer, template, options)
     found = counting.new_audit(label or name, options, on_bad_row, src.n_raw, transform is not None, facts)
     unread = count_unreadable(found, src.bad_rows)
     run = counting.Run(found, options, src.tools_json, transform, facts)

@@ -5,23 +5,30 @@ Built from ``Audit.to_dict()`` only, so the text and the JSON can never disagree
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+from whileai_datasets import option_names
+from whileai_datasets.tokenize.row_failures import CAUSES, dashed
 
 #: Locations shown per finding in the text report (``to_dict()`` keeps up to five).
 SHOWN = 3
 
 
 def _where(entry: dict[str, Any]) -> str:
+    """A location by its file's name (the report's first line names the source whole)."""
     if entry.get("file"):
-        return f"{entry['file']} line {entry['line']} (row {entry['row']})"
+        line = f" line {entry['line']}" if entry.get("line") else ""
+        return f"{os.path.basename(entry['file'])}{line} (row {entry['row']})"
     return f"row {entry['row']}"
 
 
-def _finding_line(name: str, finding: dict[str, Any], width: int) -> str:
+def _finding_line(name: str, finding: dict[str, Any], width: int, bases_differ: bool = False) -> str:
     amount = f", {finding['amount']:,} {finding['unit']}" if finding["unit"] and finding["amount"] else ""
+    base = f" of {finding['share_of'].replace('_', ' ')}" if bases_differ else ""
     first = "; ".join(_where(e) for e in finding["first"][:SHOWN])
     more = ", ..." if len(finding["first"]) > SHOWN else ""
-    line = f"  {name.replace('_', '-').ljust(width)}  {finding['rows']:,} rows ({finding['share']:.1%}){amount}"
+    line = f"  {name.replace('_', '-').ljust(width)}  {finding['rows']:,} rows ({finding['share']:.1%}{base}){amount}"
     error = f"\n  {''.ljust(width)}  first error: {finding['first_error']}" if finding.get("first_error") else ""
     return f"{line}\n  {''.ljust(width)}  {finding['description']}" + (
         f"\n  {''.ljust(width)}  first: {first}{more}" if first else "") + error
@@ -75,12 +82,32 @@ def _trainers(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _causes(findings: dict[str, Any]) -> str:
+    return ", ".join(f"{findings[c]['rows']:,} {dashed(c)}" for c in CAUSES if findings[c]["rows"])
+
+
+def headline(data: dict[str, Any]) -> list[str]:
+    """What must be read first: nothing trains at all, or rows the template cannot render or mask."""
+    findings = data["findings"]
+    bad = findings["bad_rows"]["rows"]
+    if data["trainers"] and all(e["how"].startswith("nothing trains") for e in data["trainers"].values()):
+        why = _causes(findings) or next(iter(data["trainers"].values()))["how"].removeprefix("nothing trains: ")
+        return [f"NOTHING TRAINS: none of the {data['training_rows']:,} training rows has a supervised token "
+                f"({why}); every row is zero-loss", ""]
+    if not bad:
+        return []
+    stops = option_names.spell("on_bad_row", "raise")
+    return [f"{bad:,} of {data['training_rows']:,} training rows fail the template ({_causes(findings)}): tokenize "
+            f"with {option_names.spell('on_bad_row', 'skip')} trains the other rows (the figures below), with "
+            f"{stops} it stops at the first", ""]
+
+
 def format_audit(data: dict[str, Any]) -> str:
     """The text report of ``Audit.to_dict()``."""
     options = data["options"]
     shown = ", ".join(f"{k}={v!r}" for k, v in options.items() if k not in ("system_prompt",))
     unit = " samples" if data["row_unit"] == "sample" else ""
-    lines = [f"audit of {data['source']} ({shown})",
+    lines = [*headline(data), f"audit of {data['source']} ({shown})",
              f"rows                 {data['rows']:,} ({data['training_rows']:,} training rows{unit})",
              *_tokens(data)]
     roles = data["roles"]
@@ -93,9 +120,14 @@ def format_audit(data: dict[str, Any]) -> str:
     problems = [n for n in data["problems"]]
     lines.append("")
     lines.append("problems" if problems else "problems: none found")
-    lines += [_finding_line(n, findings[n], width) for n in problems]
+    differ = data["rows"] != data["training_rows"]  # then say which each share is of
+    lines += [_finding_line(n, findings[n], width, differ) for n in problems]
     notes = [n for n, f in findings.items() if not f["problem"] and f["rows"]]
     if notes:
-        lines += ["", "notes"] + [_finding_line(n, findings[n], width) for n in notes]
+        lines += ["", "notes"] + [_finding_line(n, findings[n], width, differ) for n in notes]
     lines += ["", *_trainers(data)]
+    if data["options"].get("max_length") is not None and data["tokenized"]:
+        limit = data["options"]["max_length"]
+        lines.append(f"  (these counts are at max_length={limit}: train with SFTConfig(max_length={limit}); a trainer "
+                     "with a shorter one cuts again, which whileai_datasets.check_max_length catches)")
     return "\n".join(lines)

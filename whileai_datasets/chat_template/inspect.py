@@ -30,7 +30,6 @@ from whileai_datasets.chat_template.sandbox.environment import (
     is_generation_block,
     normalize_newlines,
 )
-from whileai_datasets.chat_template.sandbox.source import syntax_error
 from whileai_datasets.errors import TemplateError
 
 
@@ -248,7 +247,8 @@ def inspect_template(text: str, kwargs: Mapping[str, Any] | None = None, name: s
     try:
         ast = chat_environment().parse(normalize_newlines(text), name)
     except TemplateSyntaxError as err:
-        return TemplateReport(name, syntax_error=syntax_error(err, name).problem, syntax_error_line=err.lineno)
+        # Jinja's own words: the messages built from the report say "syntax error" themselves
+        return TemplateReport(name, syntax_error=err.message or str(err), syntax_error_line=err.lineno)
     blocks = generation_blocks(ast)
     analysis = analysis or analyse(text, kwargs, name)
     covers, problems = _coverage(analysis) if blocks else (None, ())

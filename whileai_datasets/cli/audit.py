@@ -12,12 +12,14 @@ import argparse
 import contextlib
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 from whileai_datasets._options import one_of
-from whileai_datasets._typing import ExportFormat
+from whileai_datasets._typing import ExportFormat, OnBadRow
 from whileai_datasets.auditing.report import FINDINGS, GROUPS
+from whileai_datasets.cli import bad_rows as bad_rows_cli
 from whileai_datasets.cli import export as export_cli
 from whileai_datasets.cli import hub_sources
 from whileai_datasets.cli import push as push_cli
@@ -62,8 +64,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--format", metavar=one_of(ExportFormat), default="openai",
                         help="the export's wire shape (default: %(default)s)")
     parser.add_argument("--unroll", action="store_true", help="one sample per assistant turn")
-    parser.add_argument("--skip-bad-rows", action="store_true",
-                        help="count rows whose mask fails the check instead of stopping (on_bad_row='skip')")
+    parser.add_argument(bad_rows_cli.FLAG, metavar=one_of(OnBadRow), default=None,
+                        help="the tokenize you will train with: skip (leave out the rows the template cannot render "
+                        "or mask) or raise (its default: stop at them). The audit counts those rows by cause either "
+                        "way and never stops on one; rows it cannot read are counted as unreadable")
+    parser.add_argument("--skip-bad-rows", action="store_true", help=argparse.SUPPRESS)  # the old spelling
     parser.add_argument("--json", action="store_true", help="print the audit as JSON (Audit.to_dict())")
     parser.add_argument("--html", metavar="PATH", type=Path,
                         help="also write the audit as one self-contained HTML page (plots, the worst rows); "
@@ -87,6 +92,15 @@ def _write_html(args: argparse.Namespace, found: Any, tokenizer: Any, tools: Any
     _files.write_text(args.html, audit_html(found.to_dict(), examples=examples))
 
 
+def _on_bad_row(args: argparse.Namespace) -> str:
+    """``--on-bad-row``, or the ``--skip-bad-rows`` it replaces (with a FutureWarning)."""
+    if args.skip_bad_rows:
+        warnings.warn(f"--skip-bad-rows is deprecated and goes away in 0.2: use {bad_rows_cli.FLAG} skip (the "
+                      "spelling every command takes)", FutureWarning, stacklevel=2)
+        return "skip"
+    return bad_rows_cli.chosen(args)
+
+
 def run(args: argparse.Namespace) -> int:
     from whileai_datasets.auditing import audit
     from whileai_datasets.export.overwrite import refuse_overwrite
@@ -104,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             args.source, tokenizer=tokenizer, template=template, max_length=args.max_length,
             system_prompt=system, tools=tools, strip_think=not args.keep_think, mask_mode=args.mask_mode,
             unroll=args.unroll, max_tool_output_chars=args.max_tool_output_chars, format=args.format,
-            on_bad_row="skip" if args.skip_bad_rows else "raise", engine=args.engine, progress=progress,
+            on_bad_row=_on_bad_row(args), engine=args.engine, progress=progress,
             **hub_sources.hub_options(args),
         )
     if args.html:

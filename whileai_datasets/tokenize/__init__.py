@@ -4,12 +4,14 @@
 encoding with offsets, on a thread; ``token_lengths`` reads what the tokenizer's
 configuration allows it) under ``token_masks`` (``tokenize``: render with
 spans, encode, map spans to tokens, check every row); ``report`` (``mask_report``)
-reads the result. It sits below the transforms so ``transforms.tokenize`` can name it.
+reads the result; ``trainer_fit`` (``check_max_length``) checks a trainer's own ``max_length``
+against it. It sits below the transforms so ``transforms.tokenize`` can name it.
 """
 
 from __future__ import annotations
 
 from whileai_datasets.tokenize.report import mask_report
+from whileai_datasets.tokenize.trainer_fit import TrainerCutWarning, check_max_length
 from whileai_datasets.tokenize.token_masks import (
     BadMaskRowsWarning,
     Tokenize,
@@ -18,4 +20,5 @@ from whileai_datasets.tokenize.token_masks import (
     tokenize,
 )
 
-__all__ = ["BadMaskRowsWarning", "Tokenize", "UnsupervisedRowsWarning", "mask_report", "spans_to_token_mask", "tokenize"]
+__all__ = ["BadMaskRowsWarning", "Tokenize", "TrainerCutWarning", "UnsupervisedRowsWarning", "check_max_length",
+           "mask_report", "spans_to_token_mask", "tokenize"]

@@ -13,6 +13,7 @@ from typing import Any
 
 from whileai_datasets import option_names
 from whileai_datasets.errors import NothingToTrainWarning
+from whileai_datasets.tokenize.row_failures import by_cause, dashed
 
 __all__ = ["BadMaskRowsWarning", "UnsupervisedRowsWarning", "bad_rows_warning", "dropped_warning"]
 
@@ -46,12 +47,17 @@ def dropped_warning(rows: Sequence[Any], indices: Sequence[int] | None) -> None:
     )
 
 
-def bad_rows_warning(bad: int, total: int, indices: Sequence[int] | None) -> None:
-    if bad:
-        warnings.warn(
-            f"dropped {bad} of {total} rows in this batch whose token mask failed the check or that the "
-            f"template could not render ({option_names.spell('on_bad_row', 'skip')}); mask_report counts them as "
-            f"bad_rows_dropped. Run with {option_names.spell('on_bad_row', 'raise')} to see the first one.",
-            BadMaskRowsWarning,
-            stacklevel=3,
-        )
+def bad_rows_warning(bad: int, total: int, indices: Sequence[int] | None, failures: Sequence[Any] = ()) -> None:
+    """Warn (``BadMaskRowsWarning``) when rows of a batch were dropped as bad: how many, and by cause
+    (``failures``: ``row_failures.Failure`` of the batch), with each cause's first message."""
+    if not bad:
+        return
+    causes = "; ".join(f"{len(items)} {dashed(cause)} (first: row {items[0].row}: {items[0].error.problem})"
+                       for cause, items in by_cause(list(failures)).items())
+    warnings.warn(
+        f"dropped {bad} of {total} rows in this batch whose token mask failed the check or that the "
+        f"template could not render ({option_names.spell('on_bad_row', 'skip')})" + (f": {causes}" if causes else "")
+        + "; mask_report counts them as bad_rows_dropped, whileai_datasets.audit counts every cause over a dataset.",
+        BadMaskRowsWarning,
+        stacklevel=3,
+    )

@@ -10,7 +10,14 @@ from typing import Any
 
 from whileai_datasets.errors import SchemaError
 
-__all__ = ["mask_report"]
+__all__ = ["mask_report", "naive_ratio"]
+
+
+def naive_ratio(tokens: int, supervised: int) -> float | None:
+    """What training every token (TRL's default on ``messages`` rows) trains against the mask: the tokens of
+    the rows a tokenized dataset holds (those with a supervised token) over their supervised tokens. The
+    audit and ``mask_report`` both say this one figure."""
+    return tokens / supervised if supervised else None
 
 
 def mask_report(tokenized: Any, source_rows: int | None = None) -> dict[str, Any]:
@@ -38,7 +45,7 @@ def mask_report(tokenized: Any, source_rows: int | None = None) -> dict[str, Any
         "tokens": tokens,
         "supervised_tokens": supervised,
         "naive_supervised_tokens": tokens,
-        "naive_over_masked": (tokens / supervised) if supervised else None,
+        "naive_over_masked": naive_ratio(tokens, supervised),
         "rows_truncated": int(pc.sum(pc.greater(table["tokens_truncated"], 0)).as_py() or 0) if table.num_rows else 0,
         "tokens_truncated": total("tokens_truncated"),
         "supervised_tokens_truncated": total("supervised_tokens_truncated"),

@@ -37,7 +37,10 @@ from whileai_datasets.chat_template.masks.masking import (
 )
 from whileai_datasets.chat_template.rendering.render import batch_inputs, marker_free
 from whileai_datasets.chat_template.sandbox.budget import budget_scope
+from whileai_datasets.columnar import _arrow
 from whileai_datasets.columnar._arrow import require_batched
+from whileai_datasets.columnar._batches import with_features
+from whileai_datasets.columnar._parts import has_parts
 from whileai_datasets.errors import RenderBudgetError, SchemaError, TemplateError
 from whileai_datasets.tokenize.encode_queue import EncodeQueue, Ticket
 from whileai_datasets.tokenize.notices import (
@@ -46,6 +49,8 @@ from whileai_datasets.tokenize.notices import (
     bad_rows_warning,
     dropped_warning,
 )
+from whileai_datasets.tokenize.row_failures import RowFailures, summary, tagged
+from whileai_datasets.tokenize.span_masks import chunk_token_masks, spans_to_token_mask
 from whileai_datasets.tokenize.token_columns import arrow_columns, numpy_columns, set_column
 from whileai_datasets.tokenize.token_encode import PieceEncoder
 from whileai_datasets.tokenize.token_rows import Decoded, batch_chunks, check_columns, list_chunks
@@ -55,54 +60,6 @@ __all__ = ["BadMaskRowsWarning", "Tokenize", "UnsupervisedRowsWarning", "spans_t
 
 
 Found = tuple[str, list[tuple[int, int]], str]  # a row's text, supervised spans and mask method
-
-
-def spans_to_token_mask(offsets: np.ndarray, spans: Sequence[tuple[int, int]]) -> np.ndarray:
-    """1 for each token whose characters overlap one of ``spans``.
-
-    ``offsets`` is the tokenizer's ``(n, 2)`` character offsets; ``spans`` are
-    ``(start, end)`` pairs, sorted and disjoint. Empty tokens (start == end) are
-    never supervised. Vectorised: one binary search per token.
-    """
-    mask = np.zeros(len(offsets), dtype=np.int8)
-    if not len(spans) or not len(offsets):
-        return mask
-    bounds = np.asarray(spans, dtype=np.int64)
-    starts, ends = offsets[:, 0], offsets[:, 1]
-    # the first span that ends after the token starts
-    j = np.searchsorted(bounds[:, 1], starts, side="right")
-    inside = j < len(bounds)
-    j = np.minimum(j, len(bounds) - 1)
-    hit = inside & (bounds[j, 0] < ends) & (ends > starts)
-    mask[hit] = 1
-    return mask
-
-
-def chunk_token_masks(offsets: Sequence[np.ndarray], spans: Sequence[Sequence[tuple[int, int]]],
-                      lengths: Sequence[int]) -> tuple[list[np.ndarray], list[int]]:
-    """``spans_to_token_mask`` of many rows at once: one binary search over the whole chunk; and each row's
-    number of supervised tokens.
-
-    Row ``r``'s offsets and spans are moved to ``r``'s own stretch of one long
-    axis (the rows' text ``lengths`` plus one apart), so every row's spans stay
-    sorted, disjoint and out of reach of the other rows' tokens; the masks come
-    back as views of one array, one per row.
-    """
-    if not len(offsets):
-        return [], []
-    counts = np.fromiter(map(len, offsets), np.int64, len(offsets))
-    span_counts = np.fromiter(map(len, spans), np.int64, len(spans))
-    stretch = np.zeros(len(offsets), dtype=np.int64)
-    np.cumsum(np.asarray(lengths[:-1], dtype=np.int64) + 1, out=stretch[1:])
-    tokens = np.concatenate(offsets).reshape(-1, 2) + np.repeat(stretch, counts)[:, None]
-    flat = [span for row in spans for span in row]
-    bounds = (np.asarray(flat, dtype=np.int64).reshape(-1, 2) + np.repeat(stretch, span_counts)[:, None])
-    mask = spans_to_token_mask(tokens, bounds)
-    edges = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=edges[1:])
-    running = np.zeros(len(mask) + 1, dtype=np.int64)
-    np.cumsum(mask, out=running[1:])
-    return np.split(mask, edges[1:-1]), np.diff(running[edges]).tolist()
 
 
 def template_messages(messages: Sequence[dict[str, Any]], arguments: str = "dict") -> list[dict[str, Any]]:
@@ -218,6 +175,8 @@ class Tokenize:
     chat: Any = field(default=None, init=False, repr=False, compare=False)
     plan: MaskPlan = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
     encoder: PieceEncoder = field(default_factory=PieceEncoder, init=False, repr=False, compare=False)
+    #: the rows of the last call the template could not render or mask, with their causes (``row_failures``)
+    failures: RowFailures = field(default_factory=RowFailures, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_count(self.max_length, "max_length", minimum=1)
@@ -284,12 +243,13 @@ class Tokenize:
         if violation.at is not None:
             number = self.plan.content_line(shaped, tools or None, violation.at) or number
         line = f":{number}" if number else ""
-        return TemplateError(
+        return tagged(TemplateError(
             f"{where}messages[{violation.message}] ({violation.role}): {violation.problem} "
             f"(mask method {self.plan.method!r}, and per-turn rendering does not find it either)",
             location=f"{(self.plan.original or self.plan.template).name}{line}",
             hint="The template renders this message in a way no mask method follows; report the "
-                 f"template and the row, or pass {option_names.spell('on_bad_row', 'skip')} to drop such rows.")
+                 f"template and the row, or pass {option_names.spell('on_bad_row', 'skip')} to drop such rows."),
+            "mask_mismatch")
 
     def rows(self, messages: list[list[dict[str, Any]]], tools: list[Any], masks: list[list[int]],
              indices: Sequence[int] | None = None, *, messages_clean: bool = False) -> list[RowMask | None]:
@@ -310,6 +270,7 @@ class Tokenize:
         ``template_messages`` already, their null keys dropped (``token_rows.decode_table``), so they reach the
         template as they are (``batch_inputs(messages_prepared=True)``)."""
         out: list[RowMask | None] = []
+        self.failures.take()  # only this call's failures are kept
         pending: deque[tuple[list[Found | None], Ticket | None]] = deque()
 
         def finish() -> None:
@@ -330,7 +291,7 @@ class Tokenize:
         with EncodeQueue(self.tokenizer, self.encoder) as queue, \
                 batch_inputs(messages_clean=messages_clean, messages_prepared=shaped):
             for messages, tools, masks in chunks:
-                found = [self._found(m, t, k, indices[p] if indices is not None else p, shaped)
+                found = [self._found(m, t, k, p, indices[p] if indices is not None else p, shaped)
                          for p, m, t, k in zip(count(position), messages, tools, masks)]
                 position += len(found)
                 pending.append((found, queue.submit([f[0] for f in found if f is not None])))
@@ -338,20 +299,37 @@ class Tokenize:
                     finish()
             while pending:
                 finish()
+        if self.on_bad_row == "raise" and self.failures.items:
+            raise self._failed(len(out))
         return out
 
-    def _found(self, messages: list[dict[str, Any]], tools: Any, mask: list[int], row: int,
+    def _failed(self, total: int) -> TemplateError:
+        """The error for a call whose rows failed (``on_bad_row="raise"``): the first failure, then how many
+        rows of the call fail and why."""
+        failures = self.failures.take()
+        first = _at_row(failures[0].error, failures[0].row)
+        said = summary(failures, total)
+        hint = (f"{first.hint} " if first.hint else "") + (
+            f"With {option_names.spell('on_bad_row', 'skip')} the other rows train; whileai_datasets.audit counts "
+            "the failing rows of a whole dataset by cause.")
+        error = type(first)(f"{first.problem}; {said}", location=first.location, hint=hint)
+        error.__cause__ = failures[0].error.__cause__ or failures[0].error
+        return error
+
+    def _found(self, messages: list[dict[str, Any]], tools: Any, mask: list[int], position: int, row: int,
                shaped: bool) -> tuple[str, list[tuple[int, int]], str] | None:
-        """``checked_spans`` of one row; None for a bad row under ``on_bad_row='skip'``."""
+        """``checked_spans`` of one row; None for a row the template cannot render or mask (counted in
+        ``failures``; with ``on_bad_row="raise"`` the call raises once every row of it is tried)."""
         try:
             with budget_scope(self.chat.budget):  # per row: one row over the budget spoils no other
                 return self.checked_spans(messages, tools, mask, row, shaped=shaped)
         except RenderBudgetError as err:
-            raise _at_row(err, row) from None  # the template, not the row: skipping would not help
+            if self.on_bad_row == "raise":  # a time budget per row: stop at once rather than wait on every row
+                raise _at_row(err, row) from None
+            self.failures.add(position, row, err)
         except TemplateError as err:
-            if self.on_bad_row == "raise":
-                raise _at_row(err, row) from err
-            return None
+            self.failures.add(position, row, err)
+        return None
 
     def _truncate(self, ids: Any, mask: np.ndarray, supervised: int, method: str) -> RowMask:
         limit = self.max_length
@@ -363,6 +341,9 @@ class Tokenize:
     def __call__(self, batch: Any, indices: list[int] | None = None) -> Any:
         require_batched(batch, "tokenize")  # rows left with no supervised token are dropped
         check_columns(batch, self.column)
+        parts = _table_with_parts(batch, self.column)
+        if parts is not None:  # decoded, the column mixes text and lists: datasets could not write it back
+            return with_features(self(parts, indices))
         arrow = isinstance(batch, pa.Table)
         chunks = batch_chunks(batch, self.column, self.plan.arguments, indices)
         clean = arrow and marker_free(batch.column(self.column))
@@ -370,7 +351,7 @@ class Tokenize:
             rows = self._chunk_rows(chunks, indices, messages_clean=clean, shaped=arrow)
         bad = sum(row is None for row in rows)
         keep = [i for i, row in enumerate(rows) if row is not None and (self.keep_unsupervised or row.supervised > 0)]
-        bad_rows_warning(bad, len(rows), indices)
+        bad_rows_warning(bad, len(rows), indices, self.failures.items)
         if not self.keep_unsupervised:
             dropped_warning(rows, indices)
         kept = [row for row in (rows[i] for i in keep) if row is not None]
@@ -382,6 +363,15 @@ class Tokenize:
         out: dict[str, Any] = {name: [values[i] for i in keep] for name, values in batch.items()}
         out.update(numpy_columns(kept, bad))
         return out
+
+
+def _table_with_parts(batch: Any, column: str) -> pa.Table | None:
+    """The Arrow rows under a plain-formatted ``LazyBatch`` whose messages hold content parts, else None."""
+    table = getattr(batch, "pa_table", None) if type(batch).__name__ == "LazyBatch" else None
+    if not isinstance(table, pa.Table) or column not in table.column_names:
+        return None
+    messages = _arrow.flat(table.column(column))
+    return table if pa.types.is_struct(messages.type) and has_parts(messages).any() else None
 
 
 def _at_row(err: TemplateError, row: int) -> TemplateError:

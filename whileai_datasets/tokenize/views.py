@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from whileai_datasets import option_names
 from whileai_datasets.tokenize.token_encode import encode_texts
 from whileai_datasets.tokenize.token_masks import Tokenize, spans_to_token_mask
 from whileai_datasets.tokenize.token_rows import decode_table
@@ -25,6 +26,19 @@ __all__ = ["MaskView", "mask_view", "table_views"]
 GREEN, DIM, RED, RESET = "\x1b[30;42m", "\x1b[2m", "\x1b[31m", "\x1b[0m"
 #: Where a view marks the ``max_length`` cut.
 CUT_MARK = "✂ max_length"
+#: A run longer than this is shown by its ends (a 5 MB tool output is not printed whole).
+LONG_RUN = 4000
+_ENDS = 800
+
+
+def shown(text: str) -> str:
+    """``text``, or its two ends around a note of what is left out when it is longer than ``LONG_RUN``."""
+    if len(text) <= LONG_RUN:
+        return text
+    left = len(text) - 2 * _ENDS
+    cap = option_names.spell("max_tool_output_chars") + (" N" if option_names.in_command_line() else "N")
+    return (f"{text[:_ENDS]}\n[... {left:,} characters not shown; a tool output this long can be cut before "
+            f"training with {cap} ...]\n{text[-_ENDS:]}")
 
 
 @dataclass
@@ -61,6 +75,7 @@ class MaskView:
         for text, sup, lost in self.pieces():
             if lost and (not parts or not parts[-1].startswith("\n" + CUT_MARK)):
                 parts.append(f"\n{CUT_MARK} (the trainer sees nothing below)\n")
+            text = shown(text)
             if not colour:
                 parts.append(f"[[{text}]]" if sup and not lost else text)
             else:
@@ -74,7 +89,7 @@ class MaskView:
             if lost and not any('class="cutmark"' in p for p in parts):
                 parts.append(f'<span class="cutmark">{html.escape(CUT_MARK)}</span>')
             kind = "cut" if lost else "sup" if sup else "ctx"
-            parts.append(f'<span class="{kind}">{html.escape(text)}</span>')
+            parts.append(f'<span class="{kind}">{html.escape(shown(text))}</span>')
         return f"<pre>{''.join(parts)}</pre>"
 
     def summary(self) -> str:

@@ -98,7 +98,9 @@ def turn_columns(table: pa.Table) -> list[str]:
 
 
 def _is_message_list(arrow_type: pa.DataType) -> bool:
-    return bool(pa.types.is_list(arrow_type) and pa.types.is_struct(arrow_type.value_type))
+    """Message structs, or one Json object per message (what the wire transforms hand ``Dataset.map``)."""
+    return bool(pa.types.is_list(arrow_type) and (pa.types.is_struct(arrow_type.value_type)
+                                                  or isinstance(arrow_type.value_type, pa.JsonType)))
 
 
 class Roundtrip:
@@ -121,7 +123,7 @@ class Roundtrip:
         checked = np.zeros(table.num_rows, np.int64)
         invalid = np.zeros(table.num_rows, np.int64)
         for name in turn_columns(table):
-            c, i = call_counts(_arrow.column(table, name), self.encoding)
+            c, i = call_counts(_arrow.message_column(table, name), self.encoding)
             checked += c
             invalid += i
         self.add(checked, invalid, offset)

@@ -1,10 +1,15 @@
 """Wire shapes: canonical rows as whileai's OpenAI, TRL and Fireworks rows.
 
 Each shape decodes (``ds[i]``) and writes (``export_dataset``'s JSONL) to
-exactly whileai's dicts: messages keep ``Message``'s "null means absent"
-(``TrlMessage`` for TRL, whose tool-call arguments are values), per-message
-keys whileai never writes (``extra``) are dropped, and columns whileai leaves
-out are dropped. A top-level key whileai leaves out *for some rows only* (a
+exactly whileai's dicts: the transforms hand ``Dataset.map`` each message as one
+``Json`` object (``List(Json())``, as ``datasets``' own json loader types agent
+traces and as TRL asks of struct-typed messages), so a message carries only its
+own keys (no ``tool_calls: None`` on a user turn), TRL's tool-call arguments are
+values, and the rows load wherever ``datasets`` >= 4.7 is installed, this package
+or not. The ``*_table`` functions below build the shapes on message structs
+(the export's writer reads those); per-message keys whileai never writes
+(``extra``) are dropped, and columns whileai leaves out are dropped. A
+top-level key whileai leaves out *for some rows only* (a
 carried key that is None, ``prompt_text`` for an empty ask) stays a column and
 is null there; the JSONL writer leaves null keys out.
 
@@ -32,7 +37,7 @@ import pyarrow.compute as pc
 
 from whileai_datasets._options import check_choice
 from whileai_datasets._typing import Batch, TrlKind
-from whileai_datasets.columnar import _arguments, _arrow, _parts, _types
+from whileai_datasets.columnar import _arguments, _arrow, _parts, _portable, _types
 from whileai_datasets.errors import SchemaError
 from whileai_datasets.rows.schema import CARRY_KEYS, PAIR_KEYS, SOURCE_KEYS
 from whileai_datasets.transforms import pairs
@@ -335,7 +340,7 @@ class ToOpenAI:
     def __call__(self, batch: Batch, indices: list[int] | None = None) -> Batch:
         table = _arrow.as_table(batch)
         out = openai_preference_table(table) if _is_preference(table) else openai_table(table)
-        return _arrow.like(batch, out, reshaped=True)
+        return _arrow.like(batch, _portable.portable_table(out), reshaped=True)
 
 
 @dataclass(frozen=True)
@@ -378,7 +383,7 @@ class ToTrl:
             out = trl_completion_table(table, self.images)
         else:
             out = trl_preference_table(table, self.images)[0]
-        return _arrow.like(batch, out, reshaped=True)
+        return _arrow.like(batch, _portable.portable_table(out), reshaped=True)
 
 
 @dataclass(frozen=True)
@@ -394,8 +399,10 @@ class ToFireworks:
         names = batch.column_names if isinstance(batch, pa.Table) else list(batch.keys())
         if "chosen" in names and "rejected" in names and "messages" not in names:
             _arrow.require_batched(batch, "to_fireworks")
-            return _arrow.like(batch, fireworks_preference_table(_arrow.as_table(batch))[0], reshaped=True)
-        return _arrow.like(batch, fireworks_table(_arrow.as_table(batch)), reshaped=True)
+            out = fireworks_preference_table(_arrow.as_table(batch))[0]
+        else:
+            out = fireworks_table(_arrow.as_table(batch))
+        return _arrow.like(batch, _portable.portable_table(out), reshaped=True)
 
 
 def to_trl(kind: TrlKind = "training", *, images: bool | None = None) -> ToTrl:
