@@ -16,9 +16,11 @@ HERE = Path(__file__).parent / "templates" / "guards"
 #: assistant's turn (rerank-style), a verdict question naming the judged role, one quoting the judged
 #: message, a short verdict footer, the role named as the question's last word, a response judge that
 #: refuses a conversation ending on the user, a guard whose policy is a variable no conversation supplies
-#: (ShieldGemma's ``guideline``), a closing text that starts with the reply's header and then asks a verdict.
+#: (ShieldGemma's ``guideline``), a closing text that starts with the reply's header and then asks a verdict,
+#: ShieldGemma's shape (only the last one or two messages, a policy read from a name the caller passes).
 GUARDS = ["judge_prompt", "llama_style", "quoted_verdict", "response_judge", "role_named_last", "role_question",
-          "shield_style", "verdict_footer", "shield_guideline", "header_then_verdict"]
+          "shield_style", "verdict_footer", "shield_guideline", "header_then_verdict",
+          "shieldgemma_guideline"]
 #: Chat templates whose ends look like a guard's: the assistant's next header written after every
 #: conversation (so [user] and [user, assistant] end the same way), the system note folded into the last
 #: user turn (so [user] is not a prefix of [user, assistant]).
@@ -89,3 +91,30 @@ def test_codellama_70b_instruct_is_a_chat_template_masked_turn_by_turn() -> None
     chat = ChatTemplate.from_file(TEMPLATES / "codellama_70b_instruct.jinja")
     report = chat.inspect()
     assert report.classifier is None and report.mask_method == "turns"
+
+
+def test_codellama_70b_writing_the_next_assistant_header_after_every_conversation_is_a_chat_template() -> None:
+    """What follows its last message is the same whatever it is (as in a guard), but it is the header
+    every reply is written after ('Source: assistant'), with a destination line under it: not a verdict."""
+    chat = ChatTemplate.from_file(TEMPLATES / "codellama_70b_source_destination.jinja")
+    report = chat.inspect()
+    assert report.classifier is None
+    assert report.mask_method is not None
+    try:
+        chat.with_generation()
+    except TemplateError as err:
+        assert getattr(err, "refusal_class", None) != "classifier", str(err)
+
+
+def test_shieldgemma_reading_its_policy_from_a_name_the_caller_passes_is_named_a_guard() -> None:
+    report = ChatTemplate.from_file(HERE / "shieldgemma_guideline.jinja").inspect()
+    assert report.classifier is not None
+    assert "Does the Chatbot Response violate the policy above?" in report.classifier or \
+        "Our safety principle" in report.classifier
+
+
+def test_a_chat_template_reading_a_name_the_caller_passes_is_not_taken_for_a_guard() -> None:
+    text = ("{{ '<|im_start|>system\\nYou are ' + persona + '.<|im_end|>\\n' }}"
+            "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
+            "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+    assert ChatTemplate(text, name="persona.jinja").inspect().classifier is None

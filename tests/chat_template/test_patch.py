@@ -213,6 +213,30 @@ def test_a_variable_read_between_its_assignment_and_its_output_is_not_split() ->
         ChatTemplate(text, name="t.jinja").with_generation()
 
 
+ONE_VARIABLE_THEN_MORE = (
+    "{{% for m in messages %}}{{% set line = '<|' + m['role'] + '|>' + m['content'] %}}{{{{ {printed} }}}}"
+    "{{% endfor %}}{{% if add_generation_prompt %}}<|assistant|>{{% endif %}}"
+)
+
+
+def test_a_variable_printed_first_in_a_chain_is_split_before_its_content() -> None:
+    """CodeLlama-70B's shape: the turn built in a variable, printed with its end marker after it."""
+    text = ONE_VARIABLE_THEN_MORE.format(printed="line + '<|end|>\\n'")
+    patched = ChatTemplate(text, name="t.jinja").with_generation()
+    assert "{% set line, line__wai_tail = ('<|' + m['role'] + '|>'), (m['content'])" in patched.text
+    assert "{{ line }}" in patched.text and "{{ line__wai_tail + '<|end|>\\n' }}" in patched.text
+    messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]
+    rendered = patched.render(messages)
+    assert rendered.text == ChatTemplate(text).render(messages).text == "<|user|>Hi<|end|>\n<|assistant|>Yo<|end|>\n"
+    assert [rendered.text[s:e] for s, e in rendered.generation_spans] == ["Yo<|end|>\n"]
+
+
+def test_a_chain_that_reads_its_variable_again_is_not_split() -> None:
+    text = ONE_VARIABLE_THEN_MORE.format(printed="line + '<|end|>' + (line | length | string)")
+    with pytest.raises(TemplateError, match=r"^t\.jinja:1: the output at this line writes the role header"):
+        ChatTemplate(text, name="t.jinja").with_generation()
+
+
 MACRO_TURN = (
     "{% macro turn(m, end='<|end|>') %}<|{{ m['role'] }}|>{{ m['content'] }}{{ end }}{% endmacro %}"
     "{% for m in messages %}{{ turn(m) }}{% endfor %}"

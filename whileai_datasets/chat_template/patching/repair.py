@@ -146,10 +146,24 @@ def _assignment(unit: Unit, name: str) -> tuple[nodes.Assign, list[nodes.Node]] 
     return None
 
 
+def _printed_first(node: nodes.Node, source: SourceMap) -> nodes.Name | None:
+    """The variable an output prints first: ``{{ X }}``, or ``{{ X + rest }}`` with X nowhere in rest."""
+    if isinstance(node, nodes.Name):
+        return node
+    from whileai_datasets.chat_template.analysis.trace import _chain
+
+    operands = _chain(node, source) or []
+    if not operands or not isinstance(operands[0], nodes.Name):
+        return None
+    first = operands[0]
+    return None if any(_mentions(op, str(first.name)) for op in operands[1:]) else first
+
+
 def split_assigned_output(text: str, unit_start: int, name: str = "<template>") -> str | None:
     """``text`` with the variable printed at ``unit_start`` split before its content operand.
 
-    Returns None unless the unit prints a variable assigned, in the same body, a ``+`` chain whose
+    Returns None unless the unit prints a variable (alone, or as the first operand of a chain that
+    does not read it again: CodeLlama-70B's ``{{ X + ' <step> ' }}``) assigned, in the same body, a ``+`` chain whose
     first operands write a header and a later one reads a message's content, and nothing between
     the assignment and the output does more than prepend to the variable.
     """
@@ -157,9 +171,10 @@ def split_assigned_output(text: str, unit_start: int, name: str = "<template>") 
 
     source = parse_located(text, name)
     unit = _find_unit(source, unit_start)
-    if unit is None or not isinstance(unit.node, nodes.Name):
+    printed_name = None if unit is None else _printed_first(unit.node, source)
+    if unit is None or printed_name is None:
         return None
-    variable = str(unit.node.name)
+    variable = str(printed_name.name)
     found = _assignment(unit, variable)
     if found is None or not _only_prepends(found[1], variable) or _mentions(found[0].node, variable):
         return None
@@ -177,7 +192,11 @@ def split_assigned_output(text: str, unit_start: int, name: str = "<template>") 
     if tail_name in text:
         return None
     first, last = tag
-    printed = f"{{{{{first.mod} {variable} }}}}{{{{ {tail_name} {last.mod}}}}}"
+    at = source.spans.get(id(printed_name))
+    if at is None:
+        return None
+    # {{ X + rest }} -> {{ X }}{{ X__wai_tail + rest }}: head + (tail + rest) writes the same text
+    printed = text[first.start : at[1]].rstrip() + f" }}}}{{{{ {tail_name} " + text[at[1] : last.core_end].lstrip()
     edited = text[: first.start] + printed + text[last.core_end :]
     value = f"({head}), ({tail})"
     target = next((t for t in source.tokens[out[0].index :] if text[t.start : t.end] == variable), None)
