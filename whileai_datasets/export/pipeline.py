@@ -73,7 +73,7 @@ def training_chunk(
 ) -> tuple[pa.Table, pa.Table, int]:
     """One chunk of canonical rows -> (report rows, written rows, training rows
     before the TRL completion shape dropped any)."""
-    table = _arrow.set_column(table, "tools", _arrow.constant_column(tools, table.num_rows, pa.json_()))
+    table = with_tools(table, tools)
     if options["strip_think"]:
         table = think.strip_table(table)
     if options["max_tool_output_chars"] is not None:
@@ -101,6 +101,16 @@ def training_chunk(
         lists = wire.weighted_messages(_arrow.column(rows, "messages"), _arrow.column(rows, "loss_mask"), weights)
         written = _arrow.set_column(rows, "messages", lists)
     return rows, written, table.num_rows
+
+
+def with_tools(table: pa.Table, tools: str | None) -> pa.Table:
+    """``table`` with ``tools`` (JSON text) on every row; with None, each row keeps its own tool
+    schemas (the builder read them: a list, or JSON text of one), as ``load_dataset`` does. whileai
+    drops a row's own tools, so every row of its export carries the option's or none
+    (docs/differences.md)."""
+    if tools is None and "tools" in table.column_names:
+        return table
+    return _arrow.set_column(table, "tools", _arrow.constant_column(tools, table.num_rows, pa.json_()))
 
 
 def _trl_images(table: pa.Table, fmt: str) -> bool:
