@@ -78,7 +78,9 @@ def training_chunk(
         table = think.strip_table(table)
     if options["max_tool_output_chars"] is not None:
         table = tool_output.truncate_table(table, options["max_tool_output_chars"])
-    table = masks.mask_table(table, options["mask_mode"])
+    # the rows' own training flags (turns their loss_mask already masks) stay masked; unrolled, every
+    # turn they leave trained ends a sample, whatever the mask mode (whileai ignores it there)
+    table = masks.mask_table(table, "assistant" if options["unroll"] else options["mask_mode"], keep_off=True)
     if groups is not None:
         for name in grouping.GROUP_COLUMNS:
             table = _arrow.set_column(table, name, groups[name].slice(offset, table.num_rows))

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from whileai_datasets.errors import WhileaiError
 from whileai_datasets.rows import content as content_parts
-from whileai_datasets.rows import conversations, normalize, schema
+from whileai_datasets.rows import conversations, normalize, schema, training_flags
 from whileai_datasets.rows.columns import MessageColumns, ScalarColumns
 from whileai_datasets.rows.features import storage_type
 from whileai_datasets.rows.leaks import LeakScan
@@ -188,9 +188,11 @@ class TrainingChunk(Chunk):
             raise conversations.no_conversation_error(shaped, ctx)
         if shaped.get("images") is not None:  # TRL's vision rows: placeholders + references
             turns = content_parts.fill_images(turns, shaped["images"], ctx.error)
+        flags = self._row_flags(shaped, source, ctx, column)
         if own:  # the option's system prompt, then the row's own
             turns = [{"role": "system", "content": own}, *turns]
-        self.lists["messages"].add(turns, system=system, ctx=ctx, column=column)
+            flags = [None, *flags] if flags is not None else None
+        self.lists["messages"].add(turns, system=system, ctx=ctx, column=column, row_flags=flags)
         if self.options.tools_json is None:
             self.tools.append(self._tools_of(shaped, ctx))
         self.scalars.add(shaped, ctx)
@@ -199,6 +201,18 @@ class TrainingChunk(Chunk):
         if shaped is not row:
             return row, None, None
         return row, built if column == "messages" else source, self.lists["messages"].said
+
+    @staticmethod
+    def _row_flags(row: dict[str, Any], source: Any, ctx: RowContext, column: str) -> list[int | None] | None:
+        """The row's own ``loss_mask``, one flag per message of its list (``rows.training_flags``)."""
+        if row.get(training_flags.ROW_MASK) is None:
+            return None
+        if not source:
+            raise ctx.error(
+                training_flags.ROW_MASK, "expected a loss_mask only beside a message list, got one on a row whose "
+                "conversation is rebuilt from its rollout (prompt, steps, final_text)",
+                "Drop the loss_mask (the mask mode decides), or write the row's messages out.")
+        return training_flags.row_flags(row, len(source), ctx, column)
 
     def _undo(self) -> None:
         del self.tools[self.num_rows :]
