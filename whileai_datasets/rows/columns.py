@@ -24,13 +24,15 @@ import pyarrow.compute as pc
 
 from whileai_datasets._typing import ROLES
 from whileai_datasets.rows import content as content_parts
-from whileai_datasets.rows import normalize, option_names, training_flags
+from whileai_datasets.rows import normalize, option_names, training_flags, unread_keys
 from whileai_datasets.rows.features import MESSAGE_TYPE, TOOL_CALL_TYPE, storage_type
 from whileai_datasets.rows.normalize import RowContext
 
 _ROLE_SET = frozenset(ROLES)
 #: message keys that are typed fields; every other key goes to ``extra``
 _TYPED = frozenset(("role", "content", "reasoning_content", "tool_calls", "name", "tool_call_id"))
+#: message keys read: the typed ones and the training flags
+_READ = frozenset(unread_keys.MESSAGE_KEYS)
 _MESSAGE_STORAGE = storage_type(MESSAGE_TYPE)
 _FUNCTION_STORAGE = TOOL_CALL_TYPE.field("function").type
 _PARTS_STORAGE = _MESSAGE_STORAGE.field("parts").type
@@ -44,7 +46,8 @@ class MessageColumns:
     """One ``List(Message())`` column of a chunk."""
 
     __slots__ = ("row_offsets", "role", "content", "name", "tool_call_id", "extra", "reasoning", "parts",
-                 "call_offsets", "call_id", "call_name", "call_arguments", "keep_keys", "said", "flags")
+                 "call_offsets", "call_id", "call_name", "call_arguments", "keep_keys", "said", "flags",
+                 "unread")
 
     def __init__(self, keep_keys: bool = False) -> None:
         self.keep_keys = keep_keys
@@ -69,6 +72,8 @@ class MessageColumns:
         #: each message's own training flag (``rows.training_flags``: 0, 1, or -1 for none); empty
         #: while no message of the chunk has one
         self.flags: list[int] = []
+        #: ``(key, path)`` of the keys the row added last has that are not read (``rows.unread_keys``)
+        self.unread: list[tuple[str, str]] = []
 
     def rollback(self, rows: int) -> None:
         """Keep only the first ``rows`` rows: what a failed row added goes (its
@@ -122,6 +127,7 @@ class MessageColumns:
         pending: list[str] = []
         said: list[str] | None = []
         self.said = None
+        self.unread.clear()
         extras = self.parts  # empty (all null) until a message has parts or reasoning
         for i, message in enumerate(messages):
             if type(message) is not dict:
@@ -172,6 +178,8 @@ class MessageColumns:
             if row_flags is not None or not _TYPED.issuperset(message):  # keys beyond the typed ones
                 self._flag(training_flags.message_flag(message, role, ctx, f"{column}[{i}]",
                                                        row_flags[i] if row_flags is not None else None))
+                self.unread.extend((key, f"{column}[{i}].{key}") for key, value in message.items()
+                                   if value is not None and key not in _READ)
             elif self.flags:
                 self.flags.append(-1)
             add_role(role)
