@@ -8,10 +8,9 @@ from typing import Any
 
 import datasets
 
-from whileai_datasets._options import check_count, check_flag
-from whileai_datasets._typing import MASK_MODES, ON_BAD_ROW
+from whileai_datasets._options import check_choice, check_count, check_flag
+from whileai_datasets._typing import MaskMode, OnBadRow
 from whileai_datasets.builders import inputs
-from whileai_datasets.errors import ExportFormatError
 from whileai_datasets.rows.canonical import Options
 from whileai_datasets.rows.reader import DEFAULT_CHUNK_ROWS
 
@@ -58,8 +57,8 @@ class WhileaiExportConfig(datasets.BuilderConfig):
 
     system_prompt: str | None = None
     tools: Any = None
-    mask_mode: str = "assistant"
-    on_bad_row: str = "raise"
+    mask_mode: MaskMode = "assistant"
+    on_bad_row: OnBadRow = "raise"
     keep_message_keys: bool = False
     chunk_rows: int = DEFAULT_CHUNK_ROWS
     shard_bytes: int = DEFAULT_SHARD_BYTES
@@ -75,31 +74,16 @@ class WhileaiExportConfig(datasets.BuilderConfig):
         """Check the options; ``datasets`` sets load_dataset's keyword
         arguments on a copy of a preset config after ``__post_init__``, so the
         builder calls this again once they are in."""
-        if self.mask_mode not in MASK_MODES:
-            raise ExportFormatError(
-                f"mask_mode must be one of {', '.join(map(repr, MASK_MODES))}, got {self.mask_mode!r}",
-                hint="Pick one of those.",
-            )
-        if self.on_bad_row not in ON_BAD_ROW:
-            raise ExportFormatError(
-                f"on_bad_row must be one of {', '.join(map(repr, ON_BAD_ROW))}, got {self.on_bad_row!r}",
-                hint="Pick one of those.",
-            )
+        check_choice(self.mask_mode, "mask_mode", MaskMode)
+        check_choice(self.on_bad_row, "on_bad_row", OnBadRow)
         check_count(self.chunk_rows, "chunk_rows", minimum=1, optional=False,
                     hint="Pass a positive number of rows per Arrow chunk.")
         check_flag(self.keep_message_keys, "keep_message_keys")
         check_flag(self.leak_facts, "leak_facts")
-        if isinstance(self.shard_bytes, bool) or not isinstance(self.shard_bytes, int) or self.shard_bytes < 0:
-            raise ExportFormatError(
-                f"shard_bytes must be a whole number of bytes, 0 or more, got {self.shard_bytes!r}",
-                hint="Pass e.g. shard_bytes=64 * 2**20, or 0 to read every file as one shard.",
-            )
-        workers = self.parse_workers
-        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-            raise ExportFormatError(
-                f"parse_workers must be a whole number, 1 or more, or None, got {workers!r}",
-                hint="Pass e.g. parse_workers=2, 1 to parse in this process, or None for one per core.",
-            )
+        check_count(self.shard_bytes, "shard_bytes", optional=False,
+                    hint="Pass e.g. shard_bytes=64 * 2**20, or 0 to read every file as one shard.")
+        check_count(self.parse_workers, "parse_workers", minimum=1,
+                    hint="Pass e.g. parse_workers=2, 1 to parse in this process, or None for one per core.")
         self.tools = inputs.load_tools(self.tools)
 
     def create_config_id(self, config_kwargs: dict[str, Any], custom_features: datasets.Features | None = None) -> str:

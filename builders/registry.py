@@ -4,15 +4,21 @@
 looks ``path`` up in ``datasets.packaged_modules._PACKAGED_DATASETS_MODULES``
 (name -> (module path, source hash)), so adding ``"whileai/export"`` there makes
 ``load_dataset("whileai/export", data_files=...)`` resolve to our builder,
-offline and streaming included. The hash covers the builder's and the
-normalizer's source, so a changed builder rebuilds cached datasets.
+offline and streaming included. The hash goes into the cache path of every
+split built, so it covers every source that can decide what the builder
+writes: each ``.py`` file of the installed package, its version included (any
+of them may run while a split is built, and a hand-kept list goes stale). A
+changed or upgraded package therefore rebuilds cached splits rather than
+serving the old rows.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import importlib
-import inspect
+import importlib.resources
+from collections.abc import Iterator
+from importlib.resources.abc import Traversable
 
 import datasets
 from packaging.version import Version
@@ -22,31 +28,27 @@ from whileai_datasets.errors import UnsupportedVersionError
 
 NAME = "whileai/export"
 BUILDER_MODULE = "whileai_datasets.builders.whileai_export"
-#: Modules whose source decides what the builder writes.
-_HASHED_MODULES = (
-    BUILDER_MODULE,
-    "whileai_datasets.builders.config",
-    "whileai_datasets.builders.inputs",
-    "whileai_datasets.rows.conversations",
-    "whileai_datasets.rows.file_kind",
-    "whileai_datasets.rows.json_array",
-    "whileai_datasets.rows.canonical",
-    "whileai_datasets.rows.columns",
-    "whileai_datasets.rows.leaks",
-    "whileai_datasets.rows.parallel",
-    "whileai_datasets.rows.normalize",
-    "whileai_datasets.rows.reader",
-    "whileai_datasets.rows.schema",
-    "whileai_datasets.rows.features",
-    "whileai_datasets.rows.content",
-)
 SUPPORTED = _compat.SUPPORTED["datasets"]
 
 
-def _source_hash() -> str:
+def _python_files(folder: Traversable, prefix: str = "") -> Iterator[tuple[str, Traversable]]:
+    """Every ``.py`` file under ``folder`` as (path inside the package, file), linked folders followed."""
+    for entry in folder.iterdir():
+        if entry.is_dir() and entry.name != "__pycache__":
+            yield from _python_files(entry, f"{prefix}{entry.name}/")
+        elif entry.name.endswith(".py"):
+            yield f"{prefix}{entry.name}", entry
+
+
+@functools.cache
+def source_hash(package: str = "whileai_datasets") -> str:
+    """sha256 over every ``.py`` file of ``package`` (path and bytes; ``_version.py`` among them), once per
+    process: about 150 files, a few milliseconds."""
     digest = hashlib.sha256()
-    for name in _HASHED_MODULES:
-        digest.update(inspect.getsource(importlib.import_module(name)).encode("utf-8"))
+    for path, entry in sorted(_python_files(importlib.resources.files(package)), key=lambda item: item[0]):
+        data = entry.read_bytes()
+        digest.update(f"{path} {len(data)}\n".encode())
+        digest.update(data)
     return digest.hexdigest()
 
 
@@ -72,10 +74,6 @@ def _table() -> dict[str, tuple[str, str]]:
 def register() -> None:
     """Make ``load_dataset("whileai/export", ...)`` find our builder. Idempotent."""
     table = _table()
-    entry = (BUILDER_MODULE, _source_hash())
+    entry = (BUILDER_MODULE, source_hash())
     if table.get(NAME) != entry:
         table[NAME] = entry
-
-
-def is_registered() -> bool:
-    return NAME in _table()

@@ -35,10 +35,11 @@ import pyarrow as pa
 from datasets.builder import Key
 from datasets.exceptions import DatasetGenerationError
 
+from whileai_datasets import option_names
 from whileai_datasets.builders import cache_space, inputs, unread
 from whileai_datasets.builders.config import WhileaiExportConfig
 from whileai_datasets.errors import ExportFormatError, NothingToTrainWarning, WhileaiError
-from whileai_datasets.rows import file_kind, option_names, parallel, read_errors
+from whileai_datasets.rows import file_kind, parallel, read_errors
 from whileai_datasets.rows.canonical import Normalizer
 from whileai_datasets.rows.json_array import iter_json_array_rows
 from whileai_datasets.rows.leaks import LeakScan
@@ -72,6 +73,17 @@ ByteRange = tuple[int, int, int]
 
 class BadRowsWarning(UserWarning):
     """Rows were skipped under ``on_bad_row="skip"``."""
+
+
+DESCRIPTION = "whileai rollouts in the whileai-datasets canonical schema."
+#: What ``ds.info.description`` says per config (saved with ``save_to_disk``): the canonical training rows'
+#: ``loss_mask`` is read by no trainer, so these rows as they are (``push_to_hub``) train every token.
+DESCRIPTIONS = {
+    "default": DESCRIPTION + " loss_mask marks the turns to train (one 0/1 per message) and no trainer reads it: "
+    "pushed as they are, these rows train every token of messages. For a trainer, push "
+    'ds.map(transforms.to_trl("completion"), batched=True) (TRL trains the completions), tokenize\'s '
+    "input_ids/assistant_masks, or use whileai_datasets.publish (docs/publishing.md: push_to_hub or publish?).",
+}
 
 
 class WhileaiExport(datasets.ArrowBasedBuilder):
@@ -127,10 +139,8 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
 
     def _info(self) -> datasets.DatasetInfo:
         normalizer = Normalizer(self.config.name, self.config.options())
-        return datasets.DatasetInfo(
-            description="whileai rollouts in the whileai-datasets canonical schema",
-            features=normalizer.features,
-        )
+        return datasets.DatasetInfo(description=DESCRIPTIONS.get(self.config.name, DESCRIPTION),
+                                     features=normalizer.features)
 
     def _split_generators(self, dl_manager: datasets.DownloadManager) -> list[datasets.SplitGenerator]:
         if not self.config.data_files:

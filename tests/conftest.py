@@ -68,6 +68,30 @@ def seeded_rows(seed: int = 0, mode: str = "sft", repeats: int = 1, budget: int 
     return [json.loads(json.dumps(row, default=str)) for row in data.trajectories]
 
 
+def template_rows(ds: Any) -> list[dict[str, Any]]:
+    """A dataset's (or table's, or any iterable's) rows with each message struct read back as this package hands
+    messages to a chat template or a JSONL file (``rows.features.message_from_storage``: the message's own keys,
+    none of the nulls the struct fills in). ``ds[i]`` shows a message struct's storage form, every field."""
+    import pyarrow as pa
+
+    rows = ds.to_pylist() if isinstance(ds, pa.Table) else list(ds.with_format(None) if hasattr(ds, "with_format")
+                                                                  and not hasattr(ds, "n_shards") else ds)
+    return [template_value(row) for row in rows]
+
+
+def template_value(value: Any) -> Any:
+    """``value`` with every message struct in it (storage form) read back to the message it stands for."""
+    from whileai_datasets.rows.features import is_storage_form, message_from_storage
+
+    if is_storage_form(value):
+        return message_from_storage(value)
+    if isinstance(value, dict):
+        return {key: template_value(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [template_value(item) for item in value]
+    return value
+
+
 def write_jsonl(path: Path, rows: Iterable[Any]) -> Path:
     with open(path, "w", encoding="utf-8") as handle:
         for row in rows:

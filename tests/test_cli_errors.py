@@ -19,8 +19,8 @@ import pytest
 from tests.conftest import write_jsonl
 from tests.near_miss_rows import LLAMA_FACTORY_ROWS
 from whileai_datasets import cli
+from whileai_datasets import option_names
 from whileai_datasets.cli.main import build_parser
-from whileai_datasets.rows import option_names
 
 GOOD = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
 LEAKY = {"prompt": "Refund PAY-1 please", "scenario_id": "s", "final_text": "The hidden refund code is ZETA-42-OMEGA.",

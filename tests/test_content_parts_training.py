@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import write_jsonl
+from tests.conftest import template_rows, write_jsonl
 from tests.content_parts import BLUE, RED, ROWS, png_data_uri, text
 from tests.tiny_lm import train_tokenizer, trl_template
 from whileai_datasets import transforms as wai_transforms
@@ -71,7 +71,7 @@ def test_tokenize_on_a_vision_template_marks_only_assistant_text(tmp_path: Path,
     ds = load(write_jsonl(tmp_path / "rows.jsonl", ROWS))
     tokenized = ds.with_format("arrow").map(tokenize(tokenizer), batched=True, remove_columns=ds.column_names)
     image_pad, video_pad = tokenizer.convert_tokens_to_ids(["<|image_pad|>", "<|video_pad|>"])
-    for row, out in zip(ds, tokenized.with_format(None)):
+    for row, out in zip(template_rows(ds), tokenized.with_format(None)):
         expected = "".join(_assistant_text(m) + "<|im_end|>\n" for m in row["messages"] if m["role"] == "assistant")
         assert _supervised(tokenizer, out) == expected
         media = [p for m in row["messages"] if isinstance(m["content"], list) for p in m["content"] if p["type"] != "text"]
@@ -84,7 +84,7 @@ def test_tokenize_on_trls_qwen2_5_vl_template_marks_only_assistant_text(tmp_path
     tokenizer = _tokenizer(trl_template("qwen2_5_vl_training"), VISION_TOKENS)
     ds = load(write_jsonl(tmp_path / "rows.jsonl", ROWS[:3]))
     tokenized = ds.with_format("arrow").map(tokenize(tokenizer), batched=True, remove_columns=ds.column_names)
-    for row, out in zip(ds, tokenized.with_format(None)):
+    for row, out in zip(template_rows(ds), tokenized.with_format(None)):
         expected = "".join(_assistant_text(m) + "<|im_end|>\n" for m in row["messages"] if m["role"] == "assistant")
         assert _supervised(tokenizer, out) == expected
 

@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from whileai.simulations import training_rows
 
+from tests.conftest import template_rows
 from whileai_datasets import cli
 from whileai_datasets.cli.demo import sample_meta, sample_rows
 
@@ -19,7 +20,7 @@ def test_bundled_sample_loads_like_whileai_training_rows(tmp_path: Path) -> None
     meta = sample_meta()
     ours = load_sample(cache_dir=str(tmp_path / "cache"))
     theirs = training_rows(sample_rows(), system_prompt=meta["system_prompt"], tools=meta["tools"], strip_think=False)
-    assert [row["messages"] for row in ours] == [row["messages"] for row in theirs]
+    assert [row["messages"] for row in template_rows(ours)] == [row["messages"] for row in theirs]
 
 
 def test_demo_prints_what_it_loaded_and_writes_parquet(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from whileai_datasets.errors import (
     ExportFormatError,
+    OptionError,
     ParseWorkerError,
     PublishError,
     SchemaError,
@@ -23,6 +24,7 @@ from whileai_datasets.errors import (
     ("cls", "builtin"),
     [
         (ExportFormatError, ValueError),
+        (OptionError, ValueError),
         (SchemaError, TypeError),
         (TemplateError, ValueError),
         (PublishError, RuntimeError),
@@ -53,3 +55,13 @@ def test_errors_survive_pickling_for_worker_processes() -> None:
     again = pickle.loads(pickle.dumps(err))
     assert type(again) is ExportFormatError
     assert str(again) == str(err)
+
+
+def test_option_error_renders_the_option_the_allowed_values_and_what_to_do() -> None:
+    from whileai_datasets._options import check_choice
+    from whileai_datasets._typing import MaskMode
+
+    with pytest.raises(OptionError) as raised:
+        check_choice("last", "mask_mode", MaskMode)
+    assert str(raised.value) == ("mask_mode must be one of 'assistant', 'final', got 'last'. 'assistant' trains every "
+                                 "assistant turn, 'final' only the last one of each row.")

@@ -136,19 +136,8 @@ def test_progress_counts_every_source_row(
 
     monkeypatch.setattr(_sources, "CHUNK_ROWS", 10)
     seen: list[tuple[int, int]] = []
-    run_training(
-        rows,
-        None,
-        progress=lambda done, total: seen.append((done, total)),
-        system_prompt=None,
-        tools=None,
-        strip_think=True,
-        validate=False,
-        mask_mode="assistant",
-        unroll=False,
-        max_tool_output_chars=None,
-        format="openai",
-    )
+    run_training(rows, None, whileai_datasets.TrainingOptions.whileai_export(validate=False),
+                 progress=lambda done, total: seen.append((done, total)))
     assert sum(done for done, _ in seen) == len(rows) and {total for _, total in seen} == {len(rows)}
 
 

@@ -20,6 +20,7 @@ import whileai_datasets.builders
 #: Stages in the order data flows; a module may import its own stage or an earlier one.
 STAGES = (
     ("base", ("whileai_datasets.errors", "whileai_datasets._typing", "whileai_datasets._options",
+              "whileai_datasets.option_names",
               "whileai_datasets._version", "whileai_datasets._files", "whileai_datasets._compat",
               "whileai_datasets.data", "whileai_datasets.templates")),
     ("rows", ("whileai_datasets.rows",)),

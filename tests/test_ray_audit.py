@@ -20,7 +20,7 @@ from tests.tiny_lm import train_tokenizer
 
 pytest.importorskip("ray.data")
 
-from whileai_datasets import TemplateError, audit, cli
+from whileai_datasets import OptionError, TemplateError, TrainingOptions, audit, cli
 from whileai_datasets.auditing.on_ray import audit_on_ray
 from whileai_datasets.auditing.report import Audit
 from whileai_datasets.ray_engine import source as ray_source
@@ -100,7 +100,7 @@ def test_the_ray_audit_of_every_shape_equals_the_local_audit(rows_file: Path, to
     _same(ours, local)
 
 
-def _options(**given: Any) -> dict[str, Any]:
+def _options(**given: Any) -> TrainingOptions:
     """``audit``'s options as ``audit_on_ray`` takes them (checked), the export's defaults filled in."""
     from whileai_datasets.auditing.counting import checked_options
 
@@ -179,7 +179,7 @@ def test_a_row_whose_mask_fails_the_check_is_counted_or_named_by_file_and_line(t
     source = write_jsonl(tmp_path / "rows.jsonl", rows)
     local = audit(str(source), tokenizer=tokenizer, on_bad_row="skip")
     assert local.findings["bad_rows"].first == [130]
-    _same(audit_on_ray(str(source), tokenizer=tokenizer, template=None, options=_options(on_bad_row="skip"),
+    _same(audit_on_ray(str(source), tokenizer=tokenizer, template=None, options=_options(), on_bad_row="skip",
                        **BLOCKS), local)
     named = r"\['content'\]: rows.jsonl line 131 \(row 130\): the input contains the private-use"
     with pytest.raises(TemplateError, match=named):
@@ -208,7 +208,7 @@ def test_bad_options_are_refused_before_any_ray_task(rows_file: Path, tokenizer:
         audit(str(rows_file), engine="spark")
     with pytest.raises(ValueError, match=r"the Ray audit reads files, got list.*engine='local'"):
         audit([_shapes(0)], engine="ray")
-    with pytest.raises(TypeError, match=r"max_length must be a whole number, 1 or more, or None, got int 0"):
+    with pytest.raises(OptionError, match=r"^max_length must be a whole number, 1 or more, or None, got int 0"):
         audit(str(rows_file), tokenizer=tokenizer, max_length=0, engine="ray")
     with pytest.raises(ValueError, match=r"no such file"):
         audit(str(rows_file.parent / "missing-*.jsonl"), engine="ray")

@@ -18,7 +18,7 @@ pytest.importorskip("ray.data")
 
 import ray
 
-from whileai_datasets import SchemaError, ray_engine
+from whileai_datasets import OptionError, SchemaError, ray_engine
 from whileai_datasets.tokenize.token_masks import tokenize
 
 pytestmark = [pytest.mark.ray, pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")]
@@ -71,5 +71,5 @@ def test_ray_tokenize_gives_the_local_rows_from_a_tokenizer_directory(rows_file:
 
 def test_ray_tokenize_refuses_bad_options_before_any_task(rows_file: Path, tokenizer_dir: Path) -> None:
     ds = ray_engine.read_whileai(rows_file, system_prompt=SYSTEM_PROMPT)
-    with pytest.raises(SchemaError, match=r"max_length must be a whole number, 1 or more, or None, got int 0"):
+    with pytest.raises(OptionError, match=r"^max_length must be a whole number, 1 or more, or None, got int 0"):
         ray_engine.tokenize(ds, tokenizer_dir, max_length=0)

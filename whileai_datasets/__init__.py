@@ -15,10 +15,12 @@ from whileai_datasets import _compat
 _compat.check_supported()  # before anything imports datasets: a too-old one fails with the range, not an ImportError
 
 with _warnings.catch_warnings():
-    # register_feature is flagged experimental by datasets; using it is the point.
+    # register_feature is flagged experimental by datasets. Message stays registered so data saved by earlier
+    # releases loads; nothing this package hands a user names it (built-in feature types only, issue 42).
     _warnings.filterwarnings("ignore", message=".*register_feature.*", category=UserWarning)
     from whileai_datasets.rows.features import Message
 
+from whileai_datasets._options import TrainingOptions
 from whileai_datasets._version import __version__ as __version__
 from whileai_datasets.auditing import Audit, audit
 from whileai_datasets.builders import registry as _registry
@@ -29,6 +31,7 @@ from whileai_datasets.errors import (
     DuplicateSystemWarning,
     ExportFormatError,
     NothingToTrainWarning,
+    OptionError,
     PublishError,
     RenderBudgetError,
     SchemaError,
@@ -53,6 +56,7 @@ __all__ = [
     "ExportFormatError",
     "Message",
     "NothingToTrainWarning",
+    "OptionError",
     "PREFERENCE_FEATURES",
     "PublishError",
     "RAW_FEATURES",
@@ -61,6 +65,7 @@ __all__ = [
     "SchemaError",
     "TemplateError",
     "TemplateReport",
+    "TrainingOptions",
     "UnreadKeysWarning",
     "UnsupportedVersionError",
     "WhileaiError",

@@ -14,13 +14,12 @@ ExportFormat = Literal["openai", "trl", "fireworks"]
 #: message, context at 0 (Together, where any weight makes it read the weights of every message).
 MessageWeights = Literal["assistant", "all"]
 TrlKind = Literal["training", "completion", "preference"]
+#: Where ``audit`` counts: this process, or Ray Data actors.
+Engine = Literal["local", "ray"]
 
-JsonValue = Any
 Batch = Union[pa.Table, dict[str, list[Any]]]
 
 ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
-MASK_MODES: tuple[MaskMode, ...] = ("assistant", "final")
-ON_BAD_ROW: tuple[OnBadRow, ...] = ("raise", "skip")
 
 
 class FunctionCall(TypedDict):

@@ -39,6 +39,12 @@ class ExportFormatError(WhileaiError, ValueError):
     """A row or file does not have the shape whileai writes."""
 
 
+class OptionError(WhileaiError, ValueError):
+    """An option has a value it cannot take (a choice outside its vocabulary, a flag that is not a bool, a
+    count that is not a whole number in range). Every entry point raises this one class, worded the same,
+    for the same mistake."""
+
+
 class SchemaError(WhileaiError, TypeError):
     """A batch or column does not have the canonical schema a step needs."""
 

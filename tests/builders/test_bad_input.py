@@ -10,7 +10,7 @@ import pytest
 
 import whileai_datasets
 from tests.conftest import DATA, read_jsonl, write_jsonl
-from whileai_datasets import BadRowsWarning, ExportFormatError
+from whileai_datasets import BadRowsWarning, ExportFormatError, OptionError
 
 GOOD = read_jsonl(DATA / "otel.jsonl")[0]
 
@@ -65,17 +65,19 @@ def test_bad_rows_report_is_empty_when_nothing_was_skipped(load: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
+    ("kwargs", "message", "error"),
     [
-        ({"mask_mode": "last"}, r"mask_mode must be one of 'assistant', 'final', got 'last'"),
-        ({"on_bad_row": "ignore"}, r"on_bad_row must be one of 'raise', 'skip', got 'ignore'"),
-        ({"tools": {"name": "x"}}, r"tools must be a list of tool schemas, JSON text of one, or a path to a JSON file, got dict"),
-        ({"tools": "/nonexistent/tools.json"}, r"/nonexistent/tools\.json: cannot read the tools file"),
-        ({"chunk_rows": 0}, r"chunk_rows must be a whole number, 1 or more, got int 0"),
+        ({"mask_mode": "last"}, r"^mask_mode must be one of 'assistant', 'final', got 'last'", OptionError),
+        ({"on_bad_row": "ignore"}, r"^on_bad_row must be one of 'raise', 'skip', got 'ignore'", OptionError),
+        ({"tools": {"name": "x"}}, r"tools must be a list of tool schemas, JSON text of one, or a path to a JSON file, got dict",
+         ExportFormatError),
+        ({"tools": "/nonexistent/tools.json"}, r"/nonexistent/tools\.json: cannot read the tools file", ExportFormatError),
+        ({"chunk_rows": 0}, r"^chunk_rows must be a whole number, 1 or more, got int 0", OptionError),
     ],
 )
-def test_bad_options_are_refused_before_reading(load: Any, kwargs: dict[str, Any], message: str) -> None:
-    with pytest.raises(ExportFormatError, match=message):
+def test_bad_options_are_refused_before_reading(load: Any, kwargs: dict[str, Any], message: str,
+                                                error: type[Exception]) -> None:
+    with pytest.raises(error, match=message):
         load(DATA / "otel.jsonl", **kwargs)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tests.conftest import write_jsonl
+from tests.conftest import template_rows, write_jsonl
 from tests.content_parts import (
     AUDIO_B64,
     CANONICAL_ROWS,
@@ -36,7 +36,7 @@ from whileai_datasets.rows.parts import PART_TYPE
 
 def test_every_content_shape_decodes_to_exactly_the_messages_it_was(tmp_path: Path, load: Any) -> None:
     ds = load(write_jsonl(tmp_path / "rows.jsonl", CANONICAL_ROWS))
-    assert [row["messages"] for row in ds] == [row["messages"] for row in CANONICAL_ROWS]
+    assert [row["messages"] for row in template_rows(ds)] == [row["messages"] for row in CANONICAL_ROWS]
 
 
 def test_parts_are_typed_columns_with_the_media_reference_and_where_it_sat(tmp_path: Path, load: Any) -> None:
@@ -59,7 +59,7 @@ def test_parts_are_typed_columns_with_the_media_reference_and_where_it_sat(tmp_p
 
 def test_reasoning_thinking_and_tool_call_parts_map_onto_the_message(tmp_path: Path, load: Any) -> None:
     ds = load(write_jsonl(tmp_path / "rows.jsonl", [MAPPED_ROW]))
-    user, call, tool, answer = ds[0]["messages"]
+    user, call, tool, answer = template_rows(ds)[0]["messages"]
     assert user == MAPPED_ROW["messages"][0]
     assert call["reasoning_content"] == "echo reasoning in a typed part"
     assert call["content"] == ""  # only mapped parts: whileai's empty content
@@ -72,14 +72,14 @@ def test_reasoning_thinking_and_tool_call_parts_map_onto_the_message(tmp_path: P
 
 def test_no_text_reasoning_or_media_reference_is_lost_on_load(tmp_path: Path, load: Any) -> None:
     ds = load(write_jsonl(tmp_path / "rows.jsonl", ROWS))
-    assert missing([row["messages"] for row in ds], texts() + REASONING + MEDIA) == []
+    assert missing([row["messages"] for row in template_rows(ds)], texts() + REASONING + MEDIA) == []
 
 
 def test_a_parquet_export_of_parts_reads_back_the_same(tmp_path: Path, load: Any) -> None:
     ds = load(write_jsonl(tmp_path / "rows.jsonl", ROWS))
     ds.to_parquet(str(tmp_path / "rows.parquet"))
     again = load(str(tmp_path / "rows.parquet"), cache_dir=str(tmp_path / "cache2"))
-    assert [row["messages"] for row in again] == [row["messages"] for row in ds]
+    assert [row["messages"] for row in template_rows(again)] == [row["messages"] for row in template_rows(ds)]
 
 
 def _row_with(content: Any, role: str = "user") -> dict[str, Any]:
@@ -127,7 +127,7 @@ def test_trl_vision_rows_read_back_with_their_images_in_the_parts(tmp_path: Path
         "prompt_text": "foxtrot what is it?",
     }
     ds = load(write_jsonl(tmp_path / "trl.jsonl", [trl_row]))
-    user = ds[0]["messages"][0]
+    user = template_rows(ds)[0]["messages"][0]
     assert user["content"] == [{"type": "image", "image": CAT_URL}, text("foxtrot what is it?"), {"type": "image", "image": MEDIA[2]}]
     assert "images" not in ds.column_names
 
@@ -158,8 +158,8 @@ def test_the_message_feature_encodes_and_decodes_parts_outside_the_builder() -> 
 
 def test_every_part_layout_decodes_to_exactly_the_dicts_it_was(tmp_path: Path, load: Any) -> None:
     ds = load(write_jsonl(tmp_path / "rows.jsonl", LAYOUT_ROWS))
-    assert [row["messages"] for row in ds] == [row["messages"] for row in LAYOUT_ROWS]
-    for row, source in zip(ds, LAYOUT_ROWS):  # the keys in their order, nested objects too
+    assert [row["messages"] for row in template_rows(ds)] == [row["messages"] for row in LAYOUT_ROWS]
+    for row, source in zip(template_rows(ds), LAYOUT_ROWS):  # the keys in their order, nested objects too
         assert json.dumps(row["messages"]) == json.dumps(source["messages"])
 
 
@@ -187,12 +187,12 @@ def test_every_part_layout_is_typed_where_transforms_read_it(tmp_path: Path, loa
 def test_a_part_without_a_reference_is_kept_and_read_back(tmp_path: Path, load: Any) -> None:
     row = _row_with([{"type": "image"}, {"type": "image", "image": {"bytes": None, "path": None}}, text("which?")])
     ds = load(write_jsonl(tmp_path / "rows.jsonl", [row]))
-    assert ds[0]["messages"] == row["messages"]
+    assert template_rows(ds)[0]["messages"] == row["messages"]
 
 
 def test_parquet_keeps_every_layout(tmp_path: Path, load: Any) -> None:
     ds = load(write_jsonl(tmp_path / "rows.jsonl", LAYOUT_ROWS))
     ds.to_parquet(str(tmp_path / "rows.parquet"))
     again = load(str(tmp_path / "rows.parquet"), cache_dir=str(tmp_path / "cache2"))
-    assert [row["messages"] for row in again] == [row["messages"] for row in LAYOUT_ROWS]
-    assert missing([row["messages"] for row in again], LAYOUT_TEXTS + LAYOUT_MEDIA) == []
+    assert [row["messages"] for row in template_rows(again)] == [row["messages"] for row in LAYOUT_ROWS]
+    assert missing([row["messages"] for row in template_rows(again)], LAYOUT_TEXTS + LAYOUT_MEDIA) == []

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import whileai_datasets
-from tests.conftest import read_jsonl, write_jsonl
+from tests.conftest import read_jsonl, template_rows, write_jsonl
 from tests.near_miss_rows import (
     LLAMA_FACTORY_EXPECTED,
     LLAMA_FACTORY_ROWS,
@@ -24,7 +24,7 @@ from whileai_datasets.rows import json_array
 
 
 def _read(ds: Any) -> list[tuple[Any, Any, Any]]:
-    return [(row["messages"], row["loss_mask"], row["tools"]) for row in ds]
+    return [(row["messages"], row["loss_mask"], row["tools"]) for row in template_rows(ds)]
 
 
 def _json_array(path: Path, rows: list[Any], indent: int | None = 2) -> Path:
@@ -51,7 +51,7 @@ def test_openai_messages_under_conversations_read_as_messages_would(tmp_path: Pa
     ours = load(write_jsonl(tmp_path / "conversations.jsonl", [OPENAI_CONVERSATION_ROW]), keep_message_keys=True)
     theirs = load(write_jsonl(tmp_path / "messages.jsonl", [under_messages]), keep_message_keys=True)
     assert ours.to_list() == theirs.to_list()
-    row = ours[0]
+    row = template_rows(ours)[0]
     assert row["messages"][1]["reasoning_content"] == "Look it up."
     assert row["messages"][0]["content"] == [{"type": "text", "text": "Where is order 9?"}]
     assert row["reward"] == 1.0 and row["tools"] == [LOOKUP]

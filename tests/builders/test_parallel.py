@@ -12,7 +12,7 @@ import pytest
 
 import whileai_datasets
 from tests.conftest import DATA, read_jsonl, seeded_rows, write_jsonl
-from whileai_datasets import BadRowsWarning, ExportFormatError
+from whileai_datasets import BadRowsWarning, ExportFormatError, OptionError
 from whileai_datasets.builders.bad_rows import leak_facts
 from whileai_datasets.rows import parallel
 from whileai_datasets.rows.leaks import LeakScan
@@ -135,7 +135,7 @@ def test_parse_workers_is_not_part_of_the_cache_key(tmp_path: Path, load: Any, l
 
 @pytest.mark.parametrize("value", [0, -2, "2", 1.5, True])
 def test_bad_parse_workers_are_refused(load: Any, value: Any) -> None:
-    with pytest.raises(ExportFormatError, match=r"parse_workers must be a whole number, 1 or more, or None, got"):
+    with pytest.raises(OptionError, match=r"^parse_workers must be a whole number, 1 or more, or None, got"):
         load(DATA / "otel.jsonl", parse_workers=value)
 
 
@@ -257,7 +257,7 @@ def test_workers_hand_pieces_over_through_the_temp_dir_too(
 
 def test_a_worker_words_its_errors_for_the_surface_its_job_names(tmp_path: Path) -> None:
     """A spawned worker does not inherit the command line's surface: its job carries it."""
-    from whileai_datasets.rows import option_names
+    from whileai_datasets import option_names
     from whileai_datasets.rows.canonical import Options
     from whileai_datasets.rows.parallel import Job, parse_piece
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import whileai_datasets
 from tests.conftest import DATA, read_jsonl, seeded_rows, write_jsonl
-from whileai_datasets import BadRowsWarning, ExportFormatError
+from whileai_datasets import BadRowsWarning, ExportFormatError, OptionError
 from whileai_datasets.rows.reader import (
     LinePosition,
     count_lines,
@@ -249,5 +249,5 @@ def test_compressed_files_stay_one_shard(tmp_path: Path, load: Any, lines: list[
 
 @pytest.mark.parametrize("value", [-1, "64MB", 1.5, True])
 def test_bad_shard_bytes_are_refused(load: Any, value: Any) -> None:
-    with pytest.raises(ExportFormatError, match=r"shard_bytes must be a whole number of bytes, 0 or more, got"):
+    with pytest.raises(OptionError, match=r"^shard_bytes must be a whole number, 0 or more, got"):
         load(DATA / "otel.jsonl", shard_bytes=value)

@@ -13,7 +13,8 @@ import pytest
 from whileai.simulations import export_dataset, training_rows
 from whileai.simulations.schema import _normalize_legacy
 
-from tests.conftest import DATA, SYSTEM_PROMPT, TOOLS, read_jsonl, seeded_rows, write_jsonl
+from tests.conftest import DATA, SYSTEM_PROMPT, TOOLS, read_jsonl, seeded_rows, template_rows, write_jsonl
+from whileai_datasets import transforms as wai_transforms
 from whileai_datasets.rows.schema import CARRY_KEYS
 
 COMPARED = ("messages", "loss_mask", "tools", *CARRY_KEYS)
@@ -22,7 +23,7 @@ COMPARED = ("messages", "loss_mask", "tools", *CARRY_KEYS)
 def assert_rows_equal(ours: Any, theirs: list[dict[str, Any]]) -> None:
     """JSON-equal on messages, loss_mask, tools and every carried key; a key
     whileai did not write must be null (absent) on ours."""
-    ours = list(ours)
+    ours = template_rows(ours) if hasattr(ours, "with_format") else list(ours)
     assert len(ours) == len(theirs)
     for i, (mine, ref) in enumerate(zip(ours, theirs)):
         for key in COMPARED:
@@ -77,7 +78,7 @@ def test_builder_reads_fireworks_rows_back_to_their_messages(tmp_path: Path, loa
                    validate=False)
     ds = load(out)
     expected = training_rows(rows, system_prompt=SYSTEM_PROMPT, tools=TOOLS, strip_think=False)
-    for mine, ref in zip(ds, expected):
+    for mine, ref in zip(template_rows(ds), expected):
         # Fireworks rows keep role/content/tool_calls/tool_call_id: the tool name is gone
         assert mine["messages"] == [{k: v for k, v in m.items() if k != "name"} for m in ref["messages"]]
         assert mine["loss_mask"] == ref["loss_mask"]
@@ -87,7 +88,7 @@ def test_builder_reads_fireworks_rows_back_to_their_messages(tmp_path: Path, loa
 def test_message_dicts_carry_only_the_keys_whileai_wrote(load: Any) -> None:
     ds = load(DATA / "engine_multiturn.jsonl")
     expected = training_rows(read_jsonl(DATA / "engine_multiturn.jsonl"), strip_think=False)
-    for mine, ref in zip(ds, expected):
+    for mine, ref in zip(template_rows(ds), expected):
         assert [sorted(m) for m in mine["messages"]] == [sorted(m) for m in ref["messages"]]
 
 
@@ -100,7 +101,12 @@ def test_chat_template_testing_key_presence_renders_like_the_whileai_row(load: A
     )
     ds = load(DATA / "engine_multiturn.jsonl", system_prompt=SYSTEM_PROMPT)
     expected = training_rows(read_jsonl(DATA / "engine_multiturn.jsonl"), system_prompt=SYSTEM_PROMPT, strip_think=False)
-    for mine, ref in zip(ds, expected):
+    # what this package hands a template (tokenize, the renders: rows.features.messages_from_arrow) ...
+    for mine, ref in zip(template_rows(ds), expected):
+        assert template.render(messages=mine["messages"]) == template.render(messages=ref["messages"])
+    # ... and what a trainer reads from the TRL rows, here or where this package is not installed
+    trl = ds.with_format("arrow").map(wai_transforms.to_trl("training"), batched=True).with_format(None)
+    for mine, ref in zip(trl, expected):
         assert template.render(messages=mine["messages"]) == template.render(messages=ref["messages"])
 
 
@@ -172,7 +178,7 @@ def test_second_load_reuses_the_cache_and_new_options_rebuild_it(tmp_path: Path,
     assert again.cache_files == first.cache_files
     other = load(path, system_prompt="Another prompt.")
     assert other.cache_files != first.cache_files
-    assert other[0]["messages"][0] == {"role": "system", "content": "Another prompt."}
+    assert template_rows(other)[0]["messages"][0] == {"role": "system", "content": "Another prompt."}
 
 
 def test_changing_the_tools_file_rebuilds_the_cache(tmp_path: Path, load: Any) -> None:
@@ -223,7 +229,7 @@ def test_preference_config_equals_whileai_pairs(tmp_path: Path, load: Any) -> No
     expected = read_jsonl(out)
     ds = load(pairs_path, "preference", system_prompt=SYSTEM_PROMPT, tools=TOOLS)
     assert len(ds) == len(expected)
-    for mine, ref in zip(ds, expected):
+    for mine, ref in zip(template_rows(ds), expected):
         for key in ("prompt", "chosen", "rejected", "tools", "margin", "chosen_score", "rejected_score", "lineage"):
             assert mine[key] == ref.get(key), key
 
@@ -234,7 +240,7 @@ def test_streaming_reads_compressed_jsonl(tmp_path: Path, load: Any) -> None:
     with gzip.open(path, "wt", encoding="utf-8") as handle:
         handle.writelines(json.dumps(r) + "\n" for r in rows)
     streamed = list(load(path, streaming=True))
-    assert [row["messages"] for row in streamed] == [row["messages"] for row in training_rows(rows, strip_think=False)]
+    assert [row["messages"] for row in template_rows(streamed)] == [row["messages"] for row in training_rows(rows, strip_think=False)]
 
 
 def test_streaming_reads_parquet(tmp_path: Path, load: Any) -> None:

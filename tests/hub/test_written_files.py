@@ -60,7 +60,9 @@ def test_demo_parquet_loads_without_the_package_with_exact_message_keys(anonymou
 
     out = tmp_path / "whileai-sample.parquet"
     demo.run_demo(str(out), cache_dir=str(tmp_path / "demo-cache"))
-    expected = [row["messages"] for row in demo.load_sample(cache_dir=str(tmp_path / "demo-cache"))]
+    from tests.conftest import template_rows
+
+    expected = [row["messages"] for row in template_rows(demo.load_sample(cache_dir=str(tmp_path / "demo-cache")))]
 
     back = anonymous.on_a_training_machine().run(read_parquet, path=str(out), cache=str(tmp_path / "cache"))
 

@@ -1,7 +1,8 @@
 """A local stand-in for the Hugging Face Hub, for tests: stdlib only, 127.0.0.1, repos on disk.
 
 It speaks the HTTP protocol that `huggingface_hub` and `datasets` use for `push_to_hub` and
-`load_dataset` (map: /work/shared/hub-protocol.md), enforces tokens and privacy like the Hub, and can
+`load_dataset` (the requests `huggingface_hub`'s `HfApi` and `HfFileSystem` make: `hf_api.py` and
+`hf_file_system.py` in its source), enforces tokens and privacy like the Hub, and can
 fail chosen requests on purpose. Start it with `python tests/hub_server --port 0 --port-file F
 --token SECRET:alice --log requests.jsonl`; the clients must see `HF_ENDPOINT=http://127.0.0.1:PORT`
 and `HF_HUB_DISABLE_XET=1` before they are imported.

@@ -9,7 +9,7 @@ import pytest
 from whileai.simulations.export import _convert_messages, _strip_think
 
 import whileai_datasets
-from tests.conftest import read_jsonl, write_jsonl
+from tests.conftest import read_jsonl, template_rows, write_jsonl
 from tests.content_parts import (
     BLUE,
     CAT_URL,
@@ -43,7 +43,7 @@ def arrow_ds(tmp_path: Path, load: Any) -> Any:
 
 
 def _rows(ds: Any) -> list[dict[str, Any]]:
-    return list(ds.with_format(None))
+    return template_rows(ds)
 
 
 KEEP_ALL = [

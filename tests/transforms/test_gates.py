@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from whileai_datasets import transforms as wai_transforms
-from whileai_datasets.errors import ExportFormatError
+from whileai_datasets.errors import ExportFormatError, OptionError
 from whileai_datasets.transforms import gates, think
 
 from .conftest import (
@@ -53,7 +53,7 @@ def test_roundtrip_counts_a_dataset_batch_by_batch() -> None:
 
 
 def test_roundtrip_rejects_an_unknown_format() -> None:
-    with pytest.raises(ExportFormatError, match="format must be one of 'openai', 'trl', 'fireworks', got 'jsonl'"):
+    with pytest.raises(OptionError, match="^format must be one of 'openai', 'trl', 'fireworks', got 'jsonl'"):
         wai_transforms.tool_call_roundtrip(canonical(edge_rows()), format="jsonl")
 
 

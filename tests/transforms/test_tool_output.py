@@ -8,7 +8,7 @@ import datasets
 import pytest
 
 from whileai_datasets import transforms as wai_transforms
-from whileai_datasets.errors import SchemaError
+from whileai_datasets.errors import OptionError, SchemaError
 from whileai_datasets.transforms import tool_output
 
 from .conftest import canonical, edge_rows, messages_table, reference, seeded_rows, written
@@ -85,7 +85,7 @@ def test_batch_size_one_equals_one_big_batch() -> None:
                                               (True, "bool True"), (None, "NoneType None")])
 def test_max_chars_must_be_a_whole_number_zero_or_more(value: Any, shown: str) -> None:
     # whileai reads -1 as 0 (every tool output emptied) and 7.9 as 7: refused here, see README
-    with pytest.raises(SchemaError, match=rf"^truncate_tool_output: max_chars must be a whole number, 0 or more, "
+    with pytest.raises(OptionError, match=rf"^max_chars must be a whole number, 0 or more, "
                                           rf"got {shown}\. Pass the number of characters to keep, e\.g\. "
                                           rf"truncate_tool_output\(2000\)\.$"):
         wai_transforms.truncate_tool_output(value)

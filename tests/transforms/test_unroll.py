@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from whileai_datasets import transforms as wai_transforms
-from whileai_datasets.errors import SchemaError
+from whileai_datasets.errors import OptionError, SchemaError
 from whileai_datasets.transforms import masks, unrolling
 
 from .conftest import all_rows, canonical, edge_rows, messages_table, reference, written
@@ -147,5 +147,5 @@ def test_loss_mask_batch_size_one_equals_one_big_batch() -> None:
 
 
 def test_an_unknown_mask_mode_lists_the_allowed_ones() -> None:
-    with pytest.raises(SchemaError, match="mask mode must be one of 'assistant', 'final', got 'last'"):
+    with pytest.raises(OptionError, match="^mode must be one of 'assistant', 'final', got 'last'"):
         wai_transforms.loss_mask("last")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import whileai_datasets
-from whileai_datasets.errors import ExportFormatError
+from whileai_datasets.errors import OptionError
 
 from .conftest import QUIET_LOSS_WARNINGS, SYSTEM, TOOLS, all_rows, read_jsonl
 
@@ -80,7 +80,7 @@ def test_weighted_parquet_keeps_the_weights(tmp_path, rows):
     ({"weights": "every"}, "weights must be one of 'assistant', 'all' or None, got 'every'"),
 ])
 def test_weights_that_cannot_apply_are_refused_before_anything_is_written(tmp_path, rows, options, message):
-    with pytest.raises(ExportFormatError, match=message):
+    with pytest.raises(OptionError, match=message):
         whileai_datasets.export_dataset(rows, str(tmp_path / "x.jsonl"), system_prompt=SYSTEM, tools=TOOLS,
                                         validate=False, **options)
 

@@ -10,8 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from whileai_datasets import transforms as wai_transforms
-from whileai_datasets.errors import SchemaError
+from whileai_datasets.errors import OptionError, SchemaError
 from whileai_datasets.transforms import think, wire
+
+from tests.conftest import template_rows
 
 from .conftest import (
     TOOLS,
@@ -85,7 +87,8 @@ def test_messages_decode_without_invented_keys(rows: list[dict[str, Any]]) -> No
 
 def test_message_keys_whileai_never_writes_are_dropped() -> None:
     table = messages_table([[{"role": "user", "content": "q", "lang": "en"}, {"role": "assistant", "content": "a"}]])
-    assert decoded(table)[0]["messages"][0] == {"role": "user", "content": "q", "lang": "en"}
+    assert template_rows(table)[0]["messages"][0] == {"role": "user", "content": "q", "lang": "en"}
+    assert decoded(table)[0]["messages"][0]["extra"] == {"lang": "en"}  # canonical ds[i]: the struct's fields
     assert decoded(wai_transforms.to_openai(table))[0]["messages"] == [
         {"role": "user", "content": "q"},
         {"role": "assistant", "content": "a"},
@@ -119,7 +122,7 @@ def test_plain_map_of_a_wire_shape_drops_and_retypes_columns(rows: list[dict[str
 
 
 def test_to_trl_rejects_an_unknown_kind() -> None:
-    with pytest.raises(SchemaError, match="kind must be one of 'training', 'completion', 'preference', got 'dpo'"):
+    with pytest.raises(OptionError, match="^kind must be one of 'training', 'completion', 'preference', got 'dpo'"):
         wai_transforms.to_trl("dpo")
 
 
@@ -140,4 +143,4 @@ def test_preference_shapes_drop_and_cut_like_whileai() -> None:
     ours, dropped, cut = wire.fireworks_preference_table(table)
     theirs, their_dropped, their_cut = _fireworks_preference_rows(openai_rows)
     assert (written(ours), dropped, cut) == (roundtrip(theirs), their_dropped, their_cut)
-    assert json.loads(json.dumps(decoded(ours))) == roundtrip(theirs)
+    assert json.loads(json.dumps(decoded(wai_transforms.to_fireworks(table)))) == roundtrip(theirs)

@@ -9,58 +9,60 @@ blocks up. ``checked_options`` and ``prepare`` are the checks and set-up both sh
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from whileai_datasets._typing import ON_BAD_ROW
+from whileai_datasets._options import TrainingOptions, check_choice
+from whileai_datasets._typing import OnBadRow
 from whileai_datasets.auditing import message_figures, template_drops, token_figures
 from whileai_datasets.auditing.report import Audit
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.export import exporters, pipeline
+from whileai_datasets.export import pipeline
 from whileai_datasets.hub import trainer_gaps
 from whileai_datasets.tokenize.token_masks import BadMaskRowsWarning, Tokenize
 
 
-def checked_options(*, tokenized: bool, system_prompt: str | None, tools: Sequence[dict[str, Any]] | None,
-                    strip_think: bool, mask_mode: str, unroll: bool, max_tool_output_chars: int | None, format: str,
-                    max_length: int | None, on_bad_row: str) -> dict[str, Any]:
-    """The audit's options, checked as the export checks them; ``tokenized``: a tokenizer was given."""
-    exporters._check_options(format, mask_mode, strip_think=strip_think, unroll=unroll,
-                             max_tool_output_chars=max_tool_output_chars)
-    if on_bad_row not in ON_BAD_ROW:
-        raise SchemaError(f"on_bad_row must be one of {', '.join(map(repr, ON_BAD_ROW))}, got {on_bad_row!r}",
-                          location="on_bad_row", hint="Pass on_bad_row='raise' or on_bad_row='skip'.")
-    if max_length is not None and not tokenized:
+#: Training options the audit does not use: the tools (with the rows), the export's gates and weights.
+_NOT_RECORDED = ("tools", "validate", "weights")
+
+
+def checked_options(*, tokenized: bool, on_bad_row: str, **given: Any) -> TrainingOptions:
+    """The audit's training options (``given``: the export's keywords and ``max_length``), checked as every
+    entry point checks them, and its ``on_bad_row``; ``tokenized``: a tokenizer was given."""
+    options = TrainingOptions.whileai_export(**given)
+    check_choice(on_bad_row, "on_bad_row", OnBadRow)
+    if options.max_length is not None and not tokenized:
         raise SchemaError("max_length counts tokens, and no tokenizer was given", location="max_length",
                           hint="Pass tokenizer= (the one you will train with), or leave max_length out.")
-    return {"system_prompt": system_prompt, "tools": list(tools) if tools is not None else None,
-            "strip_think": strip_think, "mask_mode": mask_mode, "unroll": unroll,
-            "max_tool_output_chars": max_tool_output_chars, "format": format, "max_length": max_length,
-            "on_bad_row": on_bad_row}
+    return options
 
 
-def prepare(tokenizer: Any, template: Any, options: dict[str, Any]
+def prepare(tokenizer: Any, template: Any, options: TrainingOptions, on_bad_row: str = "raise"
             ) -> tuple[Any, Tokenize | None, template_drops.TemplateFacts | None]:
     """The ``ChatTemplate`` rendered with (None when there is none), the ``tokenize`` transform the
     chunks go through (None without a tokenizer) and what the template leaves out of the render."""
     chat = template_drops.resolve(tokenizer, template)
     own = f"{getattr(tokenizer, 'name_or_path', '') or type(tokenizer).__name__}'s chat template"
     facts = template_drops.template_facts(chat, own if template is None else None) if chat is not None else None
-    return chat, transform_of(tokenizer, chat, options), facts
+    return chat, transform_of(tokenizer, chat, options, on_bad_row), facts
 
 
-def transform_of(tokenizer: Any, chat: Any, options: dict[str, Any]) -> Tokenize | None:
+def transform_of(tokenizer: Any, chat: Any, options: TrainingOptions, on_bad_row: str = "raise") -> Tokenize | None:
     """``tokenize`` as the audit runs it: every row kept (those with no supervised token are counted)."""
     if tokenizer is None:
         return None
-    return Tokenize(tokenizer, chat, options["max_length"], on_bad_row=options["on_bad_row"],
-                    keep_unsupervised=True)
+    return Tokenize(tokenizer, chat, options.max_length, on_bad_row=on_bad_row, keep_unsupervised=True)
+
+
+def recorded(found: Audit) -> TrainingOptions:
+    """The training options ``found`` was counted with (its recorded ``options``, without the tools)."""
+    return TrainingOptions.from_dict({k: v for k, v in found.options.items() if k != "on_bad_row"})
 
 
 def source_name(source: Any) -> str:
@@ -70,17 +72,18 @@ def source_name(source: Any) -> str:
     return type(source).__name__
 
 
-def new_audit(name: str, options: dict[str, Any], rows: int, tokenized: bool,
+def new_audit(name: str, options: TrainingOptions, on_bad_row: str, rows: int, tokenized: bool,
               facts: template_drops.TemplateFacts | None) -> Audit:
     """An empty ``Audit`` of ``rows`` source rows, the counters at zero."""
-    return Audit(source=name, options={k: v for k, v in options.items() if k != "tools"}, rows=rows,
+    kept = {k: v for k, v in options.to_dict().items() if k not in _NOT_RECORDED}
+    return Audit(source=name, options={**kept, "on_bad_row": on_bad_row}, rows=rows,
                  tokenized=tokenized, template=facts.to_dict() if facts is not None else None)
 
 
 class Run:
     """The counting, one chunk at a time."""
 
-    def __init__(self, found: Audit, options: dict[str, Any], tools_json: str | None,
+    def __init__(self, found: Audit, options: TrainingOptions, tools_json: str | None,
                  transform: Tokenize | None, facts: template_drops.TemplateFacts | None) -> None:
         self.found, self.options, self.tools_json = found, options, tools_json
         self.transform, self.facts = transform, facts
@@ -88,7 +91,7 @@ class Run:
         self.marked_rows = self.marked_turns = 0
         self.training_offset = 0
         #: format="trl" messages rows: TRL's default SFTTrainer trains every token of them
-        self.naive = options["format"] == "trl" and not options["unroll"] and options["mask_mode"] != "final"
+        self.naive = options.format == "trl" and not options.unroll and options.mask_mode != "final"
 
     def add(self, name: str, flags: np.ndarray, rows: np.ndarray, amounts: np.ndarray | None = None) -> None:
         self.found.findings[name].add(flags, rows, amounts)
@@ -103,10 +106,10 @@ class Run:
         if not keep.any():
             return
         table = chunk.filter(pa.array(keep)) if not keep.all() else chunk
-        shaped = {**self.options, "format": "openai"}
+        shaped = dataclasses.replace(self.options, format="openai", weights=None)
         rows, _, _ = pipeline.training_chunk(table, 0, None, self.tools_json, shaped, False)
         sample_source = numbers[keep]
-        if self.options["unroll"]:
+        if self.options.unroll:
             sample_source = np.repeat(sample_source, np.maximum(flags["assistant_turns"][keep], 1))
         self.training_findings(rows, sample_source)
 
@@ -114,7 +117,7 @@ class Run:
         for name in ("no_messages", "only_system", "no_assistant", "duplicate_system", "missing_system",
                      "final_not_last"):
             self.add(name, flags[name], numbers)
-        think_name = "think_stripped" if self.options["strip_think"] else "think_kept"
+        think_name = "think_stripped" if self.options.strip_think else "think_kept"
         self.add(think_name, flags["think"] > 0, numbers, flags["think"])
         self.add("emptied_by_think", flags["emptied_by_think"] > 0, numbers, flags["emptied_by_think"])
         facts = self.facts
@@ -127,7 +130,7 @@ class Run:
         reasoning = np.zeros(len(numbers), dtype=bool)
         if facts.renders_reasoning_content is False:
             reasoning |= flags["reasoning"]
-        if facts.think_in_history == "drops" and not self.options["strip_think"]:
+        if facts.think_in_history == "drops" and not self.options.strip_think:
             reasoning |= flags["think_before_last"]
         self.add("template_drops_reasoning", reasoning, numbers)
         if facts.renders_content_parts is False:
@@ -143,7 +146,7 @@ class Run:
         for role, chars in figures["role_chars"].items():
             found.role_chars[role] = found.role_chars.get(role, 0) + chars
         turns = figures["assistant_turns"]
-        if self.options["format"] == "trl" and self.options["mask_mode"] == "final" and not self.options["unroll"]:
+        if self.options.format == "trl" and self.options.mask_mode == "final" and not self.options.unroll:
             self.add("completion_turns_lost", turns > 1, sample_source, np.maximum(turns - 1, 0))
         if self.naive and self.transform is None:
             self.add("trains_every_token", np.ones(rows.num_rows, dtype=bool), sample_source)
@@ -206,7 +209,7 @@ class Run:
         for entry in report.values():
             entry["trains_tokens"] = supervised
             entry["how"] = "the mask exactly, except the rows listed as inexact"
-        fmt, naive = self.options["format"], self.naive
+        fmt, naive = self.options.format, self.naive
         report["trl"] = {
             "config": "this export (format='trl')" if fmt == "trl" else "tokenized (assistant_masks)",
             "unit": "rows", "rows": found.training_rows, "exact": not naive, "inexact": {},

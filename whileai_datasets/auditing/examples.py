@@ -9,12 +9,15 @@ each turned into the view ``show-mask`` prints, with notes on what the template 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from whileai_datasets._options import TrainingOptions
+from whileai_datasets.auditing.counting import recorded
 from whileai_datasets.auditing.html import RowExample
 from whileai_datasets.auditing.message_figures import source_flags
 from whileai_datasets.auditing.report import Audit
@@ -45,25 +48,25 @@ def worst_examples(source: Any, found: Audit, *, tokenizer: Any, template: Any =
     wanted = worst_rows(found, shown=shown)
     if tokenizer is None or not wanted:
         return []
-    return row_examples(source, wanted, tokenizer=tokenizer, template=template, options=found.options,
+    return row_examples(source, wanted, tokenizer=tokenizer, template=template, options=recorded(found),
                         tools=tools, locations=found.locations)
 
 
-def row_examples(source: Any, wanted: Mapping[int, str], *, tokenizer: Any, template: Any, options: dict[str, Any],
+def row_examples(source: Any, wanted: Mapping[int, str], *, tokenizer: Any, template: Any, options: TrainingOptions,
                  tools: Sequence[dict[str, Any]] | None = None, locations: Mapping[int, dict[str, Any]] | None = None,
                  on_bad_row: str = "raise") -> list[RowExample]:
     """The source rows ``wanted`` (row number -> title) through the export's pipeline and ``tokenize``.
 
     ``source`` is what the export takes, or a ``sources.Source`` already read (with its system prompt
     and tools). ``options`` are the export's (``system_prompt``, ``strip_think``, ``mask_mode``,
-    ``unroll``, ``max_tool_output_chars``) plus ``max_length``. An unrolled row gives one example per sample.
+    ``unroll``, ``max_tool_output_chars``, ``max_length``; the ``format`` is read as ``"openai"``). An unrolled row gives one example per sample.
 
     Raises:
         SchemaError: a wanted row is past the end of the source.
         TemplateError: the template cannot render a row (the row is named).
     """
     src = source if isinstance(source, sources.Source) else sources.Source(
-        source, options.get("system_prompt"), tools, on_bad_row, patterns=True)
+        source, options.system_prompt, tools, on_bad_row, patterns=True)
     chat = resolve(tokenizer, template)
     transform = Tokenize(tokenizer, chat, on_bad_row="skip")
     facts = template_facts(chat) if chat is not None else None
@@ -91,16 +94,15 @@ def out_of_range(row: int, count: int, path: str) -> SchemaError:
 
 
 def _examples(row: pa.Table, number: int, title: str, where: str, transform: Tokenize, tools_json: str | None,
-              options: dict[str, Any], facts: TemplateFacts | None) -> list[RowExample]:
-    shaped = {"strip_think": True, "mask_mode": "assistant", "unroll": False, "max_tool_output_chars": None,
-              **options, "format": "openai"}
+              options: TrainingOptions, facts: TemplateFacts | None) -> list[RowExample]:
+    shaped = dataclasses.replace(options, format="openai", weights=None)
     notes = _notes(row, shaped, facts)
     rows, _, _ = pipeline.training_chunk(row, 0, None, tools_json, shaped, False)
     if rows.num_rows == 0 or not len(rows.column("messages")[0]):
         raise SchemaError(f"row {number} has no message to show", location=where or None,
                           hint="Show another row; `whileai-datasets audit` counts such rows.")
     try:
-        views = table_views(transform, rows, shaped.get("max_length"))
+        views = table_views(transform, rows, shaped.max_length)
     except TemplateError as err:  # the template's line is known; say which row it could not render
         raise TemplateError(f"row {number}: {err.problem}", location=err.location, hint=err.hint) from err
     n = len(views)
@@ -108,14 +110,14 @@ def _examples(row: pa.Table, number: int, title: str, where: str, transform: Tok
             for k, view in enumerate(views)]
 
 
-def _notes(row: pa.Table, options: dict[str, Any], facts: TemplateFacts | None) -> list[str]:
+def _notes(row: pa.Table, options: TrainingOptions, facts: TemplateFacts | None) -> list[str]:
     """What happens to this row between the file and the tokens, said in words."""
     flags = {name: value[0] if isinstance(value, np.ndarray) else value
              for name, value in source_flags(row, options).items()}
     notes = []
     if flags["think"]:
         notes.append(f"{int(flags['think'])} <think> block(s) kept and trained (--keep-think)"
-                     if not options["strip_think"] else
+                     if not options.strip_think else
                      f"{int(flags['think'])} <think> block(s) stripped, as the export does (--keep-think keeps them)")
     if flags["duplicate_system"]:
         notes.append("the row opens with two system messages (--system-prompt given on a row that has its own)")

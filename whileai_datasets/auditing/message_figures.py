@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from whileai_datasets._options import TrainingOptions
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.export.loss_facts import row_flags
 from whileai_datasets.transforms import think, tool_output
@@ -63,7 +64,7 @@ class Messages:
         return np.asarray(pc.fill_null(pc.utf8_length(content), 0).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def source_flags(table: pa.Table, options: dict[str, Any]) -> dict[str, Any]:
+def source_flags(table: pa.Table, options: TrainingOptions) -> dict[str, Any]:
     """Per row of canonical rows as read: the flags and amounts the audit counts.
 
     ``export.loss_facts.row_flags`` (``no_messages``, ``only_system``, ``no_assistant``,
@@ -79,10 +80,10 @@ def source_flags(table: pa.Table, options: dict[str, Any]) -> dict[str, Any]:
     assistant = m.is_role("assistant")
     think_flags = _think_messages(m, assistant)
     tools = _arrow.column(table, "tools") if "tools" in table.column_names else None
-    final = options["mask_mode"] == "final"
+    final = options.mask_mode == "final"
     flags.update({
         "think": m.per_row(think_flags),
-        "emptied_by_think": m.per_row(think_flags & _only_think(m)) if options["strip_think"] else np.zeros(n, np.int64),
+        "emptied_by_think": m.per_row(think_flags & _only_think(m)) if options.strip_think else np.zeros(n, np.int64),
         "final_not_last": (flags["assistant_turns"] > 0) & ~flags["last_assistant"] if final else np.zeros(n, bool),
         "has_tools": np.zeros(n, dtype=bool) if tools is None else ~_arrow.null_mask(tools),
         "reasoning": m.per_row(m.present("reasoning_content")) > 0,

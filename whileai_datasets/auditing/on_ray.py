@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from whileai_datasets._options import TrainingOptions
 from whileai_datasets.auditing import counting
 from whileai_datasets.auditing.locations import count_unreadable, counts_lines, lines_at, named_rows
 from whileai_datasets.auditing.report import Audit
@@ -60,7 +61,7 @@ class Block:
     places: dict[int, Key]  # the row key of each row the block's counters name
 
 
-def audit_on_ray(source: Any, *, tokenizer: Any, template: Any, options: dict[str, Any],
+def audit_on_ray(source: Any, *, tokenizer: Any, template: Any, options: TrainingOptions, on_bad_row: str = "raise",
                  progress: Callable[[int, int | None], None] | None = None, concurrency: int | None = None,
                  range_bytes: int | None = None, block_bytes: int | None = None) -> Audit:
     """The audit of ``source`` (files as ``ray_engine.read_whileai`` takes them) on the Ray runtime this
@@ -82,16 +83,17 @@ def audit_on_ray(source: Any, *, tokenizer: Any, template: Any, options: dict[st
                  "engine='local'.")
     paths = tuple(ray_source.expand_paths(source))
     built = build_tokenizer(tokenizer) if tokenizer is not None else None
-    chat, _, facts = counting.prepare(built, template, options)  # bad options and templates fail here, once
-    tools_json = json.dumps(options["tools"], ensure_ascii=False) if options["tools"] else None
+    chat, _, facts = counting.prepare(built, template, options, on_bad_row)  # bad options and templates fail here, once
+    tools_json = json.dumps(options.tools, ensure_ascii=False) if options.tools else None
     files = ray_source.WhileaiFiles(paths, range_bytes=range_bytes or ray_source.RANGE_BYTES,
                                     block_bytes=block_bytes or ray_source.BLOCK_BYTES)
-    totals = Totals(counting.new_audit(counting.source_name(source), options, 0, built is not None, facts))
+    totals = Totals(counting.new_audit(counting.source_name(source), options, on_bad_row, 0, built is not None,
+                                       facts))
     if not ray.is_initialized():
         ray.init()
     collector = ray_report.Collector.remote()  # type: ignore[attr-defined]
     try:
-        setup = (paths, tokenizer, chat, options, tools_json, facts, ray_report.Reporter(collector))
+        setup = (paths, tokenizer, chat, options, on_bad_row, tools_json, facts, ray_report.Reporter(collector))
         blocks = ray.data.read_datasource(files, override_num_blocks=files.n_tasks())
         counted = blocks.map_batches(AuditBlocks, batch_format="pyarrow", batch_size=None, num_cpus=1,
                                      concurrency=concurrency or _pool(ray), fn_constructor_args=setup)
@@ -127,16 +129,17 @@ def _pool(ray: Any) -> int:
 class AuditBlocks:
     """The actor: the tokenizer built once, then each raw block read and counted (``Block``)."""
 
-    def __init__(self, paths: tuple[str, ...], tokenizer: Any, chat: Any, options: dict[str, Any],
-                 tools_json: str | None, facts: Any, reporter: Any) -> None:
+    def __init__(self, paths: tuple[str, ...], tokenizer: Any, chat: Any, options: TrainingOptions,
+                 on_bad_row: str, tools_json: str | None, facts: Any, reporter: Any) -> None:
         from whileai_datasets.ray_engine import source as ray_source
         from whileai_datasets.ray_engine.tokenizing import build_tokenizer
 
         built = build_tokenizer(tokenizer) if tokenizer is not None else None
-        self.transform = counting.transform_of(built, chat, options)
-        system = str(options["system_prompt"] or "")
+        self.transform = counting.transform_of(built, chat, options, on_bad_row)
+        system = str(options.system_prompt or "")
         self.normalize = ray_source.Normalize(paths, "default", Options(system_prompt=system))
-        self.options, self.tools_json, self.facts, self.reporter = options, tools_json, facts, reporter
+        self.options, self.on_bad_row, self.tools_json = options, on_bad_row, tools_json
+        self.facts, self.reporter = facts, reporter
 
     def __call__(self, raw: pa.Table) -> pa.Table:
         try:
@@ -155,7 +158,8 @@ class AuditBlocks:
         table = self.normalize.skipping(raw, bad)
         keys = (table.column(ray_source.FILE).to_numpy(), table.column(ray_source.POS).to_numpy())
         table = _arrow.drop(table, *ray_source.PRIVATE)
-        found = counting.new_audit("", self.options, table.num_rows, self.transform is not None, self.facts)
+        found = counting.new_audit("", self.options, self.on_bad_row, table.num_rows, self.transform is not None,
+                                   self.facts)
         run = counting.Run(found, self.options, self.tools_json, self.transform, self.facts)
         try:
             for start in range(0, table.num_rows, CHUNK_ROWS):
@@ -255,7 +259,7 @@ class Totals:
             worst.scores = np.array([score for score, *_ in entries], np.float64)
             names = entries[0][3] if entries else {}
             worst.extra = {k: np.array([e[3][k] for e in entries], np.int64) for k in names}
-        run = counting.Run(found, found.options, tools_json, None, facts)
+        run = counting.Run(found, counting.recorded(found), tools_json, None, facts)
         run.gaps = [self._placed_gaps(starts)]
         run.marked_rows, run.marked_turns = self.marked
         run.finish()

@@ -13,6 +13,8 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from whileai_datasets._options import check_choice
+from whileai_datasets._typing import Engine, ExportFormat, MaskMode, OnBadRow
 from whileai_datasets.auditing import counting
 from whileai_datasets.auditing.locations import count_unreadable, locate, named_rows
 from whileai_datasets.auditing.report import Audit
@@ -21,7 +23,6 @@ from whileai_datasets.errors import ExportFormatError
 from whileai_datasets.export import sources
 from whileai_datasets.hub import hub_source
 
-ENGINES = ("local", "ray")
 Progress = Callable[[int, int | None], None]
 
 
@@ -34,12 +35,12 @@ def audit(
     system_prompt: str | None = None,
     tools: Sequence[dict[str, Any]] | None = None,
     strip_think: bool = True,
-    mask_mode: str = "assistant",
+    mask_mode: MaskMode = "assistant",
     unroll: bool = False,
     max_tool_output_chars: int | None = None,
-    format: str = "openai",
-    on_bad_row: str = "raise",
-    engine: str = "local",
+    format: ExportFormat = "openai",
+    on_bad_row: OnBadRow = "raise",
+    engine: Engine = "local",
     progress: Progress | None = None,
     config: str = "canonical",
     split: str = "train",
@@ -57,7 +58,9 @@ def audit(
             tokenizer's own otherwise. Given without a tokenizer, the template's drops are still found.
         max_length: Cut rows to this many tokens, as ``tokenize`` does; the audit counts what it cuts.
         system_prompt, tools, strip_think, mask_mode, unroll, max_tool_output_chars, format: The
-            export's options (``export_dataset``), with its defaults.
+            export's options (``export_dataset``), with its defaults: whileai's (``strip_think=True``),
+            not ``load_dataset`` + ``tokenize``'s (which keep ``<think>``); they and ``max_length`` make
+            one ``TrainingOptions.whileai_export(...)``, recorded in ``Audit.options``.
         on_bad_row: ``tokenize``'s: ``"raise"`` on a row whose mask fails the check, or ``"skip"``
             (counted as ``bad_rows``).
         engine: ``"local"`` (this process, chunk by chunk) or ``"ray"``: Ray Data actors count the blocks
@@ -70,8 +73,9 @@ def audit(
     Returns:
         An ``Audit`` (``.to_dict()``, ``.format()``).
     Raises:
-        ExportFormatError: a bad export option or engine, or a source the export cannot read.
-        SchemaError: a bad ``on_bad_row``, or ``max_length`` without a tokenizer.
+        OptionError: an option has a value it cannot take (``mask_mode``, ``engine``, ``on_bad_row``, ...).
+        ExportFormatError: a source the export cannot read.
+        SchemaError: ``max_length`` without a tokenizer.
         TemplateError: a row's mask fails the check (``on_bad_row="raise"``).
     Example:
         >>> audit("run.jsonl", tokenizer=tok, max_length=4096, format="trl").format()  # doctest: +SKIP
@@ -80,9 +84,7 @@ def audit(
         tokenized=tokenizer is not None, system_prompt=system_prompt, tools=tools, strip_think=strip_think,
         mask_mode=mask_mode, unroll=unroll, max_tool_output_chars=max_tool_output_chars, format=format,
         max_length=max_length, on_bad_row=on_bad_row)
-    if engine not in ENGINES:
-        raise ExportFormatError(f"engine must be one of {', '.join(map(repr, ENGINES))}, got {engine!r}",
-                                location="engine", hint="Pass engine='local' (this process) or engine='ray'.")
+    check_choice(engine, "engine", Engine)
     if engine == "ray" and hub_source.hub_repo(source) is not None:
         raise ExportFormatError(f"the Ray audit reads files, and {source!r} names a Hub repo", location="engine",
                                 hint="Audit a published repo with engine='local' (it streams the split from "
@@ -90,14 +92,15 @@ def audit(
     if engine == "ray":
         from whileai_datasets.auditing.on_ray import audit_on_ray
 
-        return audit_on_ray(source, tokenizer=tokenizer, template=template, options=options, progress=progress)
+        return audit_on_ray(source, tokenizer=tokenizer, template=template, options=options, on_bad_row=on_bad_row,
+                            progress=progress)
     name = counting.source_name(source)
     source, label = hub_source.resolve(source, config=config, split=split, revision=revision)
     with warnings.catch_warnings():  # an audit counts unreadable rows (the finding "unreadable"), it does not stop
         warnings.simplefilter("ignore", BadRowsWarning)
         src = sources.Source(source, system_prompt, tools, "skip", patterns=True)
-    _, transform, facts = counting.prepare(tokenizer, template, options)
-    found = counting.new_audit(label or name, options, src.n_raw, transform is not None, facts)
+    _, transform, facts = counting.prepare(tokenizer, template, options, on_bad_row)
+    found = counting.new_audit(label or name, options, on_bad_row, src.n_raw, transform is not None, facts)
     unread = count_unreadable(found, src.bad_rows)
     run = counting.Run(found, options, src.tools_json, transform, facts)
     offset = 0

@@ -50,13 +50,6 @@ class Finding:
             met = np.concatenate([self.first, row_numbers[hits[:FIRST_LOCATIONS]]]).astype(np.int64)
             self.first = [int(r) for r in np.sort(met, kind="stable")[:FIRST_LOCATIONS]]
 
-    def add_count(self, rows: int, first: int | None, amount: int = 0) -> None:
-        """Count ``rows`` found elsewhere (the trainer gaps), with the first one's number."""
-        self.rows += rows
-        self.amount += amount
-        if first is not None and len(self.first) < FIRST_LOCATIONS:
-            self.first.append(first)
-
 
 @dataclass
 class Histogram:

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from whileai_datasets._options import one_of
+from whileai_datasets._typing import ExportFormat
 from whileai_datasets.auditing.report import FINDINGS, GROUPS
 from whileai_datasets.cli import export as export_cli
 from whileai_datasets.cli import hub_sources
@@ -57,7 +59,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="a chat template file or a shipped family (default: the tokenizer's own)")
     parser.add_argument("--max-length", metavar="N", type=int, help="cut rows to N tokens, as tokenize does")
     export_cli.add_row_options(parser)
-    parser.add_argument("--format", choices=export_cli.FORMATS, default="openai",
+    parser.add_argument("--format", metavar=one_of(ExportFormat), default="openai",
                         help="the export's wire shape (default: %(default)s)")
     parser.add_argument("--unroll", action="store_true", help="one sample per assistant turn")
     parser.add_argument("--skip-bad-rows", action="store_true",

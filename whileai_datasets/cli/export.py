@@ -14,14 +14,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from whileai_datasets._options import TrainingOptions, one_of
+from whileai_datasets._typing import ExportFormat, MaskMode, MessageWeights
 from whileai_datasets.cli import bad_rows as bad_rows_cli
 from whileai_datasets.cli import ray_options as ray_cli
 from whileai_datasets.errors import ExportFormatError, WhileaiError
 
 EXIT_OK = 0
 EXIT_FAILED = 1
-FORMATS = ("openai", "trl", "fireworks")
-MASK_MODES = ("assistant", "final")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -37,13 +37,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="whileai rows (.jsonl, .jsonl.gz, .json: an array or one row per line, or .parquet)")
     parser.add_argument("output", metavar="OUT", type=Path, help="the file to write (.parquet or .jsonl)")
     add_row_options(parser)
-    parser.add_argument("--format", choices=FORMATS, default="openai", help="wire shape (default: %(default)s)")
+    parser.add_argument("--format", metavar=one_of(ExportFormat), default="openai", help="wire shape (default: %(default)s)")
     parser.add_argument("--unroll", action="store_true", help="one sample per assistant turn")
     parser.add_argument("--no-validate", action="store_true", help="write even if a gate refuses the rows")
     parser.add_argument("--push-to", metavar="REPO_ID", help="also publish the written rows to a private Hub repo")
     parser.add_argument("--preference", action="store_true", help="IN holds chosen/rejected pairs: export_preference")
     parser.add_argument("--keep-ties", action="store_true", help="with --preference, keep pairs marked tie")
-    parser.add_argument("--weights", choices=("assistant", "all"),
+    parser.add_argument("--weights", metavar=one_of(MessageWeights),
                         help="with --format openai: write each message's weight from the loss mask (assistant: "
                         "OpenAI and Fireworks; all: Together, weight 0 on context too)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -60,7 +60,7 @@ def add_row_options(parser: argparse.ArgumentParser) -> None:
     system.add_argument("--system-prompt", metavar="TEXT", help="system message prepended to every conversation")
     system.add_argument("--system-prompt-file", metavar="FILE", type=Path, help="read the system prompt from FILE")
     parser.add_argument("--tools", metavar="FILE", type=Path, help="a JSON file holding the list of tool schemas")
-    parser.add_argument("--mask-mode", choices=MASK_MODES, default="assistant", help="which assistant turns carry loss")
+    parser.add_argument("--mask-mode", metavar=one_of(MaskMode), default="assistant", help="which assistant turns carry loss")
     parser.add_argument("--keep-think", action="store_true", help="keep <think> blocks (strip_think=False)")
     parser.add_argument("--max-tool-output-chars", metavar="N", type=_count,
                         help="cut tool messages to N characters (a whole number, 0 or more)")
@@ -126,31 +126,19 @@ def _export(args: argparse.Namespace) -> dict[str, Any]:
             drop_ties=not args.keep_ties,
             format=args.format,
         )
+    options = training_options(args, system, tools)
     with Progress(enabled=not args.json) as progress:
-        return exporters.run_training(
-            str(args.source),
-            str(args.output),
-            progress=progress,
-            push_to=args.push_to,
-            weights=args.weights,
-            on_bad_row=bad_rows_cli.chosen(args),
-            **training_options(args, system, tools),
-        )
+        return exporters.run_training(str(args.source), str(args.output), options, push_to=args.push_to,
+                                      on_bad_row=bad_rows_cli.chosen(args), progress=progress)
 
 
-def training_options(args: argparse.Namespace, system: str | None, tools: list[Any] | None) -> dict[str, Any]:
-    """``export_dataset``'s keyword arguments from the ``export`` command line
-    (both engines take these)."""
-    return {
-        "system_prompt": system,
-        "tools": tools,
-        "strip_think": not args.keep_think,
-        "validate": not args.no_validate,
-        "mask_mode": args.mask_mode,
-        "unroll": args.unroll,
-        "max_tool_output_chars": args.max_tool_output_chars,
-        "format": args.format,
-    }
+def training_options(args: argparse.Namespace, system: str | None, tools: list[Any] | None) -> TrainingOptions:
+    """The export's ``TrainingOptions`` from the ``export`` command line (both engines take them; whileai's
+    defaults, as ``export_dataset``'s)."""
+    return TrainingOptions.whileai_export(
+        system_prompt=system, tools=tools, strip_think=not args.keep_think, validate=not args.no_validate,
+        mask_mode=args.mask_mode, unroll=args.unroll, max_tool_output_chars=args.max_tool_output_chars,
+        format=args.format, weights=args.weights)
 
 
 def _read(path: Path, what: str) -> str:

@@ -9,13 +9,13 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from whileai_datasets import option_names
 from whileai_datasets.cli import audit as audit_cli
 from whileai_datasets.cli import export as export_cli
 from whileai_datasets.cli import push as hub_cli
 from whileai_datasets.cli import show_mask
 from whileai_datasets.cli import template as template_cli
 from whileai_datasets.errors import WhileaiError
-from whileai_datasets.rows import option_names
 
 
 def _demo(args: argparse.Namespace) -> int:

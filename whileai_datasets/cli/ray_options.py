@@ -14,9 +14,9 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from whileai_datasets._options import TrainingOptions, choices
+from whileai_datasets._typing import Engine
 from whileai_datasets.errors import ExportFormatError, UnsupportedVersionError
-
-ENGINES = ("local", "ray")
 
 
 #: What ``--engine ray`` changes for the ``export`` command.
@@ -27,7 +27,7 @@ def add_engine_option(parser: argparse.ArgumentParser, note: str = EXPORT_NOTE) 
     """Add ``--engine {local,ray}`` and ``--ray-address`` to a command's parser (`note`: what ray changes)."""
     parser.add_argument(
         "--engine",
-        choices=ENGINES,
+        choices=choices(Engine),
         default="local",
         help="local: datasets in this process (default); ray: Ray Data, on the cluster --ray-address names "
         f"or a local runtime. {note}",
@@ -41,7 +41,7 @@ def add_engine_option(parser: argparse.ArgumentParser, note: str = EXPORT_NOTE) 
     return parser
 
 
-def run_ray_export(args: argparse.Namespace, options: dict[str, Any]) -> dict[str, Any]:
+def run_ray_export(args: argparse.Namespace, options: TrainingOptions) -> dict[str, Any]:
     """The export ``args`` asks for (``options``: ``export_cli.training_options``),
     on Ray; returns ``export_dataset``'s report.
 
@@ -62,9 +62,9 @@ def run_ray_export(args: argparse.Namespace, options: dict[str, Any]) -> dict[st
                 "with whileai_datasets.publish.",
             )
     with runtime(args.ray_address):
-        from whileai_datasets.ray_engine import export_training
+        from whileai_datasets.ray_engine.engine import run_training
 
-        return export_training(str(args.source), str(args.output), **options)
+        return run_training(str(args.source), str(args.output), options)
 
 
 @contextlib.contextmanager

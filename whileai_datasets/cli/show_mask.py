@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from whileai_datasets._options import TrainingOptions
 from whileai_datasets.auditing.examples import TITLES, WORST
 from whileai_datasets.cli import bad_rows as bad_rows_cli
 from whileai_datasets.cli import export as export_cli
@@ -55,12 +56,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _options(args: argparse.Namespace, system: str | None) -> dict[str, Any]:
-    return {"system_prompt": system, "strip_think": not args.keep_think, "mask_mode": args.mask_mode,
-            "unroll": args.unroll, "max_tool_output_chars": args.max_tool_output_chars, "max_length": args.max_length}
+def _options(args: argparse.Namespace, system: str | None) -> TrainingOptions:
+    """The rows' training options, as ``export`` and ``audit`` make them (whileai's defaults)."""
+    return TrainingOptions.whileai_export(
+        system_prompt=system, strip_think=not args.keep_think, mask_mode=args.mask_mode, unroll=args.unroll,
+        max_tool_output_chars=args.max_tool_output_chars, max_length=args.max_length)
 
 
-def _wanted(args: argparse.Namespace, rows: Any, tokenizer: Any, options: dict[str, Any],
+def _wanted(args: argparse.Namespace, rows: Any, tokenizer: Any, options: TrainingOptions,
             tools: Any) -> tuple[dict[int, str], Any]:
     """Row number -> title, and the audit that chose them (``--worst``) or None."""
     if args.rows < 1:
@@ -72,8 +75,10 @@ def _wanted(args: argparse.Namespace, rows: Any, tokenizer: Any, options: dict[s
     from whileai_datasets.auditing import audit
     from whileai_datasets.auditing.examples import worst_rows
 
-    found = audit(rows, tokenizer=tokenizer, template=args.template, tools=tools,
-                  on_bad_row=bad_rows_cli.chosen(args), **{k: v for k, v in options.items()})
+    found = audit(rows, tokenizer=tokenizer, template=args.template, tools=tools, on_bad_row=bad_rows_cli.chosen(args),
+                  system_prompt=options.system_prompt, strip_think=options.strip_think, mask_mode=options.mask_mode,
+                  unroll=options.unroll, max_tool_output_chars=options.max_tool_output_chars,
+                  max_length=options.max_length)
     kind = args.worst.replace("-", "_")
     wanted = worst_rows(found, (kind,), shown=args.rows)
     if not wanted:

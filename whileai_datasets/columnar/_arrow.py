@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from whileai_datasets.columnar import _batches
 from whileai_datasets.columnar._batches import TYPED_COLUMNS as TYPED_COLUMNS  # re-exported for the transforms
 from whileai_datasets.columnar._batches import _typed_array as _typed_array
 from whileai_datasets.columnar._batches import as_table as as_table
@@ -46,19 +47,21 @@ def message_column(table: pa.Table, name: str = "messages") -> pa.ListArray:
             hint='Load the data with load_dataset("whileai/export", ...) so it has the canonical columns.',
         )
     array = column(table, name)
+    if _batches.is_json_list(array.type):  # a wire shape's messages (one Json object each): read back to structs
+        array = _batches.json_message_structs(array)
     arrow_type = array.type
     if not (pa.types.is_list(arrow_type) and pa.types.is_struct(arrow_type.value_type)):
         raise SchemaError(
             f"expected a list of message structs, got {arrow_type}",
             location=f"column {name!r}",
-            hint='Load the data with load_dataset("whileai/export", ...) or cast the column to List(Message()).',
+            hint='Load the data with load_dataset("whileai/export", ...) so messages are message structs.',
         )
     names = {f.name for f in arrow_type.value_type}
     if not {"role", "content"} <= names:
         raise SchemaError(
             f"message structs need 'role' and 'content' fields, got {sorted(names)}",
             location=f"column {name!r}",
-            hint="Cast the column to List(Message()).",
+            hint='Load the data with load_dataset("whileai/export", ...) so messages are message structs.',
         )
     return array
 
@@ -116,11 +119,6 @@ def build_list(offsets: np.ndarray, values: pa.Array, mask: pa.Array | None = No
 def parents(lists: pa.Array) -> np.ndarray:
     """Row index of every flattened value."""
     return np.repeat(np.arange(len(lists), dtype=np.int64), lengths(lists))
-
-
-def struct_child(struct: pa.Array, name: str) -> pa.Array:
-    """A struct field, with its parent's nulls applied."""
-    return pc.struct_field(struct, name)
 
 
 def if_else(cond: Any, left: Any, right: Any) -> pa.Array | pa.ChunkedArray:

@@ -3,8 +3,8 @@
 Every transform works on a ``pyarrow.Table``. ``as_table`` turns the dict of
 lists ``datasets`` passes under plain formatting into one (encoding decoded
 messages back to their storage structs), and ``like`` turns the result back
-into the kind of batch that came in, with feature metadata so ``Dataset.map``
-keeps ``Message`` / ``TrlMessage`` decoding on the columns it wrote.
+into the kind of batch that came in, with feature metadata (``datasets``' built-in
+types only, so what ``Dataset.map`` writes loads without this package).
 
 ``datasets``' default ``map`` (no ``batched=True``) passes one example, a
 ``LazyRow`` or a plain dict of values: ``as_table`` makes it a one-row table
@@ -21,17 +21,19 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from datasets import Features, Json, List
+from datasets import Features
 
 from whileai_datasets._typing import Batch
-from whileai_datasets.columnar._types import (
-    FIREWORKS_INPUT_TYPE,
-    TRL_MESSAGE_TYPE,
-    TrlMessage,
-    trl_message_to_storage,
-)
+from whileai_datasets.columnar._types import FIREWORKS_INPUT_TYPE, TRL_MESSAGE_TYPE, trl_message_to_storage
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.rows.features import MESSAGE_TYPE, Message, message_to_storage, storage_type
+from whileai_datasets.rows.features import (
+    MESSAGE_TYPE,
+    is_storage_form,
+    message_from_storage,
+    message_to_storage,
+    plain_feature,
+    storage_type,
+)
 
 # ---------------------------------------------------------------- batches
 
@@ -152,10 +154,25 @@ def _is_message_column(name: str, values: list[Any]) -> bool:
 
 
 def _message_array(values: list[Any]) -> pa.Array:
+    values = [None if row is None else [message_from_storage(m) if is_storage_form(m) else m for m in row]
+              for row in values]  # decoded plain structs: back to the messages they stand for
     trl = any(_has_structured_arguments(m) for row in values if row for m in row)
     convert = trl_message_to_storage if trl else message_to_storage
     rows = [None if row is None else [convert(m) for m in row] for row in values]
     return _typed_array(rows, pa.list_(TRL_MESSAGE_TYPE if trl else MESSAGE_TYPE))
+
+
+def is_json_list(arrow_type: pa.DataType) -> bool:
+    """A ``List(Json())`` column: how the wire shapes hand messages to a user (one object per message)."""
+    return pa.types.is_list(arrow_type) and isinstance(arrow_type.value_type, pa.JsonType)
+
+
+def json_message_structs(lists: pa.Array) -> pa.Array:
+    """A ``List(Json())`` message column as message struct storage (TRL's when arguments are values)."""
+    if isinstance(lists, pa.ChunkedArray):
+        lists = lists.combine_chunks()
+    texts = lists.cast(pa.list_(pa.string())).to_pylist()
+    return _message_array([None if row is None else [json.loads(m) for m in row] for row in texts])
 
 
 def _fireworks_input(row: dict[str, Any]) -> dict[str, Any]:
@@ -234,20 +251,9 @@ TYPED_COLUMNS: dict[str, pa.DataType] = {
 
 
 def feature_for(arrow_type: pa.DataType) -> Any:
-    """The ``datasets`` feature of a column of ``arrow_type``."""
-    if arrow_type == pa.list_(MESSAGE_TYPE):
-        return List(Message())
-    if arrow_type == pa.list_(TRL_MESSAGE_TYPE):
-        return List(TrlMessage())
-    if arrow_type == FIREWORKS_INPUT_TYPE:
-        return {"messages": List(Message()), "tools": Json()}
-    if isinstance(arrow_type, pa.JsonType):
-        return Json()
-    if pa.types.is_struct(arrow_type):
-        return {f.name: feature_for(f.type) for f in arrow_type}
-    if pa.types.is_list(arrow_type):
-        return List(feature_for(arrow_type.value_type))
-    return Features.from_arrow_schema(pa.schema([("x", arrow_type)]))["x"]
+    """The ``datasets`` feature of a column of ``arrow_type``: built-in types only (message structs
+    included), so a dataset a transform wrote loads where this package is not installed."""
+    return plain_feature(arrow_type)
 
 
 def table_features(table: pa.Table) -> Features:
@@ -255,8 +261,8 @@ def table_features(table: pa.Table) -> Features:
 
 
 def with_features(table: pa.Table) -> pa.Table:
-    """``table`` with ``datasets``' feature metadata, so a map keeps
-    ``Message`` / ``TrlMessage`` decoding on the columns it wrote."""
+    """``table`` with ``datasets``' feature metadata (built-in types), so a map keeps
+    the columns' types (Json values) as written."""
     metadata = _features_metadata(table.schema.remove_metadata())
     return table if metadata is None else table.replace_schema_metadata(metadata)
 

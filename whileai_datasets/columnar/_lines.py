@@ -70,10 +70,6 @@ def materialize(piece: Piece) -> str | pa.Array:
     return piece
 
 
-def has_nulls(piece: Piece) -> bool:
-    return isinstance(piece, pa.Array) and piece.null_count > 0
-
-
 def assemble(n_rows: int, pieces: list[Piece]) -> pa.Array:
     """Per row, the concatenation of ``pieces`` (a string array of ``n_rows``).
 

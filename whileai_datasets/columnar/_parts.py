@@ -193,7 +193,7 @@ def _rewired(parts: FlatParts, kind: pa.Array, key: pa.Array, *, placeholder: np
         rows = pc.filter(parts.flat, pa.array(touched)).to_pylist()
         fixed = [_moved_media(row, bool(m)) for row, m in zip(rows, moved[touched])]
         media = pc.replace_with_mask(media, pa.array(touched), _strings([m for m, _ in fixed]))
-        extra = pc.replace_with_mask(plain(extra), pa.array(touched), _strings([e for _, e in fixed])).cast(pa.json_())
+        extra = pc.replace_with_mask(plain(extra), pa.array(touched), _strings([e for _, e in fixed]))
     if placeholder is not None and placeholder.any():
         media = _arrow.if_else(pa.array(placeholder), NULL, media)
     text_key = _arrow.if_else(pa.array(is_text), NULL, parts.field("text_key"))

@@ -1,15 +1,17 @@
-"""Rows as anyone can read them: only ``datasets``' built-in feature types.
+"""Rows as anyone can read them: only ``datasets``' built-in feature types, one ``Json`` per message.
 
-``Message`` and ``TrlMessage`` are feature types this package registers, so a
-file or Hub repo whose features name them loads only where
-``whileai_datasets`` is imported first (``Feature type 'WhileaiMessage' not
-found`` everywhere else: other machines, the Hub viewer, ``trl sft``). What
-this package writes for others stores each message as one ``Json`` value
-instead, as ``datasets``' own json loader types agent traces
-(``messages: List(Json())``): a message keeps exactly the keys it had (no
-``tool_calls: None`` invented on a user turn), and a TRL message keeps its
-tool-call arguments as values. The JSON text of each message is built
-column-wise (``_json.message_objects``), the same text the JSONL writer writes.
+A file or Hub repo whose features name a feature type a package registers
+loads only where that package is imported first (``Feature type 'WhileaiMessage'
+not found`` everywhere else: other machines, the Hub viewer, ``trl sft``), so
+nothing this package writes or hands a user names one. The canonical rows keep
+messages as typed structs with built-in features (``rows.features.message_feature``);
+what this package writes for trainers, and what the wire transforms hand
+``Dataset.map``, stores each message as one ``Json`` value instead, as
+``datasets``' own json loader types agent traces (``messages: List(Json())``): a
+message keeps exactly the keys it had (no ``tool_calls: None`` invented on a
+user turn), and a TRL message keeps its tool-call arguments as values. The JSON
+text of each message is built column-wise (``_json.message_objects``), the same
+text the JSONL writer writes.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ count. Differences, on purpose:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -40,19 +41,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from whileai_datasets._options import check_count, check_flag
-from whileai_datasets._typing import ON_BAD_ROW, MessageWeights, OnBadRow
+from whileai_datasets import option_names
+from whileai_datasets._options import TrainingOptions, check_choice, check_flag
+from whileai_datasets._typing import ExportFormat, MaskMode, MessageWeights, OnBadRow
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError
 from whileai_datasets.export import loss_facts, overwrite, pipeline, pushing, refusals, reports, sources
 from whileai_datasets.export import writer as export_writer
-from whileai_datasets.rows import option_names
 from whileai_datasets.transforms import gates, think, wire
 from whileai_datasets.transforms import groups as grouping
 
-MASK_MODES = ("assistant", "final")
-#: the gates, under the name the Ray engine's export calls them by
-_gate = refusals.gate
 #: Called with the source rows each finished chunk held, and the total.
 Progress = Callable[[int, int], None]
 
@@ -68,15 +66,20 @@ def export_training(
     tools: Sequence[dict[str, Any]] | None = None,
     strip_think: bool = True,
     validate: bool = True,
-    mask_mode: str = "assistant",
+    mask_mode: MaskMode = "assistant",
     unroll: bool = False,
     max_tool_output_chars: int | None = None,
-    format: str = "openai",
+    format: ExportFormat = "openai",
     push_to: str | None = None,
     weights: MessageWeights | None = None,
     on_bad_row: OnBadRow | None = None,
 ) -> dict[str, Any]:
     """Write training rows as whileai's ``export_dataset`` does, gated, and return its report.
+
+    The defaults are whileai's, for a drop-in export: ``strip_think=True`` removes ``<think>`` blocks,
+    where ``load_dataset`` + ``tokenize`` keep them (``TrainingOptions()``'s defaults). The keywords
+    make one ``TrainingOptions`` (``TrainingOptions.whileai_export(...)``), checked before anything is
+    read.
 
     Args:
         source: whileai's ``SimulationData``, a list of rows, a JSONL (or
@@ -116,104 +119,54 @@ def export_training(
     Raises:
         ExportFormatError: ``output`` is the source file (or its cache file),
             however spelled or linked; refused before anything is read.
-        ValueError: a bad ``format`` / ``mask_mode``, a gate refused the rows
-            (``validate=True``), a row has no messages, or ``push_to`` without an output.
+        OptionError: an option has a value it cannot take (``mask_mode="last"``, ``unroll="no"``, ...).
+        ValueError: a gate refused the rows (``validate=True``), a row has no messages, or ``push_to``
+            without an output.
         PublishError: the Hub refused the upload (``push_to``).
     """
-    return run_training(
-        source,
-        output,
-        system_prompt=system_prompt,
-        tools=tools,
-        strip_think=strip_think,
-        validate=validate,
-        mask_mode=mask_mode,
-        unroll=unroll,
-        max_tool_output_chars=max_tool_output_chars,
-        format=format,
-        push_to=push_to,
-        weights=weights,
-        on_bad_row=on_bad_row,
-    )
+    options = TrainingOptions(
+        system_prompt=system_prompt, tools=tools, strip_think=strip_think, validate=validate, mask_mode=mask_mode,
+        unroll=unroll, max_tool_output_chars=max_tool_output_chars, format=format, weights=weights)
+    return run_training(source, output, options, push_to=push_to, on_bad_row=on_bad_row)
 
 
 export_dataset = export_training
 
 
-def _check_options(format: str, mask_mode: str, weights: str | None = None, on_bad_row: str | None = None,
-                   **flags: Any) -> None:
-    """``format``, ``mask_mode`` and ``weights`` from their vocabularies; ``flags`` (strip_think, validate,
-    unroll, ...) must be bools and ``max_tool_output_chars`` a count (whileai clamps -1 to 0: refused here)."""
-    cap = flags.pop("max_tool_output_chars", None)
-    for name, value in flags.items():
-        check_flag(value, name)
-    check_count(cap, "max_tool_output_chars",
-                hint="Pass the number of characters a tool message keeps (0 keeps none), or None for no cut.")
-    gates.check_format(format)
-    if weights is not None and weights not in wire.MESSAGE_WEIGHTS:
-        raise ExportFormatError(
-            f"weights must be one of {', '.join(map(repr, wire.MESSAGE_WEIGHTS))} or None, got {weights!r}",
-            location="weights",
-            hint="'assistant' for OpenAI and Fireworks files, 'all' for Together's.",
-        )
-    if weights is not None and format != "openai":
-        raise ExportFormatError(
-            f"weights apply to format='openai' files, got format={format!r}",
-            location="weights",
-            hint="Fireworks rows already carry weight on assistant turns; TRL reads no per-message weight.",
-        )
-    if on_bad_row is not None and on_bad_row not in ON_BAD_ROW:
-        raise ExportFormatError(
-            f"on_bad_row must be one of {', '.join(map(repr, ON_BAD_ROW))} or None, got {on_bad_row!r}",
-            location="on_bad_row",
-            hint="'raise' stops at the first bad row, 'skip' leaves bad rows out and counts them.",
-        )
-    if mask_mode not in MASK_MODES:
-        raise ExportFormatError(
-            f"mask_mode must be one of {', '.join(map(repr, MASK_MODES))}, got {mask_mode!r}",
-            location="mask_mode",
-            hint="Pick one of those.",
-        )
-
-
-def run_training(
-    source: Any, output: str | None, *, progress: Progress | None = None, **options: Any
-) -> dict[str, Any]:
-    """``export_training`` with a progress callback (source rows done per chunk)."""
-    _check_options(options["format"], options["mask_mode"], options.get("weights"), options.get("on_bad_row"),
-                   strip_think=options["strip_think"],
-                   validate=options["validate"], unroll=options["unroll"],
-                   max_tool_output_chars=options["max_tool_output_chars"])
+def run_training(source: Any, output: str | None, options: TrainingOptions, *, push_to: str | None = None,
+                 on_bad_row: OnBadRow | None = None, progress: Progress | None = None) -> dict[str, Any]:
+    """``export_training`` with its options made, and a progress callback (source rows done per chunk)."""
+    bad_rows = "raise" if on_bad_row is None else check_choice(on_bad_row, "on_bad_row", OnBadRow)
     overwrite.refuse_overwrite(output, overwrite.input_paths(source))
     # opened before the source is read: an export to the same path that finishes meanwhile is noticed at commit
     writer = export_writer.open_writer(output, export_writer.TRAINING_NULLS) if output else None
     try:
-        src = sources.Source(source, options["system_prompt"], options["tools"], options.get("on_bad_row") or "raise")
+        src = sources.Source(source, options.system_prompt, options.tools, bad_rows)
         if writer is None and src.path:
             writer = export_writer.open_writer(sources.default_output(src.path), export_writer.TRAINING_NULLS)
-        if options.get("push_to") and writer is None:
+        if push_to and writer is None:
             raise ExportFormatError(
                 "push_to needs an output path: the file that is written is what is pushed",
-                location=f"push_to={options['push_to']!r}",
+                location=f"push_to={push_to!r}",
                 hint="Pass output='train.jsonl' (or .parquet) as well.",
             )
         groups, report = _write_training(src, writer, options, progress)
     finally:
         if writer is not None:
             writer.abort()
-    if options.get("push_to"):
-        report["hub"] = pushing.push_rows(report["path"], options["push_to"], report, src.chunks(),
+    if push_to:
+        report["hub"] = pushing.push_rows(report["path"], push_to, report, src.chunks(),
                                           _canonical_rows(src, groups, options))
     return report
 
 
 def _write_training(
-    src: sources.Source, writer: export_writer.Writer | None, options: dict[str, Any], progress: Progress | None
+    src: sources.Source, writer: export_writer.Writer | None, options: TrainingOptions, progress: Progress | None
 ) -> tuple[dict[str, pa.Array] | None, dict[str, Any]]:
     """The chunk pipeline over ``src`` into ``writer`` (committed once the
     gates pass); the groups and the report."""
     keys = src.keys()
-    groups = None if options["unroll"] else grouping.group_columns(*grouping._key_columns(keys))
+    groups = None if options.unroll else grouping.group_columns(*grouping._key_columns(keys))
     stats = reports.TrainingStats(options)
     facts = loss_facts.LossFacts()
     memoize = writer is not None and not writer.parquet
@@ -235,7 +188,7 @@ def _write_training(
     if src.bad_rows is not None:
         report["bad_rows"] = src.bad_rows
     facts.finish(report, src.path or "the source")
-    refusals.gate(report, options["validate"])
+    refusals.gate(report, options.validate)
     if writer is not None:
         report["path"] = writer.commit()
         report["n_written"] = report["n"]
@@ -243,10 +196,10 @@ def _write_training(
 
 
 def _canonical_rows(src: sources.Source, groups: dict[str, pa.Array] | None,
-                   options: dict[str, Any]) -> pushing.ChunkRows:
+                   options: TrainingOptions) -> pushing.ChunkRows:
     """How a chunk of ``src`` becomes the canonical rows the export wrote (OpenAI shape: messages with
     ``loss_mask``, after the mask and unroll), for ``push_to`` (``export.pushing``)."""
-    shaped = {**options, "format": "openai"}
+    shaped = dataclasses.replace(options, format="openai", weights=None)
 
     def canonical(chunk: pa.Table, offset: int) -> pa.Table:
         rows, _, _ = pipeline.training_chunk(chunk, offset, groups, src.tools_json, shaped, False)
@@ -288,7 +241,9 @@ def export_preference(
         ValueError: not pairs, a side with no messages, a gate refused the
             pairs, or (``validate=True``) no pair is left to write.
     """
-    _check_options(format, MASK_MODES[0], strip_think=strip_think, validate=validate, drop_ties=drop_ties)
+    check_choice(format, "format", ExportFormat)
+    for name, flag in (("strip_think", strip_think), ("validate", validate), ("drop_ties", drop_ties)):
+        check_flag(flag, name)
     overwrite.refuse_overwrite(output, overwrite.input_paths(pairs))
     table, ties = _pair_table(pairs, str(system_prompt or ""), drop_ties)
     tools_json = json.dumps(list(tools), ensure_ascii=False) if tools else None

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from whileai_datasets._options import TrainingOptions
 from whileai_datasets.columnar import _arrow, _json, _parts
 from whileai_datasets.export import writer
 from whileai_datasets.transforms import groups as grouping
@@ -68,33 +69,33 @@ def training_chunk(
     offset: int,
     groups: dict[str, pa.Array] | None,
     tools: str | None,
-    options: dict[str, Any],
+    options: TrainingOptions,
     memoize: bool = False,
 ) -> tuple[pa.Table, pa.Table, int]:
     """One chunk of canonical rows -> (report rows, written rows, training rows
     before the TRL completion shape dropped any)."""
     table = with_tools(table, tools)
-    if options["strip_think"]:
+    if options.strip_think:
         table = think.strip_table(table)
-    if options["max_tool_output_chars"] is not None:
-        table = tool_output.truncate_table(table, options["max_tool_output_chars"])
+    if options.max_tool_output_chars is not None:
+        table = tool_output.truncate_table(table, options.max_tool_output_chars)
     # the rows' own training flags (turns their loss_mask already masks) stay masked; unrolled, every
     # turn they leave trained ends a sample, whatever the mask mode (whileai ignores it there)
-    table = masks.mask_table(table, "assistant" if options["unroll"] else options["mask_mode"], keep_off=True)
+    table = masks.mask_table(table, "assistant" if options.unroll else options.mask_mode, keep_off=True)
     if groups is not None:
         for name in grouping.GROUP_COLUMNS:
             table = _arrow.set_column(table, name, groups[name].slice(offset, table.num_rows))
-    fmt = options["format"]
-    weights = options.get("weights")
-    if options["unroll"] and memoize and fmt != "fireworks" and not weights and not _trl_images(table, fmt):
+    fmt = options.format
+    weights = options.weights
+    if options.unroll and memoize and fmt != "fireworks" and not weights and not _trl_images(table, fmt):
         return _unrolled_jsonl_chunk(table, fmt)
-    if options["unroll"]:
+    if options.unroll:
         table = unrolling.unroll_table(table)
     empty = _arrow.lengths(_arrow.column(table, "messages")) == 0
     if empty.any():  # whileai's schema check; raised in order by the caller
         return table, table, -1 - int(np.argmax(empty))
     if fmt == "trl":
-        final_only = options["unroll"] or options["mask_mode"] == "final"
+        final_only = options.unroll or options.mask_mode == "final"
         rows = wire.trl_completion_table(table) if final_only else wire.trl_training_table(table)
         return rows, rows, table.num_rows
     rows = wire.openai_table(table)

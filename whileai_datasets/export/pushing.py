@@ -18,9 +18,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from whileai_datasets import option_names
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError
-from whileai_datasets.rows import option_names
 
 #: Turns one chunk of source rows (and its first row's offset) into canonical rows.
 ChunkRows = Callable[[pa.Table, int], pa.Table]

@@ -2,7 +2,7 @@
 
 The problems are whileai's texts (a refusal is compared with whileai's); the hints name each
 option as it is passed where the error is shown (``validate=False`` in Python, ``--no-validate``
-on the command line: ``rows.option_names``).
+on the command line: ``whileai_datasets.option_names``).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from whileai_datasets import option_names
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError
-from whileai_datasets.rows import option_names
 
 
 def check_messages(rows: pa.Table, before: int, offset: int) -> None:

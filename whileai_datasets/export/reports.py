@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from whileai_datasets._options import TrainingOptions
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.export.loss_facts import row_flags
 from whileai_datasets.transforms import gates, tool_output, wire
@@ -33,9 +34,9 @@ _LEAK_KEYS = ("checked", "n_checked", "n_leaked", "leaked", "summary")
 class TrainingStats:
     """``export_dataset``'s report, counted chunk by chunk over the rows it writes."""
 
-    def __init__(self, options: dict[str, Any]) -> None:
+    def __init__(self, options: TrainingOptions) -> None:
         self.options = options
-        self.roundtrip = gates.Roundtrip(options["format"])
+        self.roundtrip = gates.Roundtrip(options.format)
         self.n = self.before = self.with_system = self.with_tools = 0
         self.truncated = self.chars_cut = self.trained = self.masked = 0
         self.n_pass = self.n_fail = 0
@@ -63,7 +64,7 @@ class TrainingStats:
             reward = np.asarray(pc.fill_null(_arrow.column(rows, "reward"), np.nan).to_numpy(zero_copy_only=False))
             self.n_pass += int((reward >= PASS_THRESHOLD).sum())
             self.n_fail += int((reward < PASS_THRESHOLD).sum())
-        if self.options["format"] == "trl":
+        if self.options.format == "trl":
             if "completion" in rows.column_names:
                 self.trained += int(_arrow.lengths(_arrow.column(rows, "completion")).sum())
                 self.masked += int(_arrow.lengths(_arrow.column(rows, "prompt")).sum())
@@ -76,7 +77,7 @@ class TrainingStats:
 
     def report(self, leaks: dict[str, Any], keys: pa.Table, n_raw: int) -> dict[str, Any]:
         options = self.options
-        fmt, unroll, mode = options["format"], options["unroll"], options["mask_mode"]
+        fmt, unroll, mode = options.format, options.unroll, options.mask_mode
         if fmt == "trl":
             mask_line = TRL_MASK_COMPLETION if unroll or mode == "final" else TRL_MASK_EVERY_TOKEN
         else:
@@ -90,7 +91,7 @@ class TrainingStats:
             "tool_call_roundtrip": self.roundtrip.report(),
             "mask_mode": mask_line,
             "unrolled": unroll,
-            "max_tool_output_chars": options["max_tool_output_chars"],
+            "max_tool_output_chars": options.max_tool_output_chars,
             "tool_output_truncated": self.truncated,
             "tool_output_chars_cut": self.chars_cut,
             "trained_messages": self.trained,

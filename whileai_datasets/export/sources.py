@@ -22,9 +22,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from whileai_datasets import option_names
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError
-from whileai_datasets.rows import option_names
 from whileai_datasets.rows.canonical import Normalizer, Options
 from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.normalize import RowContext

@@ -8,7 +8,6 @@ publisher itself (``rows``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,12 +47,6 @@ def tokenized_facts(tokenized: pa.Table, _canonical: pa.Table) -> dict[str, int]
     """Tokens and marked tokens of the tokenized rows."""
     ids, masks = _arrow.column(tokenized, "input_ids"), _arrow.column(tokenized, "assistant_masks")
     return {"tokens": len(_arrow.flat(ids)), "marked_tokens": int(pc.sum(_arrow.flat(masks)).as_py() or 0)}
-
-
-def message_facts(table: pa.Table, columns: Mapping[str, str]) -> dict[str, int]:
-    """Messages of the message columns of `table` (`columns`: column -> the count's name)."""
-    return {label: int(pc.sum(pc.list_value_length(_arrow.column(table, name))).as_py() or 0)
-            for name, label in columns.items()}
 
 
 @dataclass(frozen=True)

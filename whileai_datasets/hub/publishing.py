@@ -47,7 +47,6 @@ class PublishResult(TypedDict):
     url: str
     commit: str  # the head after publishing: every config and the card
     commit_url: str
-    data_commit: str  # the same commit (kept for callers of the two-commit publish)
     private: bool
     splits: dict[str, int]  # rows per split of the default config
     configs: dict[str, dict[str, int]]  # rows per split of every config
@@ -104,7 +103,7 @@ def publish(
         card_sections: More sections for the card, after its own text, with the files they show
             (`CardSection`), e.g. `audit(...).card_section()`: what each split trains, with plots.
     Returns:
-        `repo_id`, `url`, `commit` (the new head), `commit_url`, `data_commit` (the same commit),
+        `repo_id`, `url`, `commit` (the new head), `commit_url`,
         `private`, `splits` (rows per split of the default config), `configs` (rows per split of each),
         `trainers` (per trainer: its config and the rows it cannot train exactly, `trainer_gaps.trainer_report`).
     Raises:
@@ -178,7 +177,7 @@ def commit_built(api: HfApi, built: streaming.Built, where: Publication, folder:
                                   repo_type="dataset", revision=where.revision, parent_commit=where.previous)
     rows = {config.name: dict(config.rows) for config in built.configs}
     return PublishResult(repo_id=where.repo_id, url=where.url, commit=final.oid, commit_url=final.commit_url,
-                         data_commit=final.oid, private=where.private, splits=rows[repo_configs.DEFAULT], configs=rows,
+                         private=where.private, splits=rows[repo_configs.DEFAULT], configs=rows,
                          trainers=trainers)
 
 

@@ -6,16 +6,17 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 import ray
 import ray.data
 
-from whileai_datasets._typing import MASK_MODES
+from whileai_datasets._options import TrainingOptions, check_choice, choices
+from whileai_datasets._typing import ExportFormat, MaskMode
 from whileai_datasets.columnar import _arrow
-from whileai_datasets.errors import ExportFormatError, WhileaiError
-from whileai_datasets.export import overwrite, pipeline, reports
+from whileai_datasets.errors import ExportFormatError, OptionError, WhileaiError
+from whileai_datasets.export import overwrite, pipeline, refusals, reports
 from whileai_datasets.ray_engine import output as ray_output
 from whileai_datasets.ray_engine import report as ray_report
 from whileai_datasets.ray_engine import source as ray_source
@@ -27,7 +28,8 @@ SOURCE_FILE = "source_file"
 SOURCE_OFFSET = "source_offset"
 #: Builder configs the Ray reader offers (``raw`` numbers rows by line, which
 #: byte-range reading does not count).
-CONFIGS = ("default", "preference")
+RayConfig = Literal["default", "preference"]
+CONFIGS: tuple[str, ...] = choices(RayConfig)
 
 __all__ = ["export_training", "read_whileai", "stamp_groups"]
 
@@ -41,7 +43,7 @@ def read_whileai(
     config: str = "default",
     system_prompt: str | None = None,
     tools: Any = None,
-    mask_mode: str = "assistant",
+    mask_mode: MaskMode = "assistant",
     keep_message_keys: bool = False,
     row_key: bool = False,
     range_bytes: int = ray_source.RANGE_BYTES,
@@ -70,23 +72,15 @@ def read_whileai(
     Returns:
         A lazy ``ray.data.Dataset``.
     Raises:
-        ExportFormatError: no such file, or a bad option. Bad rows fail the
+        OptionError: a bad ``config`` or ``mask_mode``.
+        ExportFormatError: no such file. Bad rows fail the
             Ray job; the error text names the file and line.
     """
     from whileai_datasets.builders.inputs import load_tools
 
-    if config not in CONFIGS:
-        raise ExportFormatError(
-            f"config must be one of {', '.join(map(repr, CONFIGS))} on Ray, got {config!r}",
-            location="read_whileai(config=...)",
-            hint="The raw config numbers rows by line: load it with load_dataset('whileai/export', 'raw', ...).",
-        )
-    if mask_mode not in MASK_MODES:
-        raise ExportFormatError(
-            f"mask_mode must be one of {', '.join(map(repr, MASK_MODES))}, got {mask_mode!r}",
-            location="read_whileai(mask_mode=...)",
-            hint="Pick one of those.",
-        )
+    check_choice(config, "config", RayConfig, hint="The raw config numbers rows by line, which Ray's byte-range "
+                 "reading does not count: load it with load_dataset('whileai/export', 'raw', ...).")
+    check_choice(mask_mode, "mask_mode", MaskMode)
     paths = ray_source.expand_paths(source)
     options = Options(
         system_prompt=str(system_prompt or ""),
@@ -138,10 +132,10 @@ def export_training(
     tools: Sequence[dict[str, Any]] | None = None,
     strip_think: bool = True,
     validate: bool = True,
-    mask_mode: str = "assistant",
+    mask_mode: MaskMode = "assistant",
     unroll: bool = False,
     max_tool_output_chars: int | None = None,
-    format: str = "openai",
+    format: ExportFormat = "openai",
     row_key: bool = False,
     range_bytes: int = ray_source.RANGE_BYTES,
     block_bytes: int = ray_source.BLOCK_BYTES,
@@ -177,24 +171,23 @@ def export_training(
         WriteError: the parts could not be written or put in place (the
             earlier directory, if any, is untouched).
     """
-    from whileai_datasets.export import exporters
+    options = TrainingOptions.whileai_export(
+        system_prompt=system_prompt, tools=tools, strip_think=strip_think, validate=validate, mask_mode=mask_mode,
+        unroll=unroll, max_tool_output_chars=max_tool_output_chars, format=format)
+    return run_training(source, output, options, row_key=row_key, range_bytes=range_bytes, block_bytes=block_bytes)
 
-    exporters._check_options(format, mask_mode, strip_think=strip_think, validate=validate, unroll=unroll,
-                             max_tool_output_chars=max_tool_output_chars)
+
+def run_training(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], output: str | os.PathLike[str],
+                 options: TrainingOptions, *, row_key: bool = False, range_bytes: int = ray_source.RANGE_BYTES,
+                 block_bytes: int = ray_source.BLOCK_BYTES) -> dict[str, Any]:
+    """``export_training`` with its options made (``weights`` are the local export's only)."""
+    if options.weights is not None:
+        raise OptionError(f"weights are written by the local export, got weights={options.weights!r} on Ray",
+                          location="weights", hint="Drop weights, or export with whileai_datasets.export_dataset.")
     paths = ray_source.expand_paths(source)
     overwrite.refuse_overwrite(output, paths, directory=True)
     dest = ray_output.destination(os.fspath(output))
-    tools_json = json.dumps(list(tools), ensure_ascii=False) if tools else None
-    options: dict[str, Any] = {
-        "system_prompt": system_prompt,
-        "tools": tools,
-        "strip_think": strip_think,
-        "validate": validate,
-        "mask_mode": mask_mode,
-        "unroll": unroll,
-        "max_tool_output_chars": max_tool_output_chars,
-        "format": format,
-    }
+    tools_json = json.dumps(list(options.tools), ensure_ascii=False) if options.tools else None
     staging = ray_output.staging(dest)
     collector = ray_report.Collector.remote()  # type: ignore[attr-defined]
     try:
@@ -205,7 +198,7 @@ def export_training(
             rows.write_datasink(ray_output.Parts(staging.path, suffix))
         parts = ray.get(collector.parts.remote())
         report = ray_report.report(parts, options)
-        exporters._gate(report, validate)
+        refusals.gate(report, options.validate)
         ray_output.commit(staging)
     finally:
         staging.discard()
@@ -217,17 +210,17 @@ def export_training(
 
 def _rows(
     paths: Sequence[str],
-    options: dict[str, Any],
+    options: TrainingOptions,
     tools_json: str | None,
     row_key: bool,
     reporter: ray_report.Reporter,
     sizes: tuple[int, int],
 ) -> Any:
     """The written rows as a lazy Ray dataset (groups computed first when they apply)."""
-    system = str(options["system_prompt"]) if options["system_prompt"] else ""
+    system = str(options.system_prompt) if options.system_prompt else ""
     canonical = _canonical(paths, "default", Options(system_prompt=system), reporter, *sizes)
     groups = None
-    if not options["unroll"]:  # whileai never stamps unrolled samples
+    if not options.unroll:  # whileai never stamps unrolled samples
         canonical = canonical.materialize()
         table = group_table(canonical, order_by=(ray_source.FILE, ray_source.POS), n_rows=canonical.count())
         groups = ray.put(table) if table is not None else None
@@ -242,7 +235,7 @@ class TrainingBatches:
     (``transforms._pipeline.training_chunk``): the written rows come back, the
     block's report counts go to the collector."""
 
-    options: dict[str, Any]
+    options: TrainingOptions
     tools_json: str | None
     groups: Any
     reporter: Any
@@ -268,7 +261,7 @@ class TrainingBatches:
         stats = reports.TrainingStats(self.options)
         stats.add(rows, before)
         self.reporter.add(ray_report.first_last(table), {"raw": raw, "stats": stats})
-        if self.options["format"] == "fireworks":  # Fireworks rows keep two columns; put the key back
+        if self.options.format == "fireworks":  # Fireworks rows keep two columns; put the key back
             written = written.append_column(ray_source.FILE, rows.column(ray_source.FILE)).append_column(ray_source.POS, rows.column(ray_source.POS))
         return PublicKey(self.paths, self.row_key)(_plain(written))
 

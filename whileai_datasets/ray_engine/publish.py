@@ -26,6 +26,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import ray
 
+from whileai_datasets._options import TrainingOptions
+from whileai_datasets._typing import MaskMode
 from whileai_datasets.columnar import _portable
 from whileai_datasets.errors import PublishError, WhileaiError
 from whileai_datasets.hub import configs as repo_configs
@@ -51,7 +53,7 @@ def publish_rollouts(
     *,
     system_prompt: str | None = None,
     tools: Any = None,
-    mask_mode: str = "assistant",
+    mask_mode: MaskMode = "assistant",
     strip_think: bool = True,
     max_tool_output_chars: int | None = None,
     split_key: str | None = None,
@@ -81,10 +83,13 @@ def publish_rollouts(
     Returns:
         `publish`'s result.
     Raises:
+        OptionError: `mask_mode`, `strip_think` or `max_tool_output_chars` has a value it cannot take.
         PublishError, ExportFormatError: as `publish` and `read_whileai`.
     """
+    options = TrainingOptions.whileai_export(system_prompt=system_prompt, mask_mode=mask_mode, strip_think=strip_think,
+                                             max_tool_output_chars=max_tool_output_chars)
     resolved, origin = publishing._resolve_token(token)
-    rows = read_whileai(source, system_prompt=system_prompt, tools=tools, mask_mode=mask_mode, row_key=True,
+    rows = read_whileai(source, system_prompt=system_prompt, tools=tools, mask_mode=options.mask_mode, row_key=True,
                         range_bytes=range_bytes, block_bytes=block_bytes)
     held = None
     if split_key:  # the groups are needed before the blocks are split: read the rows once, keep them
@@ -97,7 +102,7 @@ def publish_rollouts(
     previous = publishing._prepare_repo(api, repo_id, url, private=private, revision=revision)
     paths = tuple(ray_source.expand_paths(source))
     with tempfile.TemporaryDirectory(prefix="whileai-ray-publish-", dir=staging) as tmp:
-        blocks = Blocks(paths, strip_think, max_tool_output_chars, split_key, held, names, tmp)
+        blocks = Blocks(paths, options.strip_think, options.max_tool_output_chars, split_key, held, names, tmp)
         built = _build(rows, blocks, Path(tmp))
         groups = _group_counts(rows, split_key, held, names) if split_key else None
         return publishing.commit_built(api, built, publishing.Publication(

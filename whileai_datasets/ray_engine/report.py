@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import ray
 
+from whileai_datasets._options import TrainingOptions
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import WhileaiError
 from whileai_datasets.export import reports
@@ -54,7 +55,7 @@ def raw_counts(table: pa.Table) -> dict[str, Any]:
     }
 
 
-def report(parts: list[tuple[Any, Any, dict[str, Any]]], options: dict[str, Any]) -> dict[str, Any]:
+def report(parts: list[tuple[Any, Any, dict[str, Any]]], options: TrainingOptions) -> dict[str, Any]:
     """The blocks' counts, added up in file order, as ``export_dataset``'s report."""
     parts = sorted(parts, key=lambda p: p[0])
     for (_, last, _), (first, _, _) in itertools.pairwise(parts):

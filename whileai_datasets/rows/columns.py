@@ -22,9 +22,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from whileai_datasets import option_names
 from whileai_datasets._typing import ROLES
 from whileai_datasets.rows import content as content_parts
-from whileai_datasets.rows import normalize, option_names, training_flags, unread_keys
+from whileai_datasets.rows import normalize, training_flags, unread_keys
 from whileai_datasets.rows.features import MESSAGE_TYPE, TOOL_CALL_TYPE, storage_type
 from whileai_datasets.rows.normalize import RowContext
 

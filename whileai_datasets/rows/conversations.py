@@ -25,7 +25,7 @@ import json
 import re
 from typing import Any
 
-from whileai_datasets.rows import option_names
+from whileai_datasets import option_names
 from whileai_datasets.rows.normalize import RowContext, type_name
 
 #: ShareGPT ``from`` -> role; ``function_call`` and ``observation`` are read by their own rules

@@ -1,18 +1,29 @@
-"""``Message``: a chat message stored as a typed struct, decoded with its own keys.
+"""Chat messages stored as a typed struct (``MESSAGE_TYPE``), and their keys back.
 
-Arrow structs have a fixed field set, so a user message read back from a plain
+What this package hands a user types a message column with ``message_feature()``:
+``datasets``' built-in features (``List`` of a dict of ``Value``/``List``, ``Json`` for
+``extra``), so a pushed, saved or Parquet-written dataset loads where this package
+is not installed. ``ds[i]`` then shows the storage form: every field, null where
+the message had no such key. What this package hands a chat template or writes
+(tokenize, the renders, the JSONL writer, the wire shapes) goes through
+``messages_from_arrow`` / ``message_from_storage``, which drop those nulls.
+
+Why the nulls must not reach a template: Arrow structs have a fixed field set, so a user message read back from a plain
 struct column carries ``tool_calls: None``, ``name: None`` and
 ``tool_call_id: None``. Chat templates test ``'tool_calls' in message`` or
 ``message.tool_calls is defined`` (Llama 3.1 does), so those invented keys
 change the rendered text or raise. whileai never writes an explicit null for
 those three keys (the key is absent), so "null means absent" is lossless, and
-``Message.decode_example`` drops them. Any other per-message key rides in
+``message_from_storage`` drops them. Any other per-message key rides in
 ``extra`` (a JSON object) and is merged back on decode.
 
 ``reasoning_content`` is a typed field too (null means absent), and content
 given as a list of parts is stored in ``parts`` (``rows.parts.PART_TYPE``)
 with a null ``content``; decoding gives the list of part dicts back as
 ``content``.
+
+``Message``, the feature type this package registered before, is kept so data saved
+by earlier releases still loads; nothing this package writes names it any more.
 
 Storage stays columnar: ``pc.struct_field(messages.flatten(), "role")`` works on
 the Arrow data, and ``with_format("arrow")`` never decodes.
@@ -26,6 +37,7 @@ from itertools import pairwise
 from typing import Any, ClassVar
 
 import pyarrow as pa
+from datasets import Features, Json, List
 from datasets.features.features import register_feature
 from datasets.table import array_cast
 
@@ -52,6 +64,23 @@ OPTIONAL_KEYS = ("reasoning_content", "tool_calls", "name", "tool_call_id")
 FEATURE_TYPE_NAME = "WhileaiMessage"
 
 
+def plain_feature(arrow_type: pa.DataType) -> Any:
+    """The built-in ``datasets`` feature of ``arrow_type``: a dict for a struct, ``List`` for a list,
+    ``Json`` for the json extension type, ``Value`` for a scalar (no feature type of this package)."""
+    if isinstance(arrow_type, pa.JsonType):
+        return Json()
+    if pa.types.is_struct(arrow_type):
+        return {f.name: plain_feature(f.type) for f in arrow_type}
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        return List(plain_feature(arrow_type.value_type))
+    return Features.from_arrow_schema(pa.schema([("x", arrow_type)]))["x"]
+
+
+def message_feature(arrow_type: pa.DataType = MESSAGE_TYPE) -> Any:
+    """A message list column's built-in feature: ``List`` of the message struct's fields."""
+    return List(plain_feature(arrow_type))
+
+
 def storage_type(arrow_type: pa.DataType) -> pa.DataType:
     """``arrow_type`` with every extension type (``Json``) replaced by its storage,
     so ``pa.array`` can build it from Python values (then ``cast`` back)."""
@@ -65,7 +94,12 @@ def storage_type(arrow_type: pa.DataType) -> pa.DataType:
 
 
 def message_to_storage(message: dict[str, Any]) -> dict[str, Any]:
-    """A message dict in the struct's storage form (other keys into ``extra``)."""
+    """A message dict in the struct's storage form (other keys into ``extra``).
+
+    A message already in storage form (every field of ``MESSAGE_TYPE``, as ``datasets`` decodes a plain
+    struct column) is first read back to the message it stands for."""
+    if is_storage_form(message):
+        message = message_from_storage(message)
     out = {key: message.get(key) for key in TYPED_KEYS}
     calls = out["tool_calls"]
     if calls is not None:
@@ -74,6 +108,14 @@ def message_to_storage(message: dict[str, Any]) -> dict[str, Any]:
     rest = {k: v for k, v in message.items() if k not in TYPED_KEYS}
     out["extra"] = json.dumps(rest, ensure_ascii=False) if rest else None
     return out
+
+
+def is_storage_form(message: Any) -> bool:
+    """Whether a message dict is a decoded ``MESSAGE_TYPE`` struct (every field as a key)."""
+    return isinstance(message, dict) and message.keys() == _STORAGE_KEYS
+
+
+_STORAGE_KEYS = frozenset(MESSAGE_TYPE.names)
 
 
 def content_parts(out: dict[str, Any]) -> None:
@@ -118,6 +160,9 @@ def messages_from_arrow(array: pa.Array | pa.ChunkedArray) -> list[list[dict[str
     """
     if isinstance(array, pa.ChunkedArray):
         return [row for chunk in array.chunks for row in messages_from_arrow(chunk)]
+    if pa.types.is_list(array.type) and isinstance(array.type.value_type, pa.JsonType):  # one object per message
+        texts = array.cast(pa.list_(pa.string())).to_pylist()
+        return [None if row is None else [None if m is None else json.loads(m) for m in row] for row in texts]
     if isinstance(array.type, pa.BaseExtensionType):
         array = array.storage
     flat = array.flatten() if array.null_count == 0 else None
@@ -157,10 +202,13 @@ def _message(role: Any, content: Any, parts: Any, reasoning: Any, calls: Any, na
 
 @dataclass
 class Message:
-    """Feature type of one chat message (use as ``List(Message())``).
+    """Feature type of one chat message (use as ``List(Message())``), registered with ``datasets``.
 
     Stored as an Arrow struct (``MESSAGE_TYPE``); decoded to a dict holding
-    ``role`` and ``content`` plus only the keys the message had.
+    ``role`` and ``content`` plus only the keys the message had. Nothing this
+    package hands a user uses it any more (a dataset whose features name it
+    loads only where this package is imported: use ``message_feature()``); it
+    stays so data saved by earlier releases, and code that builds with it, still work.
 
     Example:
         >>> from datasets import Dataset, Features, List

@@ -33,8 +33,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from whileai_datasets import option_names
 from whileai_datasets.errors import ParseWorkerError, WhileaiError
-from whileai_datasets.rows import option_names
 from whileai_datasets.rows.canonical import Normalizer, Options
 from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.unread_keys import Unread

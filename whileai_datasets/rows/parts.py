@@ -18,7 +18,11 @@ key as it was:
 * ``media`` and ``media_key``: the media reference (a URL, a path, a data URI
   or raw base64, never fetched) and its dotted path in the part
   (``image``, ``image_url.url``, ``source.data``);
-* ``extra``: every other key, as a JSON object. Where the reference sat inside
+* ``extra``: every other key, as the text of a JSON object (text, not ``Json``:
+  ``datasets`` sizes a dataset before ``push_to_hub``, ``save_to_disk`` and
+  ``to_parquet`` by flattening every list, and pyarrow cannot flatten an
+  all-null list of structs holding an extension type, which ``parts`` is on
+  every text-only chunk). Where the reference sat inside
   an object with other keys, that object is kept here whole with a null in the
   reference's place, so its keys come back in their order.
 
@@ -43,7 +47,7 @@ PART_TYPE = pa.struct(
         ("text", pa.string()),
         ("media", pa.string()),
         ("media_key", pa.string()),
-        ("extra", pa.json_()),
+        ("extra", pa.string()),
         ("text_key", pa.string()),
     ]
 )

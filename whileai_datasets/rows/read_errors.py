@@ -27,8 +27,8 @@ from typing import IO
 
 import pyarrow as pa
 
+from whileai_datasets import option_names
 from whileai_datasets.errors import ExportFormatError, WhileaiError
-from whileai_datasets.rows import option_names
 from whileai_datasets.rows.normalize import RowContext
 
 #: Bytes read at a time while counting the lines before a cut.

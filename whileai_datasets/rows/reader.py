@@ -25,8 +25,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from whileai_datasets import option_names
 from whileai_datasets.errors import ExportFormatError, WhileaiError
-from whileai_datasets.rows import option_names
 from whileai_datasets.rows.canonical import Chunk, Normalizer
 from whileai_datasets.rows.features import MESSAGE_TYPE, message_from_storage
 from whileai_datasets.rows.leaks import LeakScan

@@ -3,10 +3,12 @@
 Rows of every shape whileai writes are normalized into these columns by the
 ``whileai/export`` builder, and every transform reads and writes them.
 
-* ``messages``: ``List(Message())``: typed structs (role, content, tool calls
+* ``messages``: ``message_feature()``: typed structs (role, content, tool calls
   with JSON-text arguments, tool_call_id, name) plus ``extra``, a Json object
-  holding any other per-message key, so nothing is lost. ``Message`` decodes
-  back to exactly the keys the message had (see ``whileai_datasets.rows.features``).
+  holding any other per-message key, so nothing is lost. Built-in feature types
+  only, so the rows load without this package; ``ds[i]`` shows every field (null
+  where the message had no such key), and what is handed to a template drops
+  those nulls (see ``whileai_datasets.rows.features``).
 * ``loss_mask``: one int8 per message, 1 where the message carries loss.
 * ``tools``: the tool schemas, heterogeneous JSON, so ``Json()``.
 * whileai's carried keys (``_CARRY_KEYS`` in ``whileai.simulations.export``):
@@ -27,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 from datasets import Features, Json, List, Value
 
-from whileai_datasets.rows.features import Message
+from whileai_datasets.rows.features import message_feature
 
 MESSAGES = "messages"
 LOSS_MASK = "loss_mask"
@@ -84,7 +86,7 @@ SOURCE_KEYS: tuple[str, ...] = tuple(SOURCE_FEATURES)
 #: The training-row columns (config ``default``).
 EXPORT_FEATURES = Features(
     {
-        MESSAGES: List(Message()),
+        MESSAGES: message_feature(),
         LOSS_MASK: List(Value("int8")),
         TOOLS: Json(),
         **CARRY_FEATURES,
@@ -115,8 +117,8 @@ PAIR_KEYS: tuple[str, ...] = tuple(PAIR_FEATURES)
 PREFERENCE_FEATURES = Features(
     {
         "prompt": Json(),
-        "chosen": List(Message()),
-        "rejected": List(Message()),
+        "chosen": message_feature(),
+        "rejected": message_feature(),
         TOOLS: Json(),
         **PAIR_FEATURES,
     }

@@ -2,7 +2,7 @@
 
 A dropped row never goes by in silence: each warning gives how many rows of the batch, why, and the
 first one, and names the option that changes it in the words of the surface it is shown in
-(``rows.option_names``).
+(``whileai_datasets.option_names``).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from whileai_datasets import option_names
 from whileai_datasets.errors import NothingToTrainWarning
-from whileai_datasets.rows import option_names
 
 __all__ = ["BadMaskRowsWarning", "UnsupervisedRowsWarning", "bad_rows_warning", "dropped_warning"]
 

@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from whileai_datasets._options import check_count
-from whileai_datasets._typing import ON_BAD_ROW, OnBadRow
+from whileai_datasets import option_names
+from whileai_datasets._options import check_choice, check_count
+from whileai_datasets._typing import OnBadRow
 from whileai_datasets.chat_template.masks.mask_check import check_row
 from whileai_datasets.chat_template.masks.masking import (
     MaskPlan,
@@ -38,7 +39,6 @@ from whileai_datasets.chat_template.rendering.render import batch_inputs, marker
 from whileai_datasets.chat_template.sandbox.budget import budget_scope
 from whileai_datasets.columnar._arrow import require_batched
 from whileai_datasets.errors import RenderBudgetError, SchemaError, TemplateError
-from whileai_datasets.rows import option_names
 from whileai_datasets.tokenize.encode_queue import EncodeQueue, Ticket
 from whileai_datasets.tokenize.notices import (
     BadMaskRowsWarning,
@@ -220,11 +220,8 @@ class Tokenize:
     encoder: PieceEncoder = field(default_factory=PieceEncoder, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        check_count(self.max_length, "max_length", minimum=1, error=SchemaError, location="tokenize",
-                    hint="Pass a positive number of tokens, or None to keep whole rows.")
-        if self.on_bad_row not in ON_BAD_ROW:
-            raise SchemaError(f"on_bad_row must be one of {', '.join(map(repr, ON_BAD_ROW))}, got {self.on_bad_row!r}",
-                              hint=f"Pass {option_names.spell('on_bad_row', 'raise')} or {option_names.spell('on_bad_row', 'skip')}.")
+        check_count(self.max_length, "max_length", minimum=1)
+        check_choice(self.on_bad_row, "on_bad_row", OnBadRow)
         plan = _resolve_template(self.tokenizer, self.template).mask_plan()
         object.__setattr__(self, "plan", plan)
         object.__setattr__(self, "chat", plan.template)

@@ -77,13 +77,6 @@ class MaskView:
             parts.append(f'<span class="{kind}">{html.escape(text)}</span>')
         return f"<pre>{''.join(parts)}</pre>"
 
-    def html_page(self, title: str) -> str:
-        return (
-            "<!doctype html><html><head><meta charset='utf-8'>"
-            f"<title>{html.escape(title)}</title><style>{VIEW_CSS}</style></head><body>"
-            f"<h1>{html.escape(title)}</h1><p>{html.escape(self.summary())}</p>{self.html_fragment()}</body></html>\n"
-        )
-
     def summary(self) -> str:
         share = self.supervised / self.tokens if self.tokens else 0.0
         text = (f"{self.tokens} tokens, {self.supervised} supervised ({share:.0%}); "

@@ -23,13 +23,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from whileai_datasets._options import check_choice
+from whileai_datasets._typing import ExportFormat
 from whileai_datasets.columnar import _arguments, _arrow
-from whileai_datasets.errors import ExportFormatError, SchemaError
+from whileai_datasets.errors import SchemaError
 from whileai_datasets.rows import file_kind
 from whileai_datasets.rows.leaks import LEAK_MIN_QUOTE_CHARS, LeakScan
 from whileai_datasets.rows.leaks import row_leak as row_leak  # the gates module is where callers find it
 
-EXPORT_FORMATS = ("openai", "trl", "fireworks")
 ENCODINGS = {"openai": "json_string", "trl": "dict", "fireworks": "json_string"}
 ENCODING_NOTES = {
     "json_string": (
@@ -43,13 +44,7 @@ ENCODING_NOTES = {
 
 
 def check_format(format: str) -> str:
-    if format not in EXPORT_FORMATS:
-        raise ExportFormatError(
-            f"format must be one of {', '.join(map(repr, EXPORT_FORMATS))}, got {format!r}",
-            location="format",
-            hint="Pick one of those.",
-        )
-    return ENCODINGS[format]
+    return ENCODINGS[check_choice(format, "format", ExportFormat)]
 
 
 def call_counts(lists: pa.Array, encoding: str) -> tuple[np.ndarray, np.ndarray]:
@@ -103,7 +98,9 @@ def turn_columns(table: pa.Table) -> list[str]:
 
 
 def _is_message_list(arrow_type: pa.DataType) -> bool:
-    return bool(pa.types.is_list(arrow_type) and pa.types.is_struct(arrow_type.value_type))
+    """Message structs, or one Json object per message (what the wire transforms hand ``Dataset.map``)."""
+    return bool(pa.types.is_list(arrow_type) and (pa.types.is_struct(arrow_type.value_type)
+                                                  or isinstance(arrow_type.value_type, pa.JsonType)))
 
 
 class Roundtrip:
@@ -126,7 +123,7 @@ class Roundtrip:
         checked = np.zeros(table.num_rows, np.int64)
         invalid = np.zeros(table.num_rows, np.int64)
         for name in turn_columns(table):
-            c, i = call_counts(_arrow.column(table, name), self.encoding)
+            c, i = call_counts(_arrow.message_column(table, name), self.encoding)
             checked += c
             invalid += i
         self.add(checked, invalid, offset)

@@ -12,7 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from whileai_datasets._typing import MASK_MODES, Batch
+from whileai_datasets._options import check_choice
+from whileai_datasets._typing import Batch, MaskMode
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import SchemaError
 
@@ -42,22 +43,18 @@ class LossMask:
     Returns:
         The batch with ``loss_mask`` (``List(int8)``, one entry per message).
     Raises:
-        SchemaError: ``mode`` is not one of the two, or ``column`` is not a message list.
+        OptionError: ``mode`` is not one of the two.
+        SchemaError: ``column`` is not a message list.
     Example:
         >>> from whileai_datasets import transforms as wai_transforms
         >>> ds = ds.with_format("arrow").map(wai_transforms.loss_mask("final"), batched=True)  # doctest: +SKIP
     """
 
-    mode: str = "assistant"
+    mode: MaskMode = "assistant"
     column: str = "messages"
 
     def __post_init__(self) -> None:
-        if self.mode not in MASK_MODES:
-            raise SchemaError(
-                f"mask mode must be one of {', '.join(map(repr, MASK_MODES))}, got {self.mode!r}",
-                location="loss_mask",
-                hint='Pass loss_mask("assistant") or loss_mask("final").',
-            )
+        check_choice(self.mode, "mode", MaskMode)
 
     def __call__(self, batch: Batch, indices: list[int] | None = None) -> Batch:
         return _arrow.like(batch, mask_table(_arrow.as_table(batch), self.mode, self.column))
@@ -75,6 +72,6 @@ def mask_table(table: pa.Table, mode: str, column: str = "messages", *, keep_off
     return _arrow.set_column(table, "loss_mask", _arrow.relist(lists, values))
 
 
-def loss_mask(mode: str = "assistant") -> LossMask:
+def loss_mask(mode: MaskMode = "assistant") -> LossMask:
     """``LossMask(mode)``: ``ds.map(loss_mask("final"), batched=True)``."""
     return LossMask(mode)

@@ -50,7 +50,7 @@ class TruncateToolOutput:
     column: str = "messages"
 
     def __post_init__(self) -> None:
-        check_count(self.max_chars, "max_chars", optional=False, error=SchemaError, location="truncate_tool_output",
+        check_count(self.max_chars, "max_chars", optional=False,
                     hint="Pass the number of characters to keep, e.g. truncate_tool_output(2000).")
 
     def __call__(self, batch: Batch, indices: list[int] | None = None) -> Batch:

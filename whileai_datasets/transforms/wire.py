@@ -1,10 +1,15 @@
 """Wire shapes: canonical rows as whileai's OpenAI, TRL and Fireworks rows.
 
 Each shape decodes (``ds[i]``) and writes (``export_dataset``'s JSONL) to
-exactly whileai's dicts: messages keep ``Message``'s "null means absent"
-(``TrlMessage`` for TRL, whose tool-call arguments are values), per-message
-keys whileai never writes (``extra``) are dropped, and columns whileai leaves
-out are dropped. A top-level key whileai leaves out *for some rows only* (a
+exactly whileai's dicts: the transforms hand ``Dataset.map`` each message as one
+``Json`` object (``List(Json())``, as ``datasets``' own json loader types agent
+traces and as TRL asks of struct-typed messages), so a message carries only its
+own keys (no ``tool_calls: None`` on a user turn), TRL's tool-call arguments are
+values, and the rows load wherever ``datasets`` >= 4.7 is installed, this package
+or not. The ``*_table`` functions below build the shapes on message structs
+(the export's writer reads those); per-message keys whileai never writes
+(``extra``) are dropped, and columns whileai leaves out are dropped. A
+top-level key whileai leaves out *for some rows only* (a
 carried key that is None, ``prompt_text`` for an empty ask) stays a column and
 is null there; the JSONL writer leaves null keys out.
 
@@ -30,15 +35,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from whileai_datasets._typing import Batch
-from whileai_datasets.columnar import _arguments, _arrow, _parts, _types
+from whileai_datasets._options import check_choice
+from whileai_datasets._typing import Batch, TrlKind
+from whileai_datasets.columnar import _arguments, _arrow, _parts, _portable, _types
 from whileai_datasets.errors import SchemaError
 from whileai_datasets.rows.schema import CARRY_KEYS, PAIR_KEYS, SOURCE_KEYS
 from whileai_datasets.transforms import pairs
 from whileai_datasets.transforms.groups import GROUP_COLUMNS
 
 SCHEMA_VERSION = "1"
-TRL_KINDS = ("training", "completion", "preference")
 _WEIGHT_1 = '{"weight": 1}'
 _WEIGHT_0 = '{"weight": 0}'
 
@@ -155,10 +160,6 @@ def fireworks_messages(lists: pa.Array, mask: pa.Array | None, *, keep_tool_call
     if not keep_tool_call_id:
         fields["tool_call_id"] = None
     return _arrow.relist(lists, _arrow.replace_fields(messages, **fields))
-
-
-#: ``weighted_messages``' vocabulary (``_typing.MessageWeights``).
-MESSAGE_WEIGHTS = ("assistant", "all")
 
 
 def weighted_messages(lists: pa.Array, mask: pa.Array, weights: str) -> pa.Array:
@@ -339,7 +340,7 @@ class ToOpenAI:
     def __call__(self, batch: Batch, indices: list[int] | None = None) -> Batch:
         table = _arrow.as_table(batch)
         out = openai_preference_table(table) if _is_preference(table) else openai_table(table)
-        return _arrow.like(batch, out, reshaped=True)
+        return _arrow.like(batch, _portable.portable_table(out), reshaped=True)
 
 
 @dataclass(frozen=True)
@@ -359,22 +360,18 @@ class ToTrl:
             ``False`` keeps each reference in its part (``{"type": "image",
             "image": ref}``) and adds no column.
     Raises:
-        SchemaError: an unknown ``kind``, or a row-dropping kind called one example at a time.
+        OptionError: an unknown ``kind``.
+        SchemaError: a row-dropping kind called one example at a time.
     Example:
         >>> from whileai_datasets import transforms as wai_transforms
         >>> ds = ds.with_format("arrow").map(wai_transforms.to_trl("completion"), batched=True)  # doctest: +SKIP
     """
 
-    kind: str = "training"
+    kind: TrlKind = "training"
     images: bool | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in TRL_KINDS:
-            raise SchemaError(
-                f"kind must be one of {', '.join(map(repr, TRL_KINDS))}, got {self.kind!r}",
-                location="to_trl",
-                hint='Pass to_trl("training"), to_trl("completion") or to_trl("preference").',
-            )
+        check_choice(self.kind, "kind", TrlKind)
 
     def __call__(self, batch: Batch, indices: list[int] | None = None) -> Batch:
         if self.kind != "training":
@@ -386,7 +383,7 @@ class ToTrl:
             out = trl_completion_table(table, self.images)
         else:
             out = trl_preference_table(table, self.images)[0]
-        return _arrow.like(batch, out, reshaped=True)
+        return _arrow.like(batch, _portable.portable_table(out), reshaped=True)
 
 
 @dataclass(frozen=True)
@@ -402,11 +399,13 @@ class ToFireworks:
         names = batch.column_names if isinstance(batch, pa.Table) else list(batch.keys())
         if "chosen" in names and "rejected" in names and "messages" not in names:
             _arrow.require_batched(batch, "to_fireworks")
-            return _arrow.like(batch, fireworks_preference_table(_arrow.as_table(batch))[0], reshaped=True)
-        return _arrow.like(batch, fireworks_table(_arrow.as_table(batch)), reshaped=True)
+            out = fireworks_preference_table(_arrow.as_table(batch))[0]
+        else:
+            out = fireworks_table(_arrow.as_table(batch))
+        return _arrow.like(batch, _portable.portable_table(out), reshaped=True)
 
 
-def to_trl(kind: str = "training", *, images: bool | None = None) -> ToTrl:
+def to_trl(kind: TrlKind = "training", *, images: bool | None = None) -> ToTrl:
     """``ToTrl(kind, images)``: ``ds.map(to_trl("completion"), batched=True)``."""
     return ToTrl(kind, images)
 

@@ -62,7 +62,6 @@ MIN_JINJA = Version("3.1.6")
 # The character after U+E000 says what the marker means (see render.py).
 MARK_OPEN = "\ue000"
 MARK_CLOSE = "\ue001"
-MARK_CHARS = (MARK_OPEN, MARK_CLOSE)
 GENERATION_METHOD = "_generation"
 #: The span tracker's callbacks (``rendering.spans.LoopTracker``), which the instrumented template calls per
 #: loop pass; reserved: no template may use these names (``rendering.render.instrument_loops`` refuses it).

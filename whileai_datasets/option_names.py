@@ -9,7 +9,7 @@ runs (:func:`command_line`). The surface is a module global, not a context varia
 workers forked by the command inherit it, and spawned ones are told it with their work
 (``parallel.Job.surface``), so their errors are worded for the shell too.
 
-It lives with the rows (the first stage), so every later stage can word its hints through it.
+It lives below every stage, so each can word its hints (and the option checks their errors) through it.
 """
 
 from __future__ import annotations
