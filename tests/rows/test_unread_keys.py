@@ -56,7 +56,7 @@ def test_kept_message_keys_are_still_said_as_kept(load: Any) -> None:
     with pytest.warns(UnreadKeysWarning, match="message keys are kept in each message's 'extra' but no chat "
                                                "template renders them"):
         ds = load(MISSPELT, keep_message_keys=True)
-    assert ds[0]["messages"][0]["contnet"] == "Where is my order?"
+    assert ds[0]["messages"][0]["extra"] == {"contnet": "Where is my order?"}
 
 
 def test_streaming_says_it_per_file(tmp_path: Path) -> None:
