@@ -36,7 +36,7 @@ from datasets.builder import Key
 from datasets.exceptions import DatasetGenerationError
 
 from whileai_datasets import option_names
-from whileai_datasets.builders import cache_space, inputs
+from whileai_datasets.builders import cache_space, inputs, unread
 from whileai_datasets.builders.config import WhileaiExportConfig
 from whileai_datasets.errors import ExportFormatError, NothingToTrainWarning, WhileaiError
 from whileai_datasets.rows import file_kind, parallel, read_errors
@@ -44,6 +44,7 @@ from whileai_datasets.rows.canonical import Normalizer
 from whileai_datasets.rows.json_array import iter_json_array_rows
 from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.no_loss import NoLoss
+from whileai_datasets.rows.unread_keys import Unread
 from whileai_datasets.rows.reader import (
     BadRows,
     LinePosition,
@@ -102,6 +103,8 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         self.bad_rows = BadRows()
         #: rows read that carry no loss (said on every load of a split, streamed: per file; training rows only)
         self.no_loss = NoLoss()
+        #: keys of the rows read that no shape reads (said with the split, as no_loss is)
+        self.unread = Unread()
         #: leak facts of the rows read (training rows only), for the export's leak gate
         self.leaks = LeakScan() if self.config.leak_facts and self.config.name == "default" else None
         #: bad rows already warned about while streaming
@@ -234,9 +237,13 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                     # where the next shard starts: a worker reading shards in order never rescans
                     self._line_marks_of(file)[position.offset] = (position.line, position.row)
                 at_file_end = byte_range is None or byte_range[1] >= byte_range[2]
+                self.unread.merge(normalizer.unread.to_dict())
+                normalizer.unread = Unread()
                 if not self._preparing and at_file_end:
                     self._warn_streamed_bad_rows()
                     self._warn_no_loss(name)
+                    unread.warn(self.unread, name, kept=self.config.keep_message_keys, stacklevel=3)
+                    self.unread = Unread()
         finally:
             if self._range_reader is not None:
                 self._range_reader.close()
@@ -300,7 +307,7 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
 
     def _prepare_split(self, split_generator: datasets.SplitGenerator, **kwargs: Any) -> None:
         before, self.leaks = self.bad_rows.count, LeakScan() if self.leaks is not None else None
-        self.no_loss = NoLoss()
+        self.no_loss, self.unread = NoLoss(), Unread()
         super()._prepare_split(split_generator, **kwargs)
         prefix = os.path.join(self._output_dir, f"{self.dataset_name}-{split_generator.name}")
         for path in sorted(glob.glob(glob.escape(prefix) + "-[0-9][0-9][0-9][0-9][0-9]." + JOB_REPORT_FILE)):
@@ -309,6 +316,7 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
             os.remove(path)
             self.bad_rows.merge(job["bad_rows"])
             self.no_loss.merge(job.get("no_loss") or {})
+            self.unread.merge(job.get("unread") or {})
             if self.leaks is not None and job["leaks"] is not None:
                 self.leaks.merge(job["leaks"])
         if not os.path.isdir(self._output_dir):
@@ -322,18 +330,21 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         if not split_generator.split_info.num_examples:
             raise _all_rows_skipped(split_generator.name, self.bad_rows)
         inputs.update_json(os.path.join(self._output_dir, NO_LOSS_FILE), {split_generator.name: self.no_loss.to_dict()})
-        self.no_loss = NoLoss()  # said by _as_dataset, on this load and on every load from the cache
+        unread.save(self._output_dir, split_generator.name, self.unread)
+        self.no_loss, self.unread = NoLoss(), Unread()  # said by _as_dataset, on this load and on every load from the cache
 
     def _as_dataset(self, split: Any = datasets.Split.TRAIN, in_memory: bool = False) -> datasets.Dataset:
         ds = super()._as_dataset(split, in_memory)
         said = no_loss_of(os.path.join(self._fs._strip_protocol(self._output_dir), NO_LOSS_FILE), str(split))
         if said is not None:
             warnings.warn(said, NothingToTrainWarning, stacklevel=4)
+        unread.warn_saved(os.path.join(self._fs._strip_protocol(self._output_dir), unread.UNREAD_FILE), str(split),
+                          kept=self.config.keep_message_keys, stacklevel=4)
         return ds
 
     def _prepare_split_single(self, *, fpath: str, job_id: int, **kwargs: Any) -> Iterator[tuple[int, bool, Any]]:
-        outer = self.bad_rows, self.leaks, self.no_loss
-        self.bad_rows, self.no_loss, self._preparing = BadRows(), NoLoss(), True
+        outer = self.bad_rows, self.leaks, self.no_loss, self.unread
+        self.bad_rows, self.no_loss, self.unread, self._preparing = BadRows(), NoLoss(), Unread(), True
         self.leaks = LeakScan() if outer[1] is not None else None
         try:
             for item in super()._prepare_split_single(fpath=fpath, job_id=job_id, **kwargs):
@@ -343,14 +354,14 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                         with open(job_report, "w", encoding="utf-8") as handle:
                             leaks = self.leaks.state() if self.leaks is not None else None
                             json.dump({"bad_rows": self.bad_rows.to_dict(), "leaks": leaks,
-                                       "no_loss": self.no_loss.to_dict()}, handle)
+                                       "no_loss": self.no_loss.to_dict(), "unread": self.unread.to_dict()}, handle)
                 yield item
         except (DatasetGenerationError, OSError) as err:
             # raised here, in the worker: its __cause__ would not survive the trip back from a num_proc worker
             self._raise_cause(err)
             raise
         finally:
-            (self.bad_rows, self.leaks, self.no_loss), self._preparing = outer, False
+            (self.bad_rows, self.leaks, self.no_loss, self.unread), self._preparing = outer, False
 
     def _warn_no_loss(self, where: str) -> None:
         """One ``NothingToTrainWarning`` for the rows counted so far that carry no loss, then a fresh count."""

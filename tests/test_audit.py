@@ -79,15 +79,16 @@ def test_a_template_that_drops_the_system_message_is_found_by_rendering(tmp_path
     assert kept.count("template-drops") == 0 and kept.template["renders_system"] is True  # type: ignore[index]
 
 
-def test_think_blocks_are_counted_stripped_and_a_turn_they_empty_is_a_problem(tmp_path: Path) -> None:
+def test_think_blocks_are_kept_as_load_and_tokenize_keep_them_and_a_turn_stripping_empties_is_a_problem(
+        tmp_path: Path) -> None:
     rows = [_talk(("user", "what is two plus two"), ("assistant", "<think>think hard</think>four")),
             _talk(("user", "what is two plus two"), ("assistant", "<think>think hard</think>"))]
     source = write_jsonl(tmp_path / "rows.jsonl", rows)
-    stripped = _audit(source).findings
+    kept = _audit(source).findings  # the default: what load_dataset + tokenize train
+    assert (kept["think_kept"].rows, kept["think_stripped"].rows, kept["emptied_by_think"].rows) == (2, 0, 0)
+    stripped = _audit(source, strip_think=True).findings  # what an export with whileai's default trains
     assert (stripped["think_stripped"].rows, stripped["think_stripped"].amount) == (2, 2)
     assert (stripped["emptied_by_think"].rows, stripped["emptied_by_think"].first) == (1, [1])
-    kept = _audit(source, strip_think=False).findings
-    assert (kept["think_kept"].rows, kept["think_stripped"].rows, kept["emptied_by_think"].rows) == (2, 0, 0)
 
 
 def test_three_marked_turns_exported_as_completion_lose_two(tmp_path: Path, tokenizer: Any) -> None:

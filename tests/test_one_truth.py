@@ -105,12 +105,9 @@ SHAPES: dict[str, list[dict[str, Any]]] = {
 }
 #: The options every path is given: load_dataset and tokenize keep <think> blocks, so the audit is told to.
 SAME = {"max_length": MAX_LENGTH, "strip_think": False}
-#: Pairs where the audit's count differs from what trains today, and what they need: the export's pipeline
-#: (which the audit runs) drops each row's own tool schemas, so where max_length cuts a row that carries
-#: them, the audit counts a row shorter than the one that trains.
-OWN_TOOLS = "needs input38: the audit keeping each row's own tools (max_length cuts these rows with them)"
-DIFFERS = {("own_tools", "llama3_1"): OWN_TOOLS, ("conversations_tool_calls", "llama3_1"): OWN_TOOLS,
-           ("conversations_tool_calls", "qwen2_5"): OWN_TOOLS}
+#: Pairs where the audit's count differs from what trains today, and what they need (none: the export's
+#: pipeline, which the audit runs, keeps each row's own tool schemas as load_dataset does).
+DIFFERS: dict[tuple[str, str], str] = {}
 
 
 @pytest.fixture(scope="module")
@@ -216,8 +213,6 @@ def test_the_audit_completes_and_names_each_row_it_cannot_train_by_cause(
     assert all(f"{count:,} {cause.replace('_', '-')}" in text.splitlines()[0] for cause, count in causes.items())
 
 
-@pytest.mark.xfail(strict=True, reason="needs opts/input38: one think default (the audit strips <think> and the "
-                                       "whitespace around it by default, load_dataset + tokenize keep them)")
 def test_the_audit_with_its_defaults_counts_what_load_and_tokenize_train_with_theirs(
         files: dict[str, Path], tokenizers: dict[str, Any], measured: dict[tuple[str, str], dict[str, Any]]) -> None:
     found = audit(str(files["think"]), tokenizer=tokenizers["qwen2_5"], max_length=MAX_LENGTH)

@@ -51,17 +51,21 @@ def _template(tmp_path: Path, text: str) -> str:
     return str(path)
 
 
-def test_think_blocks_are_stripped_as_the_export_strips_them_unless_kept(
+def test_think_blocks_are_kept_as_load_and_tokenize_keep_them_unless_stripped(
     tmp_path: Path, tokenizer_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rows = write_jsonl(tmp_path / "r.jsonl", [_talk(("user", "what is two plus two"),
                                                     ("assistant", "<think>pondering deeply</think>four"))])
     template = _template(tmp_path, CHATML)
     code, out, _ = _show(capsys, str(rows), "--tokenizer", str(tokenizer_dir), "--template", template)
+    assert code == 0 and "[[<think>pondering deeply</think>four<|im_end|>]]" in out
+    assert "note: 1 <think> block(s) kept and trained, as load_dataset + tokenize keep them" in out
+    code, out, _ = _show(capsys, str(rows), "--tokenizer", str(tokenizer_dir), "--template", template, "--strip-think")
     assert code == 0 and "pondering deeply" not in out and "[[four<|im_end|>]]" in out
-    assert "note: 1 <think> block(s) stripped, as the export does (--keep-think keeps them)" in out
+    assert "note: 1 <think> block(s) stripped (--strip-think), as export does" in out
+    # export's flag, the default here, is still taken
     code, out, _ = _show(capsys, str(rows), "--tokenizer", str(tokenizer_dir), "--template", template, "--keep-think")
-    assert code == 0 and "pondering deeply" in out and "kept and trained (--keep-think)" in out
+    assert code == 0 and "pondering deeply" in out
 
 
 def test_max_length_draws_the_cut_and_counts_what_it_drops(

@@ -94,14 +94,16 @@ class TrainingOptions:
     """What turns canonical rows into training rows and tokens, checked once, when it is made.
 
     The defaults are what ``load_dataset("whileai/export", ...)`` + ``tokenize`` do: ``<think>`` kept,
-    each row's tools kept, loss on every assistant turn, no unrolling, no cut. ``export_dataset`` and
-    ``audit`` start from :meth:`whileai_export` instead (whileai's own defaults: think stripped), so an
-    export is byte-equal to whileai's. Change a field with ``dataclasses.replace``; record it with
+    each row's tools kept, loss on every assistant turn, no unrolling, no cut; ``audit`` and
+    ``show-mask`` take them too, so they count and show what that path trains. ``export_dataset`` (and
+    the commands that export or push rollouts) start from :meth:`whileai_export` instead (whileai's own
+    defaults: think stripped), so an export is byte-equal to whileai's. Change a field with ``dataclasses.replace``; record it with
     :meth:`to_dict` and read it back with :meth:`from_dict`.
 
     Attributes:
         system_prompt: Prepended to rows that do not open with it; None adds nothing.
-        tools: Tool schemas for rows that carry none (a tuple of dicts; any sequence is taken).
+        tools: Tool schemas put on every row, in place of its own, as whileai's ``tools=`` does (a tuple
+            of dicts; any sequence is taken); None: each row keeps its own.
         strip_think: Remove ``<think>`` blocks and reasoning from assistant turns.
         mask_mode: ``"assistant"`` (loss on every assistant turn) or ``"final"`` (the last one only).
         unroll: One training sample per assistant turn.

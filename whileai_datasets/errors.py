@@ -84,3 +84,10 @@ class NothingToTrainWarning(UserWarning):
 class DuplicateSystemWarning(UserWarning):
     """Rows that open with two system messages (``system_prompt=`` given for rows that already carry their own):
     the model is trained to expect both. The message gives the count and the first location."""
+
+
+class UnreadKeysWarning(UserWarning):
+    """Keys of the rows that no row shape reads: message keys outside the ones a message is read by (a
+    misspelt ``contnet`` loads as empty content), and row keys that look meant to be read (a near miss of a
+    read key, or ``response`` / ``output`` beside a conversation read from other keys). The message gives
+    each key's count and first location, with a "did you mean" for near misses (``rows.unread_keys``)."""

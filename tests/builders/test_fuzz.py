@@ -205,6 +205,7 @@ def _load(folder: Path, content: bytes, name: str = FILE_NAME) -> Any:
                                  cache_dir=str(folder / "cache"), download_mode="force_redownload")
 
 
+@pytest.mark.filterwarnings("ignore::whileai_datasets.errors.UnreadKeysWarning")  # mutated keys: said, as they should be
 def test_the_builder_only_ever_raises_export_format_error_with_a_location(fuzz_dir: Path) -> None:
     import datasets
 
@@ -235,6 +236,7 @@ def damaged_arrays(draw: st.DrawFn) -> tuple[bytes, int, bool]:
     return content, len(rows), damaged
 
 
+@pytest.mark.filterwarnings("ignore::whileai_datasets.errors.UnreadKeysWarning")  # mutated keys: said, as they should be
 def test_a_json_array_only_ever_raises_export_format_error_with_a_location(fuzz_dir: Path) -> None:
     import datasets
 
@@ -276,6 +278,7 @@ def _conversations(ds: Any) -> list[list[tuple[Any, ...]]]:
             for row in ds]
 
 
+@pytest.mark.filterwarnings("ignore::whileai_datasets.errors.UnreadKeysWarning")  # mutated keys: said, as they should be
 @pytest.mark.filterwarnings("ignore::whileai_datasets.errors.NothingToTrainWarning")  # fuzzed rows: some train nothing
 @pytest.mark.filterwarnings("ignore::whileai_datasets.errors.DuplicateSystemWarning")
 @pytest.mark.parametrize("fmt", ["openai", "trl", "fireworks"])

@@ -38,7 +38,7 @@ _NOT_RECORDED = ("tools", "validate", "weights")
 def checked_options(*, tokenized: bool, on_bad_row: str, **given: Any) -> TrainingOptions:
     """The audit's training options (``given``: the export's keywords and ``max_length``), checked as every
     entry point checks them, and its ``on_bad_row``; ``tokenized``: a tokenizer was given."""
-    options = TrainingOptions.whileai_export(**given)
+    options = TrainingOptions(**given)
     check_choice(on_bad_row, "on_bad_row", OnBadRow)
     if options.max_length is not None and not tokenized:
         raise SchemaError("max_length counts tokens, and no tokenizer was given", location="max_length",

@@ -116,9 +116,10 @@ def _notes(row: pa.Table, options: TrainingOptions, facts: TemplateFacts | None)
              for name, value in source_flags(row, options).items()}
     notes = []
     if flags["think"]:
-        notes.append(f"{int(flags['think'])} <think> block(s) kept and trained (--keep-think)"
+        notes.append(f"{int(flags['think'])} <think> block(s) kept and trained, as load_dataset + tokenize keep "
+                     "them (--strip-think strips them, as export does)"
                      if not options.strip_think else
-                     f"{int(flags['think'])} <think> block(s) stripped, as the export does (--keep-think keeps them)")
+                     f"{int(flags['think'])} <think> block(s) stripped (--strip-think), as export does")
     if flags["duplicate_system"]:
         notes.append("the row opens with two system messages (--system-prompt given on a row that has its own)")
     if facts is not None:

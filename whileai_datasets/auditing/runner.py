@@ -34,7 +34,7 @@ def audit(
     max_length: int | None = None,
     system_prompt: str | None = None,
     tools: Sequence[dict[str, Any]] | None = None,
-    strip_think: bool = True,
+    strip_think: bool = False,
     mask_mode: MaskMode = "assistant",
     unroll: bool = False,
     max_tool_output_chars: int | None = None,
@@ -58,9 +58,10 @@ def audit(
             tokenizer's own otherwise. Given without a tokenizer, the template's drops are still found.
         max_length: Cut rows to this many tokens, as ``tokenize`` does; the audit counts what it cuts.
         system_prompt, tools, strip_think, mask_mode, unroll, max_tool_output_chars, format: The
-            export's options (``export_dataset``), with its defaults: whileai's (``strip_think=True``),
-            not ``load_dataset`` + ``tokenize``'s (which keep ``<think>``); they and ``max_length`` make
-            one ``TrainingOptions.whileai_export(...)``, recorded in ``Audit.options``.
+            options that turn rows into training rows, with ``load_dataset`` + ``tokenize``'s defaults
+            (``<think>`` kept, each row's own tools kept), so the audit counts what that path trains;
+            pass ``strip_think=True`` to count an ``export_dataset`` file made with whileai's default. They
+            and ``max_length`` make one ``TrainingOptions``, recorded in ``Audit.options``.
         on_bad_row: The ``tokenize`` you will train with: ``"raise"`` stops at a row the template cannot
             render or mask, ``"skip"`` leaves it out. The audit never stops on such a row: it counts it
             (``bad_rows``, and one finding per cause: ``roles_must_alternate``, ``content_type``, ...,

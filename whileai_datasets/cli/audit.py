@@ -60,7 +60,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--template", metavar="FILE",
                         help="a chat template file or a shipped family (default: the tokenizer's own)")
     parser.add_argument("--max-length", metavar="N", type=int, help="cut rows to N tokens, as tokenize does")
-    export_cli.add_row_options(parser)
+    export_cli.add_row_options(parser, think_kept=True)
     parser.add_argument("--format", metavar=one_of(ExportFormat), default="openai",
                         help="the export's wire shape (default: %(default)s)")
     parser.add_argument("--unroll", action="store_true", help="one sample per assistant turn")

@@ -54,15 +54,29 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def add_row_options(parser: argparse.ArgumentParser) -> None:
+def add_row_options(parser: argparse.ArgumentParser, *, think_kept: bool = False) -> None:
     """The options that make raw rollouts into training rows: the system prompt, the tools, the mask,
-    think blocks and tool-output truncation (``export`` and ``push`` take the same ones)."""
+    think blocks and tool-output truncation (``export`` and ``push`` take the same ones).
+
+    ``think_kept``: the command's default is ``load_dataset`` + ``tokenize``'s (``<think>`` kept,
+    ``--strip-think`` strips it: ``audit`` and ``show-mask``, which count and show what trains), not the
+    export's whileai default (stripped, ``--keep-think`` keeps it). Either way ``args.keep_think`` says
+    what was chosen."""
     system = parser.add_mutually_exclusive_group()
     system.add_argument("--system-prompt", metavar="TEXT", help="system message prepended to every conversation")
     system.add_argument("--system-prompt-file", metavar="FILE", type=Path, help="read the system prompt from FILE")
     parser.add_argument("--tools", metavar="FILE", type=Path, help="a JSON file holding the list of tool schemas")
     parser.add_argument("--mask-mode", metavar=one_of(MaskMode), default="assistant", help="which assistant turns carry loss")
-    parser.add_argument("--keep-think", action="store_true", help="keep <think> blocks (strip_think=False)")
+    if think_kept:
+        think = parser.add_mutually_exclusive_group()
+        think.add_argument("--strip-think", dest="keep_think", action="store_false",
+                           help="strip <think> blocks, as export does (strip_think=True); by default they are "
+                                "kept, as load_dataset + tokenize keep them")
+        # the default already; still taken, so a command line written for export's flags keeps working
+        think.add_argument("--keep-think", dest="keep_think", action="store_true", help=argparse.SUPPRESS)
+        parser.set_defaults(keep_think=True)
+    else:
+        parser.add_argument("--keep-think", action="store_true", help="keep <think> blocks (strip_think=False)")
     parser.add_argument("--max-tool-output-chars", metavar="N", type=_count,
                         help="cut tool messages to N characters (a whole number, 0 or more)")
 

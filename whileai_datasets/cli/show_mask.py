@@ -46,7 +46,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="show the rows an audit of all of SOURCE finds least supervised (the default) or most "
                         "cut by --max-length, instead of --row")
     parser.add_argument("--max-length", metavar="N", type=int, help="cut rows to N tokens, as tokenize does")
-    export_cli.add_row_options(parser)
+    export_cli.add_row_options(parser, think_kept=True)
     parser.add_argument("--unroll", action="store_true", help="one sample per assistant turn, as export --unroll")
     parser.add_argument("--html", type=Path, help="also write the rows as an HTML page")
     parser.add_argument("--no-color", action="store_true", help="mark supervised text with [[...]] instead of colour")
@@ -57,8 +57,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _options(args: argparse.Namespace, system: str | None) -> TrainingOptions:
-    """The rows' training options, as ``export`` and ``audit`` make them (whileai's defaults)."""
-    return TrainingOptions.whileai_export(
+    """The rows' training options, as ``audit`` makes them (``load_dataset`` + ``tokenize``'s defaults)."""
+    return TrainingOptions(
         system_prompt=system, strip_think=not args.keep_think, mask_mode=args.mask_mode, unroll=args.unroll,
         max_tool_output_chars=args.max_tool_output_chars, max_length=args.max_length)
 

@@ -16,6 +16,8 @@ count. Differences, on purpose:
   the leak check's facts from each raw row as it reads it (``leak_facts``).
 * ``output`` ending in ``.parquet`` writes Parquet (typed, with the
   ``datasets`` features); anything else writes JSONL.
+* A row's own ``tools`` are written when no ``tools=`` is given (whileai drops them; see
+  docs/differences.md); ``tools=`` replaces them on every row, as in whileai.
 * Rows whileai would silently drop or mangle (a message with an unknown role,
   a non-object tool call) raise ``ExportFormatError`` with their location:
   that is the builder's contract.
@@ -245,7 +247,8 @@ def export_preference(
     overwrite.refuse_overwrite(output, overwrite.input_paths(pairs))
     table, ties = _pair_table(pairs, str(system_prompt or ""), drop_ties)
     tools_json = json.dumps(list(tools), ensure_ascii=False) if tools else None
-    table = _arrow.set_column(table, "tools", pa.array([tools_json] * table.num_rows, pa.string()).cast(pa.json_()))
+    if tools_json is not None or "tools" not in table.column_names:  # else each pair keeps its own (as loaded)
+        table = _arrow.set_column(table, "tools", pa.array([tools_json] * table.num_rows, pa.string()).cast(pa.json_()))
     if strip_think:
         table = think.strip_table(table)
     rows = wire.openai_preference_table(table)

@@ -74,12 +74,14 @@ def training_chunk(
 ) -> tuple[pa.Table, pa.Table, int]:
     """One chunk of canonical rows -> (report rows, written rows, training rows
     before the TRL completion shape dropped any)."""
-    table = _arrow.set_column(table, "tools", _arrow.constant_column(tools, table.num_rows, pa.json_()))
+    table = with_tools(table, tools)
     if options.strip_think:
         table = think.strip_table(table)
     if options.max_tool_output_chars is not None:
         table = tool_output.truncate_table(table, options.max_tool_output_chars)
-    table = masks.mask_table(table, options.mask_mode)
+    # the rows' own training flags (turns their loss_mask already masks) stay masked; unrolled, every
+    # turn they leave trained ends a sample, whatever the mask mode (whileai ignores it there)
+    table = masks.mask_table(table, "assistant" if options.unroll else options.mask_mode, keep_off=True)
     if groups is not None:
         for name in grouping.GROUP_COLUMNS:
             table = _arrow.set_column(table, name, groups[name].slice(offset, table.num_rows))
@@ -116,6 +118,16 @@ def unrolled_key_order(rows: pa.Table) -> pa.Table:
     ``_unrolled_jsonl_chunk``'s lines: the per-sample columns, then the rest, each in table order."""
     names = rows.column_names
     return rows.select([n for n in names if n in _PER_SAMPLE] + [n for n in names if n not in _PER_SAMPLE])
+
+
+def with_tools(table: pa.Table, tools: str | None) -> pa.Table:
+    """``table`` with ``tools`` (JSON text) on every row; with None, each row keeps its own tool
+    schemas (the builder read them: a list, or JSON text of one), as ``load_dataset`` does. whileai
+    drops a row's own tools, so every row of its export carries the option's or none
+    (docs/differences.md)."""
+    if tools is None and "tools" in table.column_names:
+        return table
+    return _arrow.set_column(table, "tools", _arrow.constant_column(tools, table.num_rows, pa.json_()))
 
 
 def _trl_images(table: pa.Table, fmt: str) -> bool:

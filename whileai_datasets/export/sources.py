@@ -169,10 +169,13 @@ def normalize_rows(rows: list[dict[str, Any]], config: str, system: str, on_bad_
                    bad: BadRows | None = None) -> pa.Table:
     """Canonical rows (``config`` "default" or "preference") from rows in memory; rows
     skipped under ``on_bad_row="skip"`` are counted in ``bad``."""
+    from whileai_datasets.builders import unread
+
     normalizer = Normalizer(config, Options(system_prompt=system))
     contexts = ((RowContext("rows", None, i), row) for i, row in enumerate(rows))
     tables = list(iter_tables(contexts, normalizer, chunk_rows=CHUNK_ROWS, on_bad_row=on_bad_row,
                               bad=bad if bad is not None else BadRows()))
+    unread.warn(normalizer.unread, "the rows", kept=False, stacklevel=5)  # export_dataset's caller
     return pa.concat_tables(tables) if tables else normalizer.chunk().table()
 
 

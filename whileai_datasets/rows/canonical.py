@@ -17,8 +17,8 @@ import pyarrow as pa
 
 from whileai_datasets.errors import WhileaiError
 from whileai_datasets.rows import content as content_parts
-from whileai_datasets.rows import conversations, normalize, schema
-from whileai_datasets.rows.columns import MessageColumns, ScalarColumns
+from whileai_datasets.rows import conversations, normalize, schema, training_flags, unread_keys
+from whileai_datasets.rows.columns import MAX_KEY_ORDERS, MessageColumns, ScalarColumns
 from whileai_datasets.rows.features import storage_type
 from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.normalize import RowContext
@@ -67,6 +67,22 @@ class Normalizer:
         self.kinds = normalize.column_kinds(self.features)
         self.fast_types = {key: _FAST_TYPES[kind] for key, kind in self.kinds.items() if kind in _FAST_TYPES}
         self._chunk_class = {"default": TrainingChunk, "preference": PreferenceChunk, "raw": RawChunk}[config_name]
+        #: the keys the rows read so far had and no shape read (``rows.unread_keys``); the reader's
+        #: caller takes it and says so once
+        self.unread = unread_keys.Unread()
+        #: a row's key order -> its keys that look meant to be read (``unread_keys.row_suspects``)
+        self._suspects: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._read_keys = frozenset(unread_keys.ROW_KEYS) | frozenset(self.kinds)
+
+    def suspects(self, row: dict[str, Any]) -> tuple[str, ...]:
+        """``unread_keys.row_suspects`` of ``row``'s keys, once per key order."""
+        keys = tuple(row)
+        found = self._suspects.get(keys)
+        if found is None:
+            if len(self._suspects) >= MAX_KEY_ORDERS:
+                self._suspects.clear()
+            found = self._suspects[keys] = unread_keys.row_suspects(keys, self._read_keys)
+        return found
 
     def empty_table(self) -> pa.Table:
         """No rows, in the config's schema (pyarrow 21's ``Schema.empty_table`` refuses extension types)."""
@@ -111,10 +127,16 @@ class Chunk:
         except (WhileaiError, RecursionError):  # RecursionError: a value nested too deep, named by the reader
             for columns in self.lists.values():
                 columns.rollback(self.scalars.n)
+                columns.unread.clear()
             self.scalars.truncate()
             self._undo()
             raise
         self.scalars.end_row()
+        for columns in self.lists.values():
+            if columns.unread:
+                for key, path in columns.unread:
+                    self.normalizer.unread.add("message", key, ctx, path)
+                columns.unread.clear()
         if self.leaks is not None:
             self.leaks.n_rows += 1
             self.leaks.check(*raw)
@@ -176,29 +198,49 @@ class TrainingChunk(Chunk):
         source = shaped.get("messages")
         if source and not isinstance(source, list):
             raise ctx.error("messages", f"expected a list of messages, got {type(source).__name__}", "Fix the row.")
+        if source and type(source[0]) is dict and "role" not in source[0]:  # ShareGPT turns under messages
+            source = conversations.as_messages(source, ctx, "messages")
         column, system, own = "messages", self.options.system_prompt, ""
         if not source and "conversations" in shaped:
             source = conversations.from_conversations(shaped, ctx)
             column, own = "conversations", conversations.row_system(shaped, source or [], ctx)
             if not system:  # the row's system leads as the option's would (error paths keep the turns' indices)
                 system, own = own, ""
+        if not source and ("response" in shaped or "completion" in shaped):
+            shaped = conversations.prompt_reply(shaped)
         built = None if source else normalize.conversation(shaped)
         turns = source or built
         if not turns:
             raise conversations.no_conversation_error(shaped, ctx)
         if shaped.get("images") is not None:  # TRL's vision rows: placeholders + references
             turns = content_parts.fill_images(turns, shaped["images"], ctx.error)
+        flags = self._row_flags(shaped, source, ctx, column)
         if own:  # the option's system prompt, then the row's own
             turns = [{"role": "system", "content": own}, *turns]
-        self.lists["messages"].add(turns, system=system, ctx=ctx, column=column)
+            flags = [None, *flags] if flags is not None else None
+        self.lists["messages"].add(turns, system=system, ctx=ctx, column=column, row_flags=flags)
         if self.options.tools_json is None:
             self.tools.append(self._tools_of(shaped, ctx))
         self.scalars.add(shaped, ctx)
+        for key in self.normalizer.suspects(shaped):
+            self.normalizer.unread.add("row", key, ctx, key)
         # the leak check reads the raw row; the turns rebuilt from it, and the
         # assistant texts just added, are reused when nothing reshaped it
         if shaped is not row:
             return row, None, None
         return row, built if column == "messages" else source, self.lists["messages"].said
+
+    @staticmethod
+    def _row_flags(row: dict[str, Any], source: Any, ctx: RowContext, column: str) -> list[int | None] | None:
+        """The row's own ``loss_mask``, one flag per message of its list (``rows.training_flags``)."""
+        if row.get(training_flags.ROW_MASK) is None:
+            return None
+        if not source:
+            raise ctx.error(
+                training_flags.ROW_MASK, "expected a loss_mask only beside a message list, got one on a row whose "
+                "conversation is rebuilt from its rollout (prompt, steps, final_text)",
+                "Drop the loss_mask (the mask mode decides), or write the row's messages out.")
+        return training_flags.row_flags(row, len(source), ctx, column)
 
     def _undo(self) -> None:
         del self.tools[self.num_rows :]

@@ -25,13 +25,15 @@ import pyarrow.compute as pc
 from whileai_datasets import option_names
 from whileai_datasets._typing import ROLES
 from whileai_datasets.rows import content as content_parts
-from whileai_datasets.rows import normalize
+from whileai_datasets.rows import normalize, training_flags, unread_keys
 from whileai_datasets.rows.features import MESSAGE_TYPE, TOOL_CALL_TYPE, storage_type
 from whileai_datasets.rows.normalize import RowContext
 
 _ROLE_SET = frozenset(ROLES)
 #: message keys that are typed fields; every other key goes to ``extra``
 _TYPED = frozenset(("role", "content", "reasoning_content", "tool_calls", "name", "tool_call_id"))
+#: message keys read: the typed ones and the training flags
+_READ = frozenset(unread_keys.MESSAGE_KEYS)
 _MESSAGE_STORAGE = storage_type(MESSAGE_TYPE)
 _FUNCTION_STORAGE = TOOL_CALL_TYPE.field("function").type
 _PARTS_STORAGE = _MESSAGE_STORAGE.field("parts").type
@@ -45,7 +47,8 @@ class MessageColumns:
     """One ``List(Message())`` column of a chunk."""
 
     __slots__ = ("row_offsets", "role", "content", "name", "tool_call_id", "extra", "reasoning", "parts",
-                 "call_offsets", "call_id", "call_name", "call_arguments", "keep_keys", "said")
+                 "call_offsets", "call_id", "call_name", "call_arguments", "keep_keys", "said", "flags",
+                 "unread")
 
     def __init__(self, keep_keys: bool = False) -> None:
         self.keep_keys = keep_keys
@@ -67,6 +70,11 @@ class MessageColumns:
         #: the text of each assistant message of the row added last, when all
         #: of its messages were plain text (else None): the leak check's input
         self.said: list[str] | None = None
+        #: each message's own training flag (``rows.training_flags``: 0, 1, or -1 for none); empty
+        #: while no message of the chunk has one
+        self.flags: list[int] = []
+        #: ``(key, path)`` of the keys the row added last has that are not read (``rows.unread_keys``)
+        self.unread: list[tuple[str, str]] = []
 
     def rollback(self, rows: int) -> None:
         """Keep only the first ``rows`` rows: what a failed row added goes (its
@@ -82,17 +90,23 @@ class MessageColumns:
         if all(p is None for p in self.parts) and all(r is None for r in self.reasoning):  # all null again
             self.reasoning.clear()
             self.parts.clear()
+        del self.flags[messages:]
+        if all(f < 0 for f in self.flags):
+            self.flags.clear()
         del self.call_offsets[messages + 1 :]
         for column in (self.call_id, self.call_name, self.call_arguments):
             del column[calls:]
 
-    def add(self, messages: Sequence[Any], *, system: str, ctx: RowContext, column: str = "messages") -> None:
+    def add(self, messages: Sequence[Any], *, system: str, ctx: RowContext, column: str = "messages",
+            row_flags: Sequence[int | None] | None = None) -> None:
         """One row's messages in the canonical form, as whileai's
         ``_convert_messages`` builds them (without think-stripping or
         truncation: those are transforms): tool-call ids in call order
         (``call_0000``, ...) linked first in, first out to the tool messages
-        that answer them. The builder's hottest loop: error paths build their
-        messages only when raised."""
+        that answer them; training flags (``row_flags``: the row's own
+        ``loss_mask``, one per message, and each message's ``weight`` / ``loss``)
+        kept for ``loss_mask``. The builder's hottest loop: error paths build
+        their messages only when raised."""
         # bound appends: this loop runs once per message of every row
         add_role, add_content = self.role.append, self.content.append
         add_name, add_answer, add_calls_end = self.name.append, self.tool_call_id.append, self.call_offsets.append
@@ -101,6 +115,8 @@ class MessageColumns:
         if system:
             if self.parts:
                 self._extras(None, None)
+            if self.flags:
+                self.flags.append(-1)
             add_role("system")
             add_content(system)
             add_name(None)
@@ -112,6 +128,7 @@ class MessageColumns:
         pending: list[str] = []
         said: list[str] | None = []
         self.said = None
+        self.unread.clear()
         extras = self.parts  # empty (all null) until a message has parts or reasoning
         for i, message in enumerate(messages):
             if type(message) is not dict:
@@ -159,6 +176,13 @@ class MessageColumns:
                 self._extras(read.reasoning, read.parts)
             elif extras:
                 self._extras(None, None)
+            if row_flags is not None or not _TYPED.issuperset(message):  # keys beyond the typed ones
+                self._flag(training_flags.message_flag(message, role, ctx, f"{column}[{i}]",
+                                                       row_flags[i] if row_flags is not None else None))
+                self.unread.extend((key, f"{column}[{i}].{key}") for key, value in message.items()
+                                   if value is not None and key not in _READ)
+            elif self.flags:
+                self.flags.append(-1)
             add_role(role)
             add_content(content)
             add_name(name)
@@ -181,6 +205,17 @@ class MessageColumns:
             self.parts.extend([None] * len(self.role))
         self.reasoning.append(reasoning)
         self.parts.append(parts)
+
+    def _flag(self, flag: int | None) -> None:
+        """Record the next message's training flag (before its role is appended): the list stays
+        empty, standing for no flags, until the first message that has one; it is then padded."""
+        if flag is None:
+            if self.flags:
+                self.flags.append(-1)
+            return
+        if not self.flags:
+            self.flags.extend([-1] * len(self.role))
+        self.flags.append(flag)
 
     def _call(self, call: Any, count: int, ctx: RowContext, column: str, i: int, j: int) -> str:
         """Append one tool call (its id, name and arguments); returns its id."""
@@ -233,7 +268,8 @@ class MessageColumns:
 
     def loss_mask(self, messages: pa.ListArray, mode: str) -> pa.ListArray:
         """1 for each assistant message (``"assistant"``) or for each row's
-        last one only (``"final"``); 0 for everything else."""
+        last one only (``"final"``), unless its own training flag is 0; 0 for
+        everything else."""
         is_assistant = pc.equal(messages.values.field("role"), "assistant")
         values = np.asarray(is_assistant.to_numpy(zero_copy_only=False), dtype=np.int8)
         if mode == "final" and len(values):
@@ -244,6 +280,8 @@ class MessageColumns:
             np.maximum.at(last, rows[positions], positions)
             values[:] = 0
             values[last[last >= 0]] = 1
+        if self.flags:
+            values[np.asarray(self.flags, dtype=np.int8) == 0] = 0
         return pa.ListArray.from_arrays(messages.offsets, pa.array(values, pa.int8()))
 
 

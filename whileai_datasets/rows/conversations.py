@@ -53,8 +53,14 @@ def from_conversations(row: dict[str, Any], ctx: RowContext) -> list[dict[str, A
         return None
     if not isinstance(turns, list):
         raise ctx.error("conversations", f"expected a list of messages, got {type_name(turns)}", "Fix the row.")
+    return as_messages(turns, ctx, "conversations")
+
+
+def as_messages(turns: list[Any], ctx: RowContext, column: str) -> list[Any]:
+    """``turns`` as messages: OpenAI messages as they are, ShareGPT ``from`` / ``value`` turns mapped
+    (under ``messages`` too: the same turns read the same under either key)."""
     first = next((t for t in turns if isinstance(t, dict)), {})
-    return list(turns) if "role" in first or "from" not in first else _sharegpt(turns, ctx)
+    return list(turns) if "role" in first or "from" not in first else _sharegpt(turns, ctx, column)
 
 
 def row_system(row: dict[str, Any], messages: list[Any], ctx: RowContext) -> str:
@@ -69,11 +75,11 @@ def row_system(row: dict[str, Any], messages: list[Any], ctx: RowContext) -> str
     return "" if leading else system
 
 
-def _sharegpt(turns: list[Any], ctx: RowContext) -> list[dict[str, Any]]:
+def _sharegpt(turns: list[Any], ctx: RowContext, column: str) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     calls_before = 0
     for i, turn in enumerate(turns):
-        path = f"conversations[{i}]"
+        path = f"{column}[{i}]"
         if not isinstance(turn, dict):
             raise ctx.error(path, f"expected a turn object, got {type_name(turn)}", "Fix or drop the row.")
         tag, value = turn.get("from"), turn.get("value")
@@ -125,6 +131,23 @@ def _bad_call(ctx: RowContext, path: str, got: str) -> Exception:
         path, f'expected the JSON of {{"name": ..., "arguments": {{...}}}} or a list of them, got {got}',
         "LLaMA-Factory's function_call turns hold the call as JSON; fix the row.",
     )
+
+
+#: where a prompt/response row (TRL's standard prompt-completion rows, many SFT sets) holds the reply
+REPLY_KEYS = ("response", "completion")
+#: a rollout's own keys: a row with any of them is a whileai rollout, read as one
+_ROLLOUT_KEYS = ("steps", "final_text", "opener", "tool_trace")
+
+
+def prompt_reply(row: dict[str, Any]) -> dict[str, Any]:
+    """A row of ``prompt`` text and its reply as text (``response`` or ``completion``) as the rollout
+    it is: the ask and the agent's final text, so one user and one assistant turn. Other rows as they are."""
+    if type(row.get("prompt")) is not str or any(row.get(key) for key in _ROLLOUT_KEYS):
+        return row
+    for key in REPLY_KEYS:
+        if type(row.get(key)) is str:
+            return {**{k: v for k, v in row.items() if k != key}, "final_text": row[key]}
+    return row
 
 
 def tools_of(own: Any, ctx: RowContext) -> list[Any] | None:

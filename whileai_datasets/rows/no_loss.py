@@ -73,7 +73,8 @@ class NoLoss:
         if self.no_assistant:
             causes.append(f"{self.no_assistant} have no assistant turn")
         if self.unmarked:
-            causes.append(f"{self.unmarked} have assistant turns their loss_mask marks none of (mask_mode)")
+            causes.append(f"{self.unmarked} have assistant turns their loss_mask marks none of (mask_mode, or the "
+                          "rows' own weight / loss / loss_mask flags)")
         return (f"{self.count} of {self.total} rows of {where} train nothing: {'; '.join(causes)}; first: "
                 f"{self.first}. They are kept, as whileai keeps them; a trainer learns nothing from them. Run "
                 "whileai_datasets.audit on the source to see every cause, or filter them out "

@@ -37,6 +37,7 @@ from whileai_datasets import option_names
 from whileai_datasets.errors import ParseWorkerError, WhileaiError
 from whileai_datasets.rows.canonical import Normalizer, Options
 from whileai_datasets.rows.leaks import LeakScan
+from whileai_datasets.rows.unread_keys import Unread
 from whileai_datasets.rows.lifeline import (
     Lifeline,
     close_lifeline,
@@ -116,6 +117,8 @@ class Piece:
     output: str | None
     bad: dict[str, Any]
     leaks: dict[str, Any] | None
+    #: the keys its rows held that were not read (``Unread.to_dict()``)
+    unread: dict[str, Any]
     #: lines and non-blank lines (rows) the piece holds
     lines: int = 0
     rows: int = 0
@@ -169,6 +172,7 @@ def parse_piece(job: Job) -> Piece:
 
 def _parse_piece(job: Job) -> Piece:
     normalizer = _normalizer(job.config, job.options)
+    normalizer.unread = Unread()  # (a cached normalizer: this piece's keys only)
     bad = BadRows()
     leaks = LeakScan() if job.leaks else None
     position = LinePosition(job.start, job.line, job.row)
@@ -182,6 +186,7 @@ def _parse_piece(job: Job) -> Piece:
         job.output if written else None,
         bad.to_dict(),
         leaks.state() if leaks is not None else None,
+        normalizer.unread.to_dict(),
         lines=position.line - job.line,
         rows=position.row - job.row,
     )
@@ -348,6 +353,8 @@ class RangeReader:
             job = self._numbered(job, before)
             piece = parse_piece(job)
         bad.merge(piece.bad)
+        offset = (0, 0) if job.numbered else (before.line, before.row)  # numbered from the piece's start
+        self.normalizer.unread.merge(piece.unread, lines_before=offset[0], rows_before=offset[1])
         if leaks is not None and piece.leaks is not None:
             leaks.merge(piece.leaks)
         position.offset, position.line, position.row = job.end, before.line + piece.lines, before.row + piece.rows

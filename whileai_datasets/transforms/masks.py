@@ -33,6 +33,10 @@ def mask_values(lists: pa.Array, mode: str) -> pa.Array:
 class LossMask:
     """Recompute ``loss_mask`` from the message roles.
 
+    The rows' own training flags (``weight`` / ``loss`` / ``loss_mask`` in the file, which the
+    builder read into ``loss_mask``) are replaced: this is the transform for asking to. The export
+    keeps them (``mask_table(..., keep_off=True)``).
+
     Args:
         mode: ``"assistant"`` (every assistant turn) or ``"final"`` (the last one).
         column: Column holding ``List(Message)``.
@@ -56,10 +60,16 @@ class LossMask:
         return _arrow.like(batch, mask_table(_arrow.as_table(batch), self.mode, self.column))
 
 
-def mask_table(table: pa.Table, mode: str, column: str = "messages") -> pa.Table:
-    """``LossMask(mode, column)`` on a table."""
+def mask_table(table: pa.Table, mode: str, column: str = "messages", *, keep_off: bool = False) -> pa.Table:
+    """``LossMask(mode, column)`` on a table. With ``keep_off``, a message the table's ``loss_mask``
+    already masks stays masked (the rows' own training flags, read by the builder)."""
     lists = _arrow.message_column(table, column)
-    return _arrow.set_column(table, "loss_mask", _arrow.relist(lists, mask_values(lists, mode)))
+    values = mask_values(lists, mode)
+    if keep_off and "loss_mask" in table.column_names:
+        before = _arrow.flat(_arrow.column(table, "loss_mask"))
+        if len(before) == len(values):  # (else not one entry per message: not flags to keep)
+            values = pc.if_else(pc.fill_null(pc.equal(before, 0), False), pa.scalar(0, pa.int8()), values)
+    return _arrow.set_column(table, "loss_mask", _arrow.relist(lists, values))
 
 
 def loss_mask(mode: MaskMode = "assistant") -> LossMask:

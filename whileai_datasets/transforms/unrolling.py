@@ -7,6 +7,10 @@ sample carries ``unroll`` ``{"turn": k, "turns": N}`` and
 (the source row's prompt hash, rollout index, and scenario id when it has
 one), merged into the row's lineage. A conversation with no assistant turn is
 one sample as it stands. Every other column is repeated per sample.
+
+A turn the row's ``loss_mask`` already masks (its own training flags: ``weight: 0``, ``loss: false``,
+a ``loss_mask`` of its own) ends no sample: it is context for the later ones, never trained. On rows
+whose mask marks every assistant turn (the builder's default) this is whileai's ``_unroll`` exactly.
 """
 
 from __future__ import annotations
@@ -94,6 +98,10 @@ def unroll_table(
     row_start = _arrow.offsets_of(lens)
     messages = _arrow.flat(lists)
     assistant = _arrow.to_numpy_bool(pc.equal(pc.struct_field(messages, "role"), "assistant"))
+    if "loss_mask" in table.column_names:  # a turn its row's own flags mask ends no sample
+        marked = _arrow.flat(_arrow.column(table, "loss_mask"))
+        if len(marked) == len(assistant):  # (else not one entry per message: the mask is rebuilt anyway)
+            assistant &= _arrow.to_numpy_bool(pc.not_equal(marked, 0))
     turn_index = np.flatnonzero(assistant)
     turn_row = _arrow.parents(lists)[turn_index]
     turns = np.bincount(turn_row, minlength=n_rows).astype(np.int64)
