@@ -83,7 +83,8 @@ def _same(ours: Audit, local: Audit) -> None:
 
 
 def test_the_ray_audit_of_every_shape_equals_the_local_audit(rows_file: Path, tokenizer: Any) -> None:
-    options = {"tokenizer": tokenizer, "max_length": 40, "system_prompt": SYSTEM}
+    # think blocks stripped, as an export with whileai's default does: the file then has every shape
+    options = {"tokenizer": tokenizer, "max_length": 40, "system_prompt": SYSTEM, "strip_think": True}
     local = audit(str(rows_file), **options)
     ours = audit_on_ray(str(rows_file), template=None, options=_options(**options), **BLOCKS,
                         tokenizer=tokenizer)
@@ -101,10 +102,10 @@ def test_the_ray_audit_of_every_shape_equals_the_local_audit(rows_file: Path, to
 
 
 def _options(**given: Any) -> TrainingOptions:
-    """``audit``'s options as ``audit_on_ray`` takes them (checked), the export's defaults filled in."""
+    """``audit``'s options as ``audit_on_ray`` takes them (checked), the audit's defaults filled in."""
     from whileai_datasets.auditing.counting import checked_options
 
-    defaults = {"system_prompt": None, "tools": None, "strip_think": True, "mask_mode": "assistant",
+    defaults = {"system_prompt": None, "tools": None, "strip_think": False, "mask_mode": "assistant",
                 "unroll": False, "max_tool_output_chars": None, "format": "openai", "max_length": None,
                 "on_bad_row": "raise"}
     given.pop("tokenizer", None)

@@ -131,7 +131,7 @@ def test_audit_survives_a_lost_node_with_the_local_figures(cluster: ray_cluster.
         if len(seen) == 2:  # two blocks counted, the two actors busy with more
             cluster.kill_worker()
 
-    options = counting.checked_options(tokenized=True, system_prompt=SYSTEM_PROMPT, tools=None, strip_think=True,
+    options = counting.checked_options(tokenized=True, system_prompt=SYSTEM_PROMPT, tools=None, strip_think=False,
                                        mask_mode="assistant", unroll=False, max_tool_output_chars=None,
                                        format="openai", max_length=64, on_bad_row="raise")
     found = audit_on_ray(str(rows_file), tokenizer=str(tokenizer_dir), template=None, options=options,

@@ -22,7 +22,7 @@ from whileai_datasets.tokenize.token_masks import BadMaskRowsWarning, Tokenize, 
 LOCAL = Path(__file__).parent / "templates"
 #: The failure classes of issue 10, one small template each, and the trl templates no structural patch fits.
 #: CodeLlama-70B-Instruct builds each turn's header and trimmed content in one ``{% set %}`` expression.
-FALLBACK = {"llama3_macro_scoped", "codellama_70b_instruct"}
+FALLBACK = {"llama3_macro_scoped", "codellama_70b_instruct", "codellama_70b_source_destination"}
 
 
 #: Failure-class templates left out here: the near misses that stay refused, and one that needs the tool list

@@ -42,16 +42,17 @@ BESIDE_CALL = "Let me look that up first."
 SECOND_TURN = "Is there anything else I can do?"
 
 
-def with_shapes(row: dict[str, Any], index: int) -> dict[str, Any]:
+def with_shapes(row: dict[str, Any], index: int, beside_call: bool = True) -> dict[str, Any]:
     """Row `index` with, on every third row from the first, text beside its first tool call (when its
     first assistant turn with calls has none), and on every third row from the third a marked second
     assistant turn right after its last message (when that is an assistant turn): two shapes some
     trainers cannot train exactly (`hub/trainer_gaps.py`). With `remask`'s kinds, the text is on a
     marked turn (every turn marked) and in the history of later ones; the second turn follows an
-    unmarked one (all but the final turn marked)."""
+    unmarked one (all but the final turn marked). ``beside_call=False`` leaves the text beside a call out
+    (for a template that does not render it: `tokenize` refuses such a turn)."""
     messages, mask = [dict(m) for m in row["messages"]], list(row["loss_mask"])
     calling = [i for i, m in enumerate(messages) if m["role"] == "assistant" and m.get("tool_calls")]
-    if index % 3 == 0 and calling and not messages[calling[0]].get("content"):
+    if beside_call and index % 3 == 0 and calling and not messages[calling[0]].get("content"):
         messages[calling[0]]["content"] = BESIDE_CALL
     if index % 3 == 2 and messages[-1]["role"] == "assistant":
         messages.append({**messages[-1], "content": SECOND_TURN, "tool_calls": None})

@@ -210,7 +210,8 @@ class Totals:
         for name, hit in part.findings.items():
             found.findings[name].rows += hit.rows
             found.findings[name].amount += hit.amount
-            earliest = name not in self.first or (block.first, hit.first[0] if hit.first else 0) < self.first[name][0]
+            # a block that met the finding names its earliest row; an earlier block may have named none yet
+            earliest = not self.first.get(name) or (block.first, hit.first[0] if hit.first else 0) < self.first[name][0]
             if hit.first_error and earliest:  # the message of the earliest row named
                 found.findings[name].first_error = hit.first_error
             kept = self.first.get(name, []) + [(block.first, r) for r in hit.first]
