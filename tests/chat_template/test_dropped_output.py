@@ -73,6 +73,11 @@ def test_stop_tokens_come_from_the_generation_config_beside_the_tokenizer(tmp_pa
     saved = AutoTokenizer.from_pretrained(tmp_path)
     assert stop_tokens(saved) == ("</s>", "<|user|>", "<|observation|>")
     assert stop_tokens(tokenizer) == ("</s>",)  # built in memory: no config beside it
+    # a config that cannot be read is named, never read as "no stop token"
+    (tmp_path / "generation_config.json").write_text('{"eos_token_id": [2,', encoding="utf-8")
+    with pytest.raises(TemplateError, match=r"generation_config\.json: the generation config cannot be read: .*"
+                                            r"pass tokenize\(\.\.\., stop_tokens=\[\.\.\.\]\)"):
+        stop_tokens(saved)
 
 
 def _trained_text(tokenizer: Any, messages: list[dict[str, Any]], flags: list[int], **options: Any) -> list[str]:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from whileai_datasets.chat_template.analysis.probes import role_line
+from whileai_datasets.errors import TemplateError
 
 Span = tuple[int, int]
 
@@ -108,8 +109,11 @@ def _generation_config(tokenizer: Any) -> Mapping[str, Any] | None:
         return None
     try:
         loaded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None  # an unreadable config names no stop token; the tokenizer's eos still counts
+    except (OSError, ValueError) as err:
+        # its eos ids decide which stop token a turn trains (GLM): a guess would train other tokens
+        raise TemplateError(f"the generation config cannot be read: {err}", location=str(path),
+                            hint="Fix or remove the file, or pass tokenize(..., stop_tokens=[...]) with the "
+                                 "model's stop tokens.") from err
     return loaded if isinstance(loaded, dict) else None
 
 
