@@ -17,6 +17,11 @@ from hypothesis import settings
 # listens on 127.0.0.1 only: Ray reads this when it is first imported and then binds its GCS, raylets, object
 # managers and workers to the loopback address instead of every interface.
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+# A runtime started without an address is the test's own: Ray would otherwise join whatever cluster
+# /tmp/ray/ray_current_cluster names (another suite's three-node cluster running beside this one, as CI
+# runs the oldest-stack suite beside the Ray stage), and ``ray.init(num_cpus=...)`` then fails there.
+# Tests that want a cluster pass its address explicitly, which this does not override.
+os.environ["RAY_ADDRESS"] = "local"
 
 DATA = Path(__file__).parent / "data"
 
