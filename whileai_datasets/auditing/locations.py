@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from whileai_datasets._storage import LOCAL, Storage
 from whileai_datasets.auditing.report import Audit
 from whileai_datasets.rows import file_kind
 
@@ -31,14 +32,14 @@ def source_files(source: Any) -> list[str]:
     return [f for f in files if counts_lines(f)]
 
 
-def counts_lines(path: str) -> bool:
+def counts_lines(path: str, store: Storage = LOCAL) -> bool:
     """Whether the audit gives lines for the rows of ``path``: a JSONL file, plain or gzip."""
-    return path.endswith((".jsonl", ".jsonl.gz", ".json")) and not _json_array(path)
+    return path.endswith((".jsonl", ".jsonl.gz", ".json")) and not _json_array(path, store)
 
 
-def _json_array(path: str) -> bool:
+def _json_array(path: str, store: Storage) -> bool:
     """A ``.json`` file holding one array: its lines are not rows, so no line is counted for it."""
-    with open(path, "rb") as handle:
+    with store.open(path) as handle:
         return file_kind.is_json_array(path, handle)
 
 
@@ -99,12 +100,12 @@ def _left_out(skipped: dict[str, Any] | None) -> tuple[set[tuple[str, int]], boo
     return lines, len(lines) == int(skipped["count"])
 
 
-def lines_at(path: str, offsets: Iterable[int]) -> dict[int, int]:
+def lines_at(path: str, offsets: Iterable[int], store: Storage = LOCAL) -> dict[int, int]:
     """Per byte offset of a line start in JSONL ``path`` (decompressed), its line number: one read of the
     file up to the last offset, counting newlines (the Ray audit keeps each named row's offset)."""
     out: dict[int, int] = {}
     newlines = done = 0
-    with (gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")) as handle:
+    with store.open(path) as raw, (gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw) as handle:
         for offset in sorted(set(offsets)):
             while done < offset:
                 chunk = handle.read(min(1 << 20, offset - done))
