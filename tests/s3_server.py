@@ -43,7 +43,7 @@ class Bucket:
         body: bytes = self._client().get_object(Bucket=self.name, Key=key)["Body"].read()
         return body
 
-    def keys(self) -> list[str]:
+    def listing(self) -> list[str]:
         listed = self._client().list_objects_v2(Bucket=self.name).get("Contents", [])
         return sorted(item["Key"] for item in listed)
 

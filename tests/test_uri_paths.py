@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SYSTEM_PROMPT, seeded_rows, write_jsonl
-from tests.s3_server import Bucket, s3, s3_server  # noqa: F401  (fixtures)
+from tests.s3_server import Bucket
 from whileai_datasets import ExportFormatError, WriteError, audit, cli, export_dataset
 
 
@@ -71,7 +71,7 @@ def test_bad_uris_missing_buckets_and_denied_credentials_are_named(s3: Bucket, s
     with s3.auth_enforced(), pytest.raises(ExportFormatError, match=r"access denied.*pass filesystem="):
         export_dataset(uri, "out.jsonl", filesystem=s3.filesystem(secret="wrong-secret"), **options)
     assert sorted(os.listdir(tmp_path)) == ["in.jsonl"]  # no s3:/ or nope:/ folder tree, no output
-    assert s3.keys() == ["runs/in.jsonl"]
+    assert s3.listing() == ["runs/in.jsonl"]
 
 
 def test_an_output_uri_that_is_the_input_uri_is_refused(s3: Bucket, source: Path) -> None:
