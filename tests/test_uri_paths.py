@@ -35,7 +35,7 @@ def test_export_reads_and_writes_objects_equal_to_the_local_export(s3: Bucket, s
 
 
 def test_the_cli_exports_between_uris_and_the_audit_of_an_object_equals_the_files(
-        s3: Bucket, source: Path, tmp_path: Path) -> None:
+        s3: Bucket, source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     uri = s3.put(source, "runs/in.jsonl")
     assert cli.main(["export", uri, s3.uri("out/train.parquet"), "--no-validate", "--json"]) == 0
     assert cli.main(["export", str(source), "local.parquet", "--no-validate", "--json"]) == 0
@@ -43,8 +43,12 @@ def test_the_cli_exports_between_uris_and_the_audit_of_an_object_equals_the_file
 
     written = pq.read_table(f"{s3.name}/out/train.parquet", filesystem=s3.filesystem())
     assert written.to_pylist() == pq.read_table(tmp_path / "local.parquet").to_pylist()
+    capsys.readouterr()
+    assert cli.main(["audit", s3.uri("runs/"), "--system-prompt", SYSTEM_PROMPT, "--json"]) == 0
+    by_prefix = json.loads(capsys.readouterr().out)
     by_uri = audit(uri, system_prompt=SYSTEM_PROMPT).to_dict()
     by_file = audit(str(source), system_prompt=SYSTEM_PROMPT).to_dict()
+    assert by_prefix["source"] == s3.uri("runs/") and by_prefix["rows"] == by_file["rows"] == 24
     assert by_uri.pop("source") == uri
     by_file.pop("source")
     text = json.dumps(by_uri, sort_keys=True)
