@@ -83,3 +83,22 @@ def test_an_output_uri_that_is_the_input_uri_is_refused(s3: Bucket, source: Path
     with pytest.raises(ExportFormatError, match=r"would write over the input .*the same URI"):
         export_dataset(uri, uri, system_prompt=SYSTEM_PROMPT, validate=False)
     assert s3.get("runs/in.jsonl") == source.read_bytes()
+
+
+def test_a_staging_prefix_left_by_a_dead_export_is_removed_by_the_next_one(s3: Bucket, source: Path) -> None:
+    """A Ray export's driver killed mid-job leaves its parts under a hidden prefix beside OUT; the next export
+    to OUT removes it (its owner process is gone), and never one of a live export."""
+    import subprocess
+    import sys
+
+    from whileai_datasets import _files, _storage
+
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    dead = f"out/.train.jsonl.whileai-{_files.owner_tag(int(done.stdout))}0000.tmp/part-00000.jsonl"
+    live = f"out/.train.jsonl.whileai-{_files.owner_tag()}1111.tmp/part-00000.jsonl"
+    for key in (dead, live):
+        s3.put(source, key)
+    staging = _storage.ObjectStaging(s3.uri("out/train.jsonl"))
+    assert staging.swept == [s3.uri(dead.rsplit("/", 1)[0])]
+    assert [k for k in s3.listing() if not k.endswith("/")] == [live]  # a live export's staging is kept

@@ -265,8 +265,24 @@ class ObjectStaging:
         self.target = target.rstrip("/")
         self.filesystem = filesystem
         parent, name = posixpath.split(self.target)
+        self.swept = self._sweep(parent, f".{name}.whileai-")
         self.path = f"{parent}/.{name}.whileai-{_files.owner_tag()}{os.urandom(4).hex()}.tmp"
         self.done = False
+
+    def _sweep(self, parent: str, prefix: str) -> list[str]:
+        """Remove the staging prefixes beside the target whose export is gone (``_files.owner_gone``: a
+        process of this machine that is no longer running); returns their URIs."""
+        fs, folder = resolve(parent, self.filesystem)
+        removed = []
+        try:
+            for entry in _listing(fs, folder):
+                name = entry.base_name
+                if name.startswith(prefix) and _files.owner_gone(name[len(prefix):]):
+                    fs.delete_dir(entry.path)
+                    removed.append(f"{parent}/{name}")
+        except OSError as err:
+            raise error(self.target, err, writing=True, filesystem=self.filesystem) from err
+        return removed
 
     def commit(self) -> str:
         """Remove the target's old parts, copy the staged parts in, remove the staging prefix."""
