@@ -100,7 +100,7 @@ def audit(
         return audit_on_ray(source, tokenizer=tokenizer, template=template, options=options, on_bad_row=on_bad_row,
                             progress=progress, filesystem=filesystem)
     name = counting.source_name(source)
-    uri = os.fspath(source) if _storage.is_uri(source) else None
+    uri = os.fspath(source) if _storage.is_uri(source) and hub_source.hub_repo(source) is None else None
     if uri is not None:  # read from a local copy; the audit names the objects
         source = _storage.local_copy(uri, filesystem)
     source, label = hub_source.resolve(source, config=config, split=split, revision=revision)
