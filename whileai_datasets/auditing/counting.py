@@ -178,6 +178,8 @@ class Run:
         self.add("template_drops_reasoning", reasoning, numbers)
         if facts.renders_content_parts is False:
             self.add("template_drops_content_parts", flags["parts"], numbers)
+        if facts.joins_text_parts:
+            self.add("text_parts_joined", flags["text_parts"], numbers)
         if facts.default_system_prompt is not None:
             self.add("template_adds_system", ~flags["has_system"] & ~flags["no_messages"], numbers)
 

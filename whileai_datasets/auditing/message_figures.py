@@ -71,7 +71,8 @@ def source_flags(table: pa.Table, options: TrainingOptions) -> dict[str, Any]:
     ``duplicate_system``, ``missing_system``, ``has_system``, ``assistant_turns``) plus ``think``
     (assistant messages holding a ``<think>`` block), ``emptied_by_think`` (assistant turns that were only
     a think block: stripping leaves them empty), ``final_not_last``, ``has_tools``, ``reasoning`` and
-    ``parts`` (messages carrying those fields) and ``think_before_last``; each a numpy array, one entry
+    ``parts`` (messages carrying those fields), ``text_parts`` (a message whose parts are all text: what
+    ``chat_template.masks.text_parts`` joins for a template that concatenates strings) and ``think_before_last``; each a numpy array, one entry
     per row.
     """
     m = Messages.of(table)
@@ -88,9 +89,22 @@ def source_flags(table: pa.Table, options: TrainingOptions) -> dict[str, Any]:
         "has_tools": np.zeros(n, dtype=bool) if tools is None else ~_arrow.null_mask(tools),
         "reasoning": m.per_row(m.present("reasoning_content")) > 0,
         "parts": m.per_row(m.present("parts")) > 0,
+        "text_parts": m.per_row(_text_only_parts(m)) > 0,
         "think_before_last": _think_before_last(m, think_flags, assistant),
     })
     return flags
+
+
+def _text_only_parts(m: Messages) -> np.ndarray:
+    """Per message: its content is a non-empty list of parts, each of type "text" with a text."""
+    if "parts" not in m.flat.type.names:
+        return np.zeros(len(m.flat), dtype=bool)
+    parts = pc.struct_field(m.flat, "parts")
+    items = _arrow.flat(parts)
+    text = pc.and_(pc.fill_null(pc.equal(pc.struct_field(items, "type"), "text"), False),
+                   pc.is_valid(pc.struct_field(items, "text")))
+    other = np.bincount(_arrow.parents(parts)[~_arrow.to_numpy_bool(text)], minlength=len(m.flat))
+    return (_arrow.lengths(parts) > 0) & (other == 0) & ~_arrow.null_mask(parts)
 
 
 def _think_messages(m: Messages, assistant: np.ndarray) -> np.ndarray:

@@ -61,12 +61,18 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
     "template_drops_content_parts": ("rows with content given as parts (lists of typed parts) the template leaves "
                                      "out of the render, writes as the parts' data instead of their text, or "
                                      "fails on", True, ""),
+    "text_parts_joined": ("rows with content given as text-only parts (lists of {type: text} parts), handed to a "
+                          "template that concatenates strings as one string: the parts' texts joined with nothing "
+                          "between, as templates that read parts write them (a lossless adaptation: the same text "
+                          "trains; without it the template fails on these rows)", False, ""),
     "template_adds_system": ("rows without a system message, given the template's own default one", True, ""),
     "bad_rows": ("rows the template cannot render or whose mask fails the check: tokenize(on_bad_row='skip') "
                  "leaves them out, on_bad_row='raise' stops on them; each is counted by cause below", True, ""),
     # one finding per cause of a bad row (``tokenize.row_failures``), with the template's own first message
     **{cause: (description, True, "") for cause, description in CAUSES.items()},
 }
+#: Findings that name a lossless adaptation: the row's own text given to the template in the form it takes.
+ADAPTATIONS = ("text_parts_joined",)
 TRAINING_LEVEL = frozenset(("zero_loss", "render_unsupervised", "truncated_to_nothing", "truncated",
                             "supervision_truncated", "completion_turns_lost", "tool_output_cut", "bad_rows",
                             "trains_every_token", *CAUSES))
@@ -111,6 +117,8 @@ class Audit:
       "first": [{"row", "file", "line"}]}``,
       for every name of ``FINDINGS``, zero or not
     * ``problems``: names of the problem findings with rows > 0, in catalogue order
+    * ``adaptations``: names of the findings in ``ADAPTATIONS`` with rows > 0 (each a lossless rewrite of the
+      rows' own text into the form the template takes)
     * ``histograms``: name -> ``{"edges", "counts", "n", "min", "max", "mean"}`` (``counts[i]`` rows with
       ``edges[i] <= value < edges[i+1]``; the last bin also holds larger values); names:
       ``tokens_per_row`` (after ``max_length``), ``tokens_before_cut_per_row``, ``supervised_tokens_per_row``,
@@ -191,6 +199,7 @@ class Audit:
                       for role, chars in self.role_chars.items()},
             "findings": {name: self._finding(found) for name, found in self.findings.items()},
             "problems": self.problems,
+            "adaptations": [name for name in ADAPTATIONS if self.findings[name].rows],
             "histograms": {name: h.to_dict() for name, h in self.histograms.items()},
             "worst": worst,
             "mask_methods": dict(self.mask_methods),
