@@ -48,9 +48,16 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
                          True, ""),
     "low_reward": ("rows with a reward below 0.5, trained as targets: a model learns the failure (filter on reward); "
                    "export warns on them too", True, ""),
-    "long_tool_output": ("rows with a tool output over 100,000 characters: each costs tokenize and the audit time and "
-                         "memory in proportion, and trains as context; cap them with max_tool_output_chars", True,
+    "long_tool_output": ("rows with a tool output over 100,000 characters: each costs tokenize time and memory in "
+                         "proportion (the audit and show-mask, given max_length, read it only as far as max_length "
+                         "reaches), and trains as context; cap them with max_tool_output_chars "
+                         "(--max-tool-output-chars)", True,
                          "characters"),
+    "read_to_max_length": ("rows with an untrained content (a tool output, a pasted log) so long that it alone "
+                           "fills max_length: read only as far as max_length reaches, so it costs the audit about "
+                           "as much as an ordinary row; what trains is counted exactly, the tokens before the cut "
+                           "leave out the characters not read. Training still encodes them whole: cap such values "
+                           "with max_tool_output_chars (--max-tool-output-chars)", False, "characters not read"),
     "think_stripped": ("rows whose <think> blocks the export strips (strip_think=True)", False, "messages"),
     "think_kept": ("rows whose <think> blocks are kept and trained (strip_think=False)", False, "messages"),
     "tool_output_cut": ("rows whose tool outputs max_tool_output_chars cut", False, "characters cut"),
@@ -73,7 +80,8 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
 }
 #: Findings that name a lossless adaptation: the row's own text given to the template in the form it takes.
 ADAPTATIONS = ("text_parts_joined",)
-TRAINING_LEVEL = frozenset(("zero_loss", "render_unsupervised", "truncated_to_nothing", "truncated",
+TRAINING_LEVEL = frozenset(("zero_loss", "read_to_max_length", "render_unsupervised", "truncated_to_nothing",
+                            "truncated",
                             "supervision_truncated", "completion_turns_lost", "tool_output_cut", "bad_rows",
                             "trains_every_token", *CAUSES))
 #: ``--fail-on`` names that stand for several findings.
