@@ -159,6 +159,16 @@ def test_check_max_length_reads_the_limit_the_rows_were_tokenized_with(gemma: An
     with pytest.raises(TypeError, match=r"expected a max_length \(int or None\), an SFTConfig or an SFTTrainer, "
                                         r"got str"):
         check_max_length(tokenized, "1024")
+    # no row cut, yet the limit is known: tokenize records it in every row, in both formats it hands back
+    roomy = longest + 50
+    for fmt in (None, "arrow"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", BadMaskRowsWarning)
+            fits = ds.with_format(fmt).map(tokenize(gemma, max_length=roomy, on_bad_row="skip"), batched=True)
+            unlimited = ds.with_format(fmt).map(tokenize(gemma, on_bad_row="skip"), batched=True)
+        assert set(fits.with_format(None)["tokenized_max_length"]) == {roomy}
+        assert check_max_length(fits, roomy)["tokenized_max_length"] == roomy
+        assert check_max_length(unlimited, None)["tokenized_max_length"] is None
 
 
 def test_a_syntax_error_is_named_once() -> None:

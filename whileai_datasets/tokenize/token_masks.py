@@ -374,11 +374,11 @@ class Tokenize:
         kept = [row for row in (rows[i] for i in keep) if row is not None]
         if isinstance(batch, pa.Table):
             table = batch.take(pa.array(keep, pa.int64())) if len(keep) != batch.num_rows else batch
-            for name, array in arrow_columns(kept, bad).items():
+            for name, array in arrow_columns(kept, bad, self.max_length).items():
                 table = set_column(table, name, array)
             return table
         out: dict[str, Any] = {name: [values[i] for i in keep] for name, values in batch.items()}
-        out.update(numpy_columns(kept, bad))
+        out.update(numpy_columns(kept, bad, self.max_length))
         return out
 
 
