@@ -264,6 +264,16 @@ def test_text_parts_joined_for_a_template_that_concatenates_train_the_tokens_of_
     assert view.supervised == sum(strings["assistant_masks"][0])
 
 
+def test_tool_call_ids_rewritten_for_a_template_that_requires_nine_characters_are_named(
+        measured: dict[tuple[str, str], dict[str, Any]]) -> None:
+    for shape, with_calls in (("parallel_calls", 6), ("own_tools", 5)):
+        for source in ("path", "ds"):
+            found: Audit = measured[shape, "mistral_nine"][source]
+            assert found.count("tool_call_ids_rewritten") == with_calls  # every row with a call: ids of 16
+            assert found.to_dict()["adaptations"] == ["tool_call_ids_rewritten"]
+        assert measured[shape, "qwen2_5"]["ds"].count("tool_call_ids_rewritten") == 0  # ids as given
+
+
 def test_a_template_that_renders_no_tool_call_is_named(files: dict[str, Path], tokenizers: dict[str, Any]) -> None:
     # a turn whose tool calls the template does not render would train its end marker alone: the row is
     # refused under its own cause, never counted as trained right

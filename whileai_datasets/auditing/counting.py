@@ -183,6 +183,8 @@ class Run:
             self.add("template_drops_content_parts", flags["parts"], numbers)
         if facts.joins_text_parts:
             self.add("text_parts_joined", flags["text_parts"], numbers)
+        if facts.rewrites_tool_call_ids:
+            self.add("tool_call_ids_rewritten", flags["ids_not_nine"], numbers)
         if facts.default_system_prompt is not None:
             self.add("template_adds_system", ~flags["has_system"] & ~flags["no_messages"], numbers)
 

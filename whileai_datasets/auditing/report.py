@@ -72,6 +72,11 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
                           "template that concatenates strings as one string: the parts' texts joined with nothing "
                           "between, as templates that read parts write them (a lossless adaptation: the same text "
                           "trains; without it the template fails on these rows)", False, ""),
+    "tool_call_ids_rewritten": ("rows with tool-call ids of another form than the template requires (9 "
+                                "characters: Mistral's), handed to it rewritten, each id the first 9 hex digits of "
+                                "its SHA-256, the same in the call and in its result's tool_call_id (a lossless "
+                                "adaptation: the pairing is kept; the rewritten ids are what the calls' tokens "
+                                "train)", False, ""),
     "template_adds_system": ("rows without a system message, given the template's own default one", True, ""),
     "bad_rows": ("rows the template cannot render or whose mask fails the check: tokenize(on_bad_row='skip') "
                  "leaves them out, on_bad_row='raise' stops on them; each is counted by cause below", True, ""),
@@ -79,7 +84,7 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
     **{cause: (description, True, "") for cause, description in CAUSES.items()},
 }
 #: Findings that name a lossless adaptation: the row's own text given to the template in the form it takes.
-ADAPTATIONS = ("text_parts_joined",)
+ADAPTATIONS = ("text_parts_joined", "tool_call_ids_rewritten")
 TRAINING_LEVEL = frozenset(("zero_loss", "read_to_max_length", "render_unsupervised", "truncated_to_nothing",
                             "truncated",
                             "supervision_truncated", "completion_turns_lost", "tool_output_cut", "bad_rows",
