@@ -20,7 +20,7 @@ import whileai_datasets.builders
 #: Stages in the order data flows; a module may import its own stage or an earlier one.
 STAGES = (
     ("base", ("whileai_datasets.errors", "whileai_datasets._typing", "whileai_datasets._options",
-              "whileai_datasets.option_names",
+              "whileai_datasets.option_names", "whileai_datasets._gc",
               "whileai_datasets._version", "whileai_datasets._files", "whileai_datasets._compat",
               "whileai_datasets.data", "whileai_datasets.templates")),
     ("rows", ("whileai_datasets.rows",)),
@@ -238,3 +238,42 @@ def test_every_package_folder_is_listed_for_the_wheel() -> None:
                  ["tool"]["setuptools"]["packages"])
     packages = {module for module, path in MODULES.items() if path.name == "__init__.py"}
     assert sorted(packages - listed) == []
+
+
+def _private_crossings(module: str) -> list[str]:
+    """Each ``_name`` this module takes from a module of another room (imported by name or read as an attribute)."""
+    here = _room(module)
+    tree = ast.parse(MODULES[module].read_text())
+    imported: dict[str, str] = {}  # local name -> module
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("whileai_datasets"):
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" in MODULES:
+                    imported[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                elif _is_private(alias.name) and node.module in MODULES and _room(node.module) != here:
+                    found.append(f"line {node.lineno}: {node.module}.{alias.name}")
+        elif isinstance(node, ast.Import):
+            imported.update({a.asname: a.name for a in node.names if a.asname and a.name in MODULES})
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in imported
+                and _is_private(node.attr) and _home(imported[node.value.id]) != here):
+            found.append(f"line {node.lineno}: {imported[node.value.id]}.{node.attr}")
+    return found
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _home(module: str) -> str:
+    """The room whose private names a module's attributes are: a package's own room, else the module's room."""
+    return module if MODULES[module].name == "__init__.py" else _room(module)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_reads_another_rooms_private_names(module: str) -> None:
+    """A ``_name`` is its room's own; what another room needs gets a public name (``_private`` modules such as
+    ``columnar._arrow`` are the package's shared kernels: their public names are for every room)."""
+    assert _private_crossings(module) == [], f"{module} reads another room's private names: give them public names"
+

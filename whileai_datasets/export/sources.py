@@ -260,7 +260,7 @@ class PrependSystem:
             already[has] = _arrow.to_numpy_bool(same)
         if already.all():
             return batch
-        head = _arrow._typed_array([{"role": "system", "content": self.content}] * len(lists), lists.type.value_type)
+        head = _arrow.typed_array([{"role": "system", "content": self.content}] * len(lists), lists.type.value_type)
         table = _arrow.set_column(batch, self.column, prepend(lists, head, ~already))
         if self.column == "messages" and "loss_mask" in batch.column_names:
             mask = _arrow.column(batch, "loss_mask")

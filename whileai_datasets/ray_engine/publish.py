@@ -88,18 +88,14 @@ def publish_rollouts(
     """
     options = TrainingOptions.whileai_export(system_prompt=system_prompt, mask_mode=mask_mode, strip_think=strip_think,
                                              max_tool_output_chars=max_tool_output_chars)
-    resolved, origin = publishing._resolve_token(token)
+    found_token = publishing.resolve_token(token)
     rows = read_whileai(source, system_prompt=system_prompt, tools=tools, mask_mode=options.mask_mode, row_key=True,
                         range_bytes=range_bytes, block_bytes=block_bytes)
     held = None
     if split_key:  # the groups are needed before the blocks are split: read the rows once, keep them
         rows = rows.materialize()
         held = _held_groups(rows, split_key, test_size, seed)
-    api = publishing.HfApi(token=resolved, library_name="whileai-datasets")
-    owner = publishing._whoami(api, origin)
-    repo_id = repo_id if "/" in repo_id else f"{owner}/{repo_id}"
-    url = f"{api.endpoint}/datasets/{repo_id}"
-    previous = publishing._prepare_repo(api, repo_id, url, private=private, revision=revision)
+    api, repo_id, url, previous = publishing.open_repo(found_token, repo_id, private=private, revision=revision)
     paths = tuple(ray_source.expand_paths(source))
     with tempfile.TemporaryDirectory(prefix="whileai-ray-publish-", dir=staging) as tmp:
         blocks = Blocks(paths, options.strip_think, options.max_tool_output_chars, split_key, held, names, tmp)

@@ -12,12 +12,10 @@ one range, and numbering resumes from a :class:`LinePosition` that
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import re
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -26,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from whileai_datasets import option_names
+from whileai_datasets._gc import gc_paused
 from whileai_datasets.errors import ExportFormatError, WhileaiError
 from whileai_datasets.rows.canonical import Chunk, Normalizer
 from whileai_datasets.rows.features import MESSAGE_TYPE, message_from_storage
@@ -149,7 +148,7 @@ def iter_line_range(handle: IO[bytes], position: LinePosition, end: int) -> Iter
     position.offset = offset
 
 
-def _parse_line(raw: bytes, ctx: RowContext) -> Any:
+def parse_line(raw: bytes, ctx: RowContext) -> Any:
     """One line's JSON value. orjson parses (2.5x ``json.loads`` on whileai
     rows); a line it refuses goes to ``json.loads``, which accepts a few
     more texts (``NaN``, integers past 64 bits, lone surrogates, UTF-16) and
@@ -204,7 +203,7 @@ def iter_jsonl_rows(
         ctx = RowContext(source, number, row)
         row += 1
         try:
-            yield ctx, _parse_line(raw, ctx)
+            yield ctx, parse_line(raw, ctx)
         except ExportFormatError as err:
             yield ctx, err
     if position is not None:
@@ -249,21 +248,6 @@ def _is_message_list(arrow_type: pa.DataType) -> bool:
     return {"role", "content", "extra"} <= names <= set(MESSAGE_TYPE.names)  # older files lack the newer fields
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC while a chunk is parsed: JSON parsing allocates
-    millions of small containers and none of them form cycles, so the
-    collections the allocations trigger are pure cost (about 10% here).
-    It runs again between chunks, and the consumer never runs paused."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def _next_chunk(
     rows: Iterator[tuple[RowContext, Any]],
     normalizer: Normalizer,
@@ -274,7 +258,7 @@ def _next_chunk(
 ) -> Chunk:
     chunk = normalizer.chunk(leaks)
     add = chunk.add
-    with _gc_paused():  # (the caller may have paused it already)
+    with gc_paused():  # (the caller may have paused it already)
         for ctx, row in rows:
             try:
                 if isinstance(row, WhileaiError):
@@ -312,7 +296,7 @@ def iter_tables(
         # the table is built paused too, and the chunk dropped before the GC
         # runs again: switched on over a chunk still alive, it scanned the
         # chunk's value tuples at once (8% of a worker's piece)
-        with _gc_paused():
+        with gc_paused():
             chunk = _next_chunk(source, normalizer, chunk_rows, on_bad_row, bad, leaks)
             if not chunk.num_rows:
                 return
