@@ -10,7 +10,7 @@ from typing import Any
 
 from whileai_datasets import option_names
 from whileai_datasets.errors import ExportFormatError
-from whileai_datasets.rows import read_errors
+from whileai_datasets.reading import read_errors
 
 
 def load_tools(tools: Any) -> tuple[Any, ...] | None:

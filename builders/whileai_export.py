@@ -39,13 +39,10 @@ from whileai_datasets import option_names
 from whileai_datasets.builders import cache_space, inputs, unread
 from whileai_datasets.builders.config import WhileaiExportConfig
 from whileai_datasets.errors import ExportFormatError, NothingToTrainWarning, WhileaiError
-from whileai_datasets.rows import file_kind, parallel, read_errors
-from whileai_datasets.rows.canonical import Normalizer
-from whileai_datasets.rows.json_array import iter_json_array_rows
-from whileai_datasets.rows.leaks import LeakScan
-from whileai_datasets.rows.no_loss import NoLoss
-from whileai_datasets.rows.unread_keys import Unread
-from whileai_datasets.rows.reader import (
+from whileai_datasets.reading import file_kind, parallel, read_errors
+from whileai_datasets.reading.json_array import iter_json_array_rows
+from whileai_datasets.reading.no_loss import NoLoss
+from whileai_datasets.reading.reader import (
     BadRows,
     LinePosition,
     count_lines,
@@ -55,6 +52,9 @@ from whileai_datasets.rows.reader import (
     iter_tables,
     line_start_at_or_after,
 )
+from whileai_datasets.rows.canonical import Normalizer
+from whileai_datasets.rows.leaks import LeakScan
+from whileai_datasets.rows.unread_keys import Unread
 
 #: ``dataset_name`` without the '/', which would otherwise become a folder in
 #: the cache paths (``.../whileai/export-train.arrow`` not found).

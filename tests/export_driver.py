@@ -31,7 +31,7 @@ from pathlib import Path
 
 import datasets
 
-import whileai_datasets.rows.parallel as parallel
+import whileai_datasets.reading.parallel as parallel
 from whileai_datasets.cli.main import main
 
 PARSE_MIN_BYTES = 256 << 10

@@ -16,8 +16,8 @@ import pytest
 from tests.conftest import SYSTEM_PROMPT, TOOLS, seeded_rows, write_jsonl
 from tests.tiny_lm import train_tokenizer, trl_template
 from whileai_datasets import Audit, audit, cli, mask_report
+from whileai_datasets.auditing.audit_report import FINDINGS
 from whileai_datasets.tokenize import tokenize
-from whileai_datasets.auditing.report import FINDINGS
 
 CHATML = (
     "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor %}"
@@ -203,7 +203,7 @@ def test_rows_after_unreadable_ones_keep_their_file_and_line(tmp_path: Path) -> 
 
 
 def test_past_the_last_unreadable_row_listed_no_line_is_guessed(tmp_path: Path) -> None:
-    from whileai_datasets.rows.reader import BadRows
+    from whileai_datasets.reading.reader import BadRows
 
     own = _talk(("system", "Own prompt"), ("user", "hello there"), ("assistant", "fine thanks"))
     unlisted = BadRows().KEEP + 1  # the reader lists this many skipped rows, and counts them all

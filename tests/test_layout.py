@@ -24,6 +24,7 @@ STAGES = (
               "whileai_datasets._version", "whileai_datasets._files", "whileai_datasets._compat",
               "whileai_datasets.data", "whileai_datasets.templates")),
     ("rows", ("whileai_datasets.rows",)),
+    ("reading", ("whileai_datasets.reading",)),
     ("builders", ("whileai_datasets.builders",)),
     ("columnar", ("whileai_datasets.columnar",)),
     ("chat_template", ("whileai_datasets.chat_template",)),
@@ -40,6 +41,8 @@ STAGES = (
 CHAT_TEMPLATE_ROOMS = ("sandbox", "rendering", "analysis", "patching", "masks")
 #: The most internal floors (the longest chain of imports between a room's own modules) a room may have.
 MOST_FLOORS = 6
+#: The most modules (``__init__`` aside) one room may hold before it needs splitting.
+MOST_MODULES = 14
 #: The ecosystem's own short names; any other alias of one or two letters is refused.
 ECOSYSTEM_ALIASES = {"pa", "pc", "np", "pq", "pds", "ds"}
 
@@ -277,3 +280,10 @@ def test_no_module_reads_another_rooms_private_names(module: str) -> None:
     ``columnar._arrow`` are the package's shared kernels: their public names are for every room)."""
     assert _private_crossings(module) == [], f"{module} reads another room's private names: give them public names"
 
+
+def test_no_room_holds_more_than_fourteen_modules() -> None:
+    sizes: dict[str, int] = {}
+    for module, path in MODULES.items():
+        if path.name != "__init__.py":
+            sizes[_room(module)] = sizes.get(_room(module), 0) + 1
+    assert {room: n for room, n in sizes.items() if n > MOST_MODULES} == {}, "split the room into sub-rooms"

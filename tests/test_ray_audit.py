@@ -20,9 +20,9 @@ from tests.tiny_lm import train_tokenizer
 
 pytest.importorskip("ray.data")
 
-from whileai_datasets import OptionError, TemplateError, TrainingOptions, audit, cli
+from whileai_datasets import OptionError, TrainingOptions, audit, cli
+from whileai_datasets.auditing.audit_report import Audit
 from whileai_datasets.auditing.on_ray import audit_on_ray
-from whileai_datasets.auditing.report import Audit
 from whileai_datasets.ray_engine import source as ray_source
 
 pytestmark = [pytest.mark.ray, pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")]

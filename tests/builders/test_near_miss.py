@@ -20,7 +20,7 @@ from tests.near_miss_rows import (
     TOOLS_TEXT,
 )
 from whileai_datasets import BadRowsWarning, ExportFormatError
-from whileai_datasets.rows import json_array
+from whileai_datasets.reading import json_array
 
 
 def _read(ds: Any) -> list[tuple[Any, Any, Any]]:

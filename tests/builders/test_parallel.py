@@ -14,7 +14,7 @@ import whileai_datasets
 from tests.conftest import DATA, read_jsonl, seeded_rows, write_jsonl
 from whileai_datasets import BadRowsWarning, ExportFormatError, OptionError
 from whileai_datasets.builders.bad_rows import leak_facts
-from whileai_datasets.rows import parallel
+from whileai_datasets.reading import parallel
 from whileai_datasets.rows.leaks import LeakScan
 
 
@@ -97,7 +97,7 @@ def test_this_process_never_scans_the_file_to_count_lines(
     """Workers number the lines of their own pieces; a scan of the whole file
     in this process cost a tenth of the parse. Numbers stay exact (above)."""
     from whileai_datasets.builders import whileai_export
-    from whileai_datasets.rows import reader
+    from whileai_datasets.reading import reader
 
     def scan(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the parent counted lines")
@@ -219,8 +219,8 @@ def test_a_dead_worker_is_named_with_what_to_do(tmp_path: Path, lines: list[str]
     import signal
     from concurrent.futures.process import BrokenProcessPool
 
+    from whileai_datasets.reading.reader import BadRows, LinePosition
     from whileai_datasets.rows.canonical import Normalizer, Options
-    from whileai_datasets.rows.reader import BadRows, LinePosition
 
     path = write_jsonl(tmp_path / "run.jsonl", lines)
     reader = parallel.RangeReader(Normalizer("default", Options()), workers=2, chunk_rows=100, on_bad_row="raise")
@@ -258,8 +258,8 @@ def test_workers_hand_pieces_over_through_the_temp_dir_too(
 def test_a_worker_words_its_errors_for_the_surface_its_job_names(tmp_path: Path) -> None:
     """A spawned worker does not inherit the command line's surface: its job carries it."""
     from whileai_datasets import option_names
+    from whileai_datasets.reading.parallel import Job, parse_piece
     from whileai_datasets.rows.canonical import Options
-    from whileai_datasets.rows.parallel import Job, parse_piece
 
     path = write_jsonl(tmp_path / "run.jsonl", ["{oops"])
     job = Job(str(path), "run.jsonl", 0, path.stat().st_size, 0, 0, "default", Options(), 100, "skip", False,

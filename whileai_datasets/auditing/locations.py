@@ -14,8 +14,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from whileai_datasets.auditing.report import Audit
-from whileai_datasets.rows import file_kind
+from whileai_datasets.auditing.audit_report import Audit
+from whileai_datasets.reading import file_kind
 
 #: A reader's location: ``run.jsonl line 4 (row 3)``, ``rows.json line 9 (array index 2)``, ``run.parquet row 7``.
 _LOCATION = re.compile(r"^(?P<file>.+?)(?: line (?P<line>\d+))?(?: \((?:row (?P<row>\d+)|array index (?P<index>\d+))\)"

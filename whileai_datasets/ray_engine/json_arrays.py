@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from whileai_datasets.errors import ExportFormatError, WhileaiError
-from whileai_datasets.rows import file_kind, read_errors
-from whileai_datasets.rows.json_array import iter_json_array_rows
+from whileai_datasets.reading import file_kind, read_errors
+from whileai_datasets.reading.json_array import iter_json_array_rows
 from whileai_datasets.rows.normalize import RowContext
 
 #: Decompressed bytes looked at for the array's ``[`` (read a little at a time: a compressed

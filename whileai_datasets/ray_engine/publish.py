@@ -34,8 +34,8 @@ from whileai_datasets.hub import configs as repo_configs
 from whileai_datasets.hub import publishing, splits, streaming, trainer_gaps
 from whileai_datasets.hub.card import hash_sources
 from whileai_datasets.hub.publishing import PublishResult
+from whileai_datasets.ray_engine import block_counts
 from whileai_datasets.ray_engine import output as ray_output
-from whileai_datasets.ray_engine import report as ray_report
 from whileai_datasets.ray_engine import source as ray_source
 from whileai_datasets.ray_engine.engine import SOURCE_FILE, SOURCE_OFFSET, read_whileai
 from whileai_datasets.transforms.think import strip_think
@@ -178,10 +178,10 @@ def _write_block(plan: Sequence[tuple[repo_configs.ConfigSpec, repo_configs.Buil
 
 def _build(rows: Any, blocks: Blocks, folder: Path) -> streaming.Built:
     """Run `blocks` on every Ray block and gather what the workers wrote into the local publish's layout."""
-    collector = ray_report.collector_on_this_node()
+    collector = block_counts.collector_on_this_node()
     try:
-        with ray_output.ordered(), ray_report.surfaced(collector):
-            infos = rows.map_batches(_Reporting(blocks, ray_report.Reporter(collector)), batch_format="pyarrow",
+        with ray_output.ordered(), block_counts.surfaced(collector):
+            infos = rows.map_batches(_Reporting(blocks, block_counts.Reporter(collector)), batch_format="pyarrow",
                                      batch_size=None).take_all()
     finally:
         ray.kill(collector)

@@ -37,10 +37,10 @@ from whileai_datasets import _files
 from whileai_datasets._gc import gc_paused
 from whileai_datasets.errors import ExportFormatError, WhileaiError
 from whileai_datasets.ray_engine import json_arrays
-from whileai_datasets.rows import file_kind, read_errors
+from whileai_datasets.reading import file_kind, read_errors
+from whileai_datasets.reading.reader import BadRows, parquet_rows, parse_line
 from whileai_datasets.rows.canonical import Chunk, Normalizer, Options
 from whileai_datasets.rows.normalize import RowContext
-from whileai_datasets.rows.reader import BadRows, parquet_rows, parse_line
 from whileai_datasets.transforms import gates
 
 #: Private columns: the row key (file index, position) and raw-row facts.

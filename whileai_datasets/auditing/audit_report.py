@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from whileai_datasets.auditing.tally import COUNT_EDGES, SHARE_EDGES, Finding, Histogram, Worst
-from whileai_datasets.tokenize.report import naive_ratio
+from whileai_datasets.tokenize.mask_totals import naive_ratio
 from whileai_datasets.tokenize.row_failures import CAUSES
 
 #: Schema version of ``Audit.to_dict()``; bumped when a key changes meaning or goes away.

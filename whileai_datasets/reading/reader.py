@@ -26,11 +26,11 @@ import pyarrow.parquet as pq
 from whileai_datasets import option_names
 from whileai_datasets._gc import gc_paused
 from whileai_datasets.errors import ExportFormatError, WhileaiError
+from whileai_datasets.reading.read_errors import nesting_error, unencodable_error
 from whileai_datasets.rows.canonical import Chunk, Normalizer
 from whileai_datasets.rows.features import MESSAGE_TYPE, message_from_storage
 from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.normalize import RowContext
-from whileai_datasets.rows.read_errors import nesting_error, unencodable_error
 
 logger = logging.getLogger("whileai_datasets")
 

@@ -25,8 +25,8 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from whileai_datasets.errors import ExportFormatError
+from whileai_datasets.reading.read_errors import nesting_error, unencodable_error
 from whileai_datasets.rows.normalize import RowContext
-from whileai_datasets.rows.read_errors import nesting_error, unencodable_error
 
 #: Bytes decoded at a time (doubled while one element is longer than the window).
 BLOCK_BYTES = 1 << 20

@@ -35,10 +35,7 @@ import pyarrow.compute as pc
 
 from whileai_datasets import option_names
 from whileai_datasets.errors import ParseWorkerError, WhileaiError
-from whileai_datasets.rows.canonical import Normalizer, Options
-from whileai_datasets.rows.leaks import LeakScan
-from whileai_datasets.rows.unread_keys import Unread
-from whileai_datasets.rows.lifeline import (
+from whileai_datasets.reading.lifeline import (
     Lifeline,
     close_lifeline,
     creating,
@@ -48,7 +45,7 @@ from whileai_datasets.rows.lifeline import (
     starting_workers,
     worker_start,
 )
-from whileai_datasets.rows.reader import (
+from whileai_datasets.reading.reader import (
     BadRows,
     LinePosition,
     count_lines,
@@ -57,6 +54,9 @@ from whileai_datasets.rows.reader import (
     iter_tables,
     line_start_at_or_after,
 )
+from whileai_datasets.rows.canonical import Normalizer, Options
+from whileai_datasets.rows.leaks import LeakScan
+from whileai_datasets.rows.unread_keys import Unread
 
 #: A range at least this large is parsed by worker processes unless told otherwise.
 AUTO_MIN_BYTES = 16 << 20
