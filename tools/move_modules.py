@@ -11,6 +11,7 @@ A move of a package (a folder) moves the folder. References are fixed in every t
 
 - ``from pkg import old`` becomes ``from new_pkg import new`` (``new as old`` when only the name changed
   and the code calls it ``old``), names moving to different packages split into one line each;
+- the same statement of one name inside a string (code a test or benchmark runs in a subprocess) or a doc;
 - every other dotted spelling ``old.module`` (absolute imports, strings, docs) becomes ``new.module``.
 """
 
@@ -95,7 +96,18 @@ def fix_from_imports(text: str, moves: list[tuple[str, str]]) -> str:
     return "".join(lines)
 
 
+def fix_from_text(text: str, moves: list[tuple[str, str]]) -> str:
+    """``from package import old`` of one name inside strings and docs (code in a string is not parsed)."""
+    for old, new in moves:
+        (package, name), (new_package, new_name) = _split(old), _split(new)
+        alias = "" if name == new_name else f" as {name}"
+        text = re.sub(rf"\bfrom {re.escape(package)} import {re.escape(name)}\b(?!\s*(?:,|as\b))",
+                      f"from {new_package} import {new_name}{alias}", text)
+    return text
+
+
 def fix_dotted(text: str, moves: list[tuple[str, str]]) -> str:
+    text = fix_from_text(text, moves)
     for old, new in sorted(moves, key=lambda move: -len(move[0])):
         text = re.sub(rf"(?<![\w.]){re.escape(old)}(?![\w])", new, text)
     return text
