@@ -43,6 +43,8 @@ CHAT_TEMPLATE_ROOMS = ("sandbox", "rendering", "analysis", "patching", "masks")
 MOST_FLOORS = 6
 #: The most modules (``__init__`` aside) one room may hold before it needs splitting.
 MOST_MODULES = 14
+#: The tests folder of a room whose own name would hide a standard module on pytest's path (``tokenize``).
+TESTS_FOLDER = {"tokenize": "tokenizing"}
 #: The ecosystem's own short names; any other alias of one or two letters is refused.
 ECOSYSTEM_ALIASES = {"pa", "pc", "np", "pq", "pds", "ds"}
 
@@ -287,3 +289,18 @@ def test_no_room_holds_more_than_fourteen_modules() -> None:
         if path.name != "__init__.py":
             sizes[_room(module)] = sizes.get(_room(module), 0) + 1
     assert {room: n for room, n in sizes.items() if n > MOST_MODULES} == {}, "split the room into sub-rooms"
+
+
+def test_every_room_has_its_tests_folder() -> None:
+    """Each folder of docs/layout.md's table has one under tests/ (its sub-rooms' tests live in it)."""
+    tests = Path(__file__).resolve().parent
+    rooms = [name for name, _ in STAGES if name not in ("base", "front door")]
+    missing = [room for room in rooms if not (tests / TESTS_FOLDER.get(room, room) / "__init__.py").is_file()]
+    assert missing == []
+
+
+def test_shared_test_helpers_live_in_support() -> None:
+    """The top of tests/ holds conftest.py and the tests of the package as a whole; helpers go in tests/support/."""
+    tests = Path(__file__).resolve().parent
+    loose = sorted(p.name for p in tests.glob("*.py") if p.name != "conftest.py" and not p.name.startswith("test_"))
+    assert loose == [] and (tests / "support" / "__init__.py").is_file()

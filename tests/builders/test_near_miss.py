@@ -12,7 +12,7 @@ import pytest
 
 import whileai_datasets
 from tests.conftest import read_jsonl, template_rows, write_jsonl
-from tests.near_miss_rows import (
+from tests.support.near_miss_rows import (
     LLAMA_FACTORY_EXPECTED,
     LLAMA_FACTORY_ROWS,
     LOOKUP,

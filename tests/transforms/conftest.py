@@ -208,7 +208,7 @@ def all_rows() -> list[dict[str, Any]]:
 
 
 #: The warnings of rows that train nothing (or open with two system messages): the parity modules export
-#: fixtures that hold such rows on purpose; tests/test_nothing_to_train.py checks the warnings themselves.
+#: fixtures that hold such rows on purpose; tests/export/test_nothing_to_train.py checks the warnings themselves.
 QUIET_LOSS_WARNINGS = [
     pytest.mark.filterwarnings("ignore::whileai_datasets.errors.NothingToTrainWarning"),
     pytest.mark.filterwarnings("ignore::whileai_datasets.errors.DuplicateSystemWarning"),
