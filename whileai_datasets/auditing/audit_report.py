@@ -91,7 +91,7 @@ class Audit:
     (source rows), ``training_rows`` (rows the pipeline makes: unrolled samples with ``unroll``, plus
     rows with no message, which the export refuses),
     ``tokenized`` (whether token figures exist), ``tokens``, ``supervised_tokens``,
-    ``tokens_before_cut``, ``naive_ratio`` (``tokenize.report.naive_ratio``, as ``mask_report`` computes it:
+    ``tokens_before_cut``, ``naive_ratio`` (``tokenize.mask_totals.naive_ratio``, as ``mask_report`` computes it:
     the tokens of the rows with a supervised token over the supervised tokens, what a trainer that trains
     every token, e.g. TRL on ``format="trl"`` messages rows, trains against the mask), ``role_chars``
     (content characters per role of the training rows: a character share, not a token share),
