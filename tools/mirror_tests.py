@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from move_modules import ROOT, fix_dotted, fix_from_imports  # noqa: E402
+from move_modules import ROOT, fix_dotted, fix_from_imports
 
 #: tests/ folder -> the top-level test modules (and one folder's) that belong in it
 ROOMS = {
