@@ -85,17 +85,6 @@ def check_extension(file: str, split: str) -> None:
         )
 
 
-def update_json(path: str, entries: dict[str, Any]) -> None:
-    """Add ``entries`` to the JSON object in ``path`` (created if missing)."""
-    data: dict[str, Any] = {}
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    data.update(entries)
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(data, handle)
-
-
 #: the first bytes of the compressions ``datasets`` extracts
 _COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd", b"\x04\x22\x4d\x18")
 
