@@ -26,7 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._unique_rows import corpus, unique_row  # noqa: E402
-from tests.tiny_lm import train_tokenizer, trl_template  # noqa: E402
+from tests.support.tiny_lm import train_tokenizer, trl_template  # noqa: E402
 
 
 def huge_row(chars: int) -> dict[str, Any]:

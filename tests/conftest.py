@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-# Every Ray runtime the suite starts (tests/ray_session.py, tests/ray_cluster.py, the CLI in subprocesses)
+# Every Ray runtime the suite starts (tests/support/ray_session.py, tests/support/ray_cluster.py, the CLI in subprocesses)
 # listens on 127.0.0.1 only: Ray reads this when it is first imported and then binds its GCS, raylets, object
 # managers and workers to the loopback address instead of every interface.
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"

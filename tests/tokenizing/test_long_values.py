@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import write_jsonl
-from tests.tiny_lm import train_tokenizer
+from tests.support.tiny_lm import train_tokenizer
 from whileai_datasets import ChatTemplate, audit
 from whileai_datasets.tokenize import long_values
 from whileai_datasets.tokenize.token_masks import tokenize

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from whileai_datasets._options import TrainingOptions, check_choice
 from whileai_datasets._typing import OnBadRow
 from whileai_datasets.auditing import message_figures, template_drops, token_figures
-from whileai_datasets.auditing.report import Audit
+from whileai_datasets.auditing.audit_report import Audit
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import SchemaError
 from whileai_datasets.export import pipeline, reports
@@ -30,7 +30,6 @@ from whileai_datasets.hub import trainer_gaps
 from whileai_datasets.tokenize.long_values import cap_untrained, reach_chars
 from whileai_datasets.tokenize.row_failures import CAUSES, by_cause
 from whileai_datasets.tokenize.token_masks import BadMaskRowsWarning, Tokenize
-
 
 #: Training options the audit does not use: the tools (with the rows), the export's gates and weights.
 _NOT_RECORDED = ("tools", "validate", "weights")

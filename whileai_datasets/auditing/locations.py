@@ -15,9 +15,9 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from whileai_datasets.auditing.report import Audit
-from whileai_datasets.rows import file_kind
-from whileai_datasets.rows.json_array import iter_json_array_rows
+from whileai_datasets.auditing.audit_report import Audit
+from whileai_datasets.reading import file_kind
+from whileai_datasets.reading.json_array import iter_json_array_rows
 
 #: A reader's location: ``run.jsonl line 4 (row 3)``, ``rows.json line 9 (array index 2)``, ``run.parquet row 7``.
 _LOCATION = re.compile(r"^(?P<file>.+?)(?: line (?P<line>\d+))?(?: \((?:row (?P<row>\d+)|array index (?P<index>\d+))\)"

@@ -130,7 +130,7 @@ def _think_messages(m: Messages, assistant: np.ndarray) -> np.ndarray:
     content = pc.struct_field(m.flat, "content")
     if not (pa.types.is_string(content.type) or pa.types.is_large_string(content.type)):
         return np.zeros(len(m.flat), dtype=bool)
-    found = _arrow.to_numpy_bool(pc.fill_null(pc.match_substring_regex(content, think._HAS_OPEN_TAG), False))
+    found = _arrow.to_numpy_bool(pc.fill_null(pc.match_substring_regex(content, think.HAS_OPEN_TAG), False))
     return found & assistant
 
 

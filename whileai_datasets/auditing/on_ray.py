@@ -30,15 +30,15 @@ import pyarrow as pa
 
 from whileai_datasets._options import TrainingOptions
 from whileai_datasets.auditing import counting
+from whileai_datasets.auditing.audit_report import Audit
 from whileai_datasets.auditing.locations import count_unreadable, counts_lines, lines_of, named_rows
-from whileai_datasets.auditing.report import Audit
 from whileai_datasets.auditing.tally import FIRST_LOCATIONS, WORST_ROWS
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError, TemplateError, UnsupportedVersionError, WhileaiError
 from whileai_datasets.export.sources import CHUNK_ROWS
 from whileai_datasets.hub import trainer_gaps
+from whileai_datasets.reading.reader import BadRows
 from whileai_datasets.rows.canonical import Options
-from whileai_datasets.rows.reader import BadRows
 
 #: A row key: the file's index in the source's files, and the row's position in the file.
 Key = tuple[int, int]
@@ -72,7 +72,7 @@ def audit_on_ray(source: Any, *, tokenizer: Any, template: Any, options: Trainin
     ``range_bytes``, ``block_bytes``: as ``read_whileai``; a block is what one actor counts at a time.
     """
     ray = _ray()  # imported, not started: bad input is refused first
-    from whileai_datasets.ray_engine import report as ray_report
+    from whileai_datasets.ray_engine import block_counts
     from whileai_datasets.ray_engine import source as ray_source
     from whileai_datasets.ray_engine.tokenizing import build_tokenizer
 
@@ -91,13 +91,13 @@ def audit_on_ray(source: Any, *, tokenizer: Any, template: Any, options: Trainin
                                        facts))
     if not ray.is_initialized():
         ray.init()
-    collector = ray_report.collector_on_this_node()
+    collector = block_counts.collector_on_this_node()
     try:
-        setup = (paths, tokenizer, chat, options, on_bad_row, tools_json, facts, ray_report.Reporter(collector))
+        setup = (paths, tokenizer, chat, options, on_bad_row, tools_json, facts, block_counts.Reporter(collector))
         blocks = ray.data.read_datasource(files, override_num_blocks=files.n_tasks())
         counted = blocks.map_batches(AuditBlocks, batch_format="pyarrow", batch_size=None, num_cpus=1,
                                      concurrency=concurrency or _pool(ray), fn_constructor_args=setup)
-        with ray_report.surfaced(collector):
+        with block_counts.surfaced(collector):
             for batch in counted.iter_batches(batch_format="pyarrow", batch_size=None):
                 for blob in batch.column("block").to_pylist():
                     block: Block = pickle.loads(blob)

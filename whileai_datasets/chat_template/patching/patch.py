@@ -27,7 +27,8 @@ from jinja2 import nodes
 from whileai_datasets.chat_template.analysis.analysis import Analysis, ProbeResult, analyse
 from whileai_datasets.chat_template.analysis.classifier import refuse_classifier
 from whileai_datasets.chat_template.analysis.probes import ProbeRun, common_prefix
-from whileai_datasets.chat_template.analysis.refusals import (
+from whileai_datasets.chat_template.analysis.trace import TracedTemplate, Unit
+from whileai_datasets.chat_template.analysis.unpatchable import (
     EmptyContentVerification,
     MixedHeader,
     NotAChat,
@@ -36,7 +37,6 @@ from whileai_datasets.chat_template.analysis.refusals import (
     Unpatchable,
     VerificationFailed,
 )
-from whileai_datasets.chat_template.analysis.trace import TracedTemplate, Unit
 from whileai_datasets.chat_template.patching.edits import (
     Composer,
     Edit,

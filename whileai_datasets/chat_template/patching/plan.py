@@ -17,13 +17,12 @@ from dataclasses import dataclass, field, replace
 from jinja2 import nodes
 
 from whileai_datasets.chat_template.analysis.probes import ProbeRun
-from whileai_datasets.chat_template.analysis.refusals import (
+from whileai_datasets.chat_template.analysis.trace import Execution, TracedTemplate, Unit
+from whileai_datasets.chat_template.analysis.unpatchable import (
     MixedHeader,
     MixedOperands,
     SharedOutput,
-    Unpatchable,
 )
-from whileai_datasets.chat_template.analysis.trace import Execution, TracedTemplate, Unit
 from whileai_datasets.chat_template.sandbox.environment import statement_lists
 
 Cut = tuple[int, int]  # (operand index, characters into it); (n, 0) is the end

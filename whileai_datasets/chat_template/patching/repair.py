@@ -150,9 +150,9 @@ def _printed_first(node: nodes.Node, source: SourceMap) -> nodes.Name | None:
     """The variable an output prints first: ``{{ X }}``, or ``{{ X + rest }}`` with X nowhere in rest."""
     if isinstance(node, nodes.Name):
         return node
-    from whileai_datasets.chat_template.analysis.trace import _chain
+    from whileai_datasets.chat_template.analysis.trace import operand_chain
 
-    operands = _chain(node, source) or []
+    operands = operand_chain(node, source) or []
     if not operands or not isinstance(operands[0], nodes.Name):
         return None
     first = operands[0]
@@ -167,7 +167,7 @@ def split_assigned_output(text: str, unit_start: int, name: str = "<template>") 
     first operands write a header and a later one reads a message's content, and nothing between
     the assignment and the output does more than prepend to the variable.
     """
-    from whileai_datasets.chat_template.analysis.trace import _chain
+    from whileai_datasets.chat_template.analysis.trace import operand_chain
 
     source = parse_located(text, name)
     unit = _find_unit(source, unit_start)
@@ -179,7 +179,7 @@ def split_assigned_output(text: str, unit_start: int, name: str = "<template>") 
     if found is None or not _only_prepends(found[1], variable) or _mentions(found[0].node, variable):
         return None
     assign = found[0]
-    operands = _chain(assign.node, source)
+    operands = operand_chain(assign.node, source)
     derived = content_variables(source.ast) - {variable}
     split = next((k for k, op in enumerate(operands or []) if _reads_content(op, derived)), 0)
     spans = [source.spans.get(id(op)) for op in operands or []]
