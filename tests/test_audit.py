@@ -239,3 +239,15 @@ def test_content_parts_a_template_does_not_write_as_text_are_found_by_rendering(
     assert (drops["rows"], [f["line"] for f in drops["first"]]) == ((0, []) if renders else (1, [2]))
     assert found.count("template-drops") == drops["rows"]
     assert ("text parts DROPPED" in found.format()) is not renders
+
+
+def test_findings_on_a_json_array_file_name_the_line_each_row_starts_on(tmp_path: Path) -> None:
+    rows = [_talk(("user", f"question {i}"), ("assistant", f"answer {i}")) for i in range(4)]
+    rows[2]["messages"].insert(0, {"role": "system", "content": "Be brief."})
+    source = tmp_path / "rows.json"
+    text = json.dumps(rows, indent=2)  # pretty-printed: each element opens on a line of its own
+    source.write_text(text, encoding="utf-8")
+    starts = [number for number, line in enumerate(text.splitlines(), 1) if line == "  {"]
+    first = _audit(source).to_dict()["findings"]["missing_system"]["first"]
+    assert [(entry["row"], entry["line"]) for entry in first] == [(0, starts[0]), (1, starts[1]), (3, starts[3])]
+    assert all(entry["file"] == str(source) for entry in first)

@@ -9,7 +9,6 @@ trained here on the rows (tests/tiny_lm.py).
 from __future__ import annotations
 
 import json
-import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -130,19 +129,15 @@ def test_content_parts_under_plain_formatting_train_whichever_rows_the_template_
                            else f"answer {i}"}]} for i in range(6)]
     source = write_jsonl(tmp_path / "parts.jsonl", rows)
     ds = load(source)
-    # Gemma 3 renders text parts (it keeps both kinds); Qwen2.5 concatenates content: the parts rows fail
-    for name, kept in (("gemma3", 6), ("qwen2_5", 3)):
+    # Gemma 3 renders text parts (it keeps both kinds); Qwen2.5 concatenates content: its parts rows are
+    # handed to it joined into one string (``chat_template.masks.text_parts``), and every row trains either way
+    for name, joined in (("gemma3", 0), ("qwen2_5", 3)):
         tok = _tokenizer(name)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", BadMaskRowsWarning)
-            trained = ds.map(tokenize(tok, on_bad_row="skip"), batched=True)
+        trained = ds.map(tokenize(tok, on_bad_row="skip"), batched=True)
         found = audit(ds, tokenizer=tok)
-        assert trained.num_rows == kept and trained["messages"] == [ds[i]["messages"] for i in range(6)
-                                                                    if kept == 6 or i % 2 == 0]
+        assert trained.num_rows == 6 and trained["messages"] == ds["messages"]
         assert found.supervised_tokens == sum(map(sum, trained["assistant_masks"]))
-        assert found.count("content_type") == 6 - kept
-    said = found.findings["content_type"].first_error or ""
-    assert re.search(r"TypeError: can only concatenate list \(not \"str\"\)", said)
+        assert (found.count("bad_rows"), found.count("text_parts_joined")) == (0, joined)
 
 
 def test_check_max_length_reads_the_limit_the_rows_were_tokenized_with(gemma: Any, load: Any, source: Path) -> None:
@@ -164,6 +159,16 @@ def test_check_max_length_reads_the_limit_the_rows_were_tokenized_with(gemma: An
     with pytest.raises(TypeError, match=r"expected a max_length \(int or None\), an SFTConfig or an SFTTrainer, "
                                         r"got str"):
         check_max_length(tokenized, "1024")
+    # no row cut, yet the limit is known: tokenize records it in every row, in both formats it hands back
+    roomy = longest + 50
+    for fmt in (None, "arrow"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", BadMaskRowsWarning)
+            fits = ds.with_format(fmt).map(tokenize(gemma, max_length=roomy, on_bad_row="skip"), batched=True)
+            unlimited = ds.with_format(fmt).map(tokenize(gemma, on_bad_row="skip"), batched=True)
+        assert set(fits.with_format(None)["tokenized_max_length"]) == {roomy}
+        assert check_max_length(fits, roomy)["tokenized_max_length"] == roomy
+        assert check_max_length(unlimited, None)["tokenized_max_length"] is None
 
 
 def test_a_syntax_error_is_named_once() -> None:

@@ -219,26 +219,59 @@ def test_the_audit_with_its_defaults_counts_what_load_and_tokenize_train_with_th
     assert found.supervised_tokens == measured["think", "qwen2_5"]["marked"]
 
 
-#: Not the audit's piece, nor input38's or tmpl39's: issue 38's lossless adaptations.
-PARTS = "needs the text-parts adaptation: text-only parts rendered as one string for a template that concatenates"
-
-
-def _expect(shape: str, name: str, reason: str) -> Any:
-    return pytest.param(shape, name, marks=pytest.mark.xfail(strict=True, reason=reason))
-
-
 @pytest.mark.parametrize(("shape", "name"), [
     ("parallel_calls", "mistral_nine"),  # tool-call ids rewritten into the 9-character form
     ("own_tools", "mistral_nine"),
     ("think", "llama3_1"),  # content a template trims is not a refusal
     ("text_parts", "gemma3"),
-    _expect("text_parts", "qwen2_5", PARTS),
-    _expect("text_parts", "mistral_nine", PARTS),
+    ("text_parts", "qwen2_5"),  # text-only parts joined into one string (``chat_template.masks.text_parts``)
+    ("text_parts", "mistral_nine"),
 ])
 def test_rows_that_differ_from_a_template_only_in_representation_train(
         shape: str, name: str, measured: dict[tuple[str, str], dict[str, Any]]) -> None:
     found: Audit = measured[shape, name]["ds"]
     assert found.count("bad_rows") == 0, {c: found.count(c) for c in CAUSES if found.count(c)}
+
+
+@pytest.mark.parametrize("name", ["qwen2_5", "mistral_nine"])
+def test_text_parts_joined_for_a_template_that_concatenates_train_the_tokens_of_the_same_text_as_a_string(
+        name: str, files: dict[str, Path], tokenizers: dict[str, Any], measured: dict[tuple[str, str], dict[str, Any]],
+        tmp_path: Path) -> None:
+    import datasets
+
+    from whileai_datasets.tokenize.views import table_views
+
+    as_strings = tmp_path / "strings.jsonl"  # the same rows, each content part list written as its text
+    rows = [{"messages": [{**m, "content": "".join(p["text"] for p in m["content"])} if isinstance(m["content"], list)
+                          else m for m in row["messages"]]} for row in SHAPES["text_parts"]]
+    as_strings.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    plain = datasets.load_dataset("whileai/export", data_files=str(as_strings), split="train",
+                                  cache_dir=str(tmp_path / "cache"))
+    transform = tokenize(tokenizers[name], max_length=MAX_LENGTH)
+    strings = plain.map(transform, batched=True)
+    parts = measured["text_parts", name]["columns"]
+    assert parts["input_ids"] == strings["input_ids"]
+    assert parts["assistant_masks"] == strings["assistant_masks"]
+    found = measured["text_parts", name]["path"]
+    assert found.count("text_parts_joined") == 5  # the five rows given as parts, named as an adaptation
+    assert "adaptations" in found.format() and "text-parts-joined             5 rows" in found.format()
+    assert measured["text_parts", name]["ds"].count("text_parts_joined") == 5
+    assert found.count("template_drops_content_parts") == 0
+    loaded = datasets.load_dataset("whileai/export", data_files=str(files["text_parts"]), split="train",
+                                   cache_dir=str(tmp_path / "cache"))
+    view, = table_views(transform, loaded.data.table.slice(0, 1))  # what show-mask prints of the row
+    assert "order 0 ships soon" in "".join(text for text, trained in view.runs if trained)
+    assert view.supervised == sum(strings["assistant_masks"][0])
+
+
+def test_tool_call_ids_rewritten_for_a_template_that_requires_nine_characters_are_named(
+        measured: dict[tuple[str, str], dict[str, Any]]) -> None:
+    for shape, with_calls in (("parallel_calls", 6), ("own_tools", 5)):
+        for source in ("path", "ds"):
+            found: Audit = measured[shape, "mistral_nine"][source]
+            assert found.count("tool_call_ids_rewritten") == with_calls  # every row with a call: ids of 16
+            assert found.to_dict()["adaptations"] == ["tool_call_ids_rewritten"]
+        assert measured[shape, "qwen2_5"]["ds"].count("tool_call_ids_rewritten") == 0  # ids as given
 
 
 def test_a_template_that_renders_no_tool_call_is_named(files: dict[str, Path], tokenizers: dict[str, Any]) -> None:
@@ -263,7 +296,7 @@ def test_a_trainer_with_a_shorter_max_length_is_caught_with_what_it_cuts(
     assert check_max_length(train, MAX_LENGTH)["rows_cut"] == 0
     args = SFTConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=8, report_to=[],
                      use_cpu=True, save_strategy="no", max_length=64, seed=0)
-    with pytest.warns(TrainerCutWarning, match=r"the trainer's max_length=64 cuts \d+ of 28 tokenized rows .* "
+    with pytest.warns(TrainerCutWarning, match=r"the trainer's max_length=64 cuts \d+ of 33 tokenized rows .* "
                                                r"pass SFTConfig\(max_length=\d+\) \(the longest row\) or None"):
         found = check_max_length(train, args)
     trainer = SFTTrainer(model=tiny_causal_lm(len(tokenizers["qwen2_5"])), args=args, train_dataset=train,

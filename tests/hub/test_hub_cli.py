@@ -183,6 +183,8 @@ def test_push_audit_puts_what_each_split_trains_on_the_card_with_its_plots(alice
     assert done["code"] == 0, done["stderr"]
     card = seen["card"]
     assert "## What each split trains (whileai-datasets audit)" in card
+    audited = [line for line in card.splitlines() if line.startswith(("- train: ", "- holdout: "))]
+    assert len(audited) == 2 and all("`max_length=" in line and "`strip_think=" in line for line in audited)
     table = {line.split("|")[1].strip(): [cell.strip() for cell in line.split("|")[2:-1]]
              for line in card.splitlines() if line.startswith(("| train |", "| holdout |"))}
     assert sum(int(cells[0].replace(",", "")) for cells in table.values()) == 72

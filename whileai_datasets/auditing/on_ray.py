@@ -11,7 +11,7 @@ The driver adds the counters up as they stream in. The few rows it keeps (each f
 the worst rows, each trainer gap's first) are held as (block key, row in block), which sorts as source
 order because blocks never overlap. At the end the blocks' row counts, in key order, turn those into
 the row numbers the local audit reports; each kept row's byte offset gives its line
-(``locations.lines_at``), so rows after unreadable ones get theirs too.
+(``locations.lines_of``), so rows after unreadable ones get theirs too.
 Driver memory: the counters and four numbers per block, flat in the row count.
 """
 
@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from whileai_datasets._options import TrainingOptions
 from whileai_datasets.auditing import counting
-from whileai_datasets.auditing.locations import count_unreadable, counts_lines, lines_at, named_rows
+from whileai_datasets.auditing.locations import count_unreadable, counts_lines, lines_of, named_rows
 from whileai_datasets.auditing.report import Audit
 from whileai_datasets.auditing.tally import FIRST_LOCATIONS, WORST_ROWS
 from whileai_datasets.columnar import _arrow
@@ -274,10 +274,10 @@ class Totals:
         return found
 
     def _locations(self, starts: dict[Key, tuple[int, int]], paths: list[str]) -> dict[int, dict[str, Any]]:
-        """File and line of each row kept, as the local audit gives them (lines for JSONL files only)."""
+        """File and line of each row kept, as the local audit gives them (lines for JSONL files and JSON arrays)."""
         rows = {starts[key][0] + row: place for (key, row), place in self.places.items()}
         files = {i: paths[i] for i in {file for file, _ in rows.values()} if counts_lines(paths[i])}
-        lines = {i: lines_at(path, [pos for file, pos in rows.values() if file == i]) for i, path in files.items()}
+        lines = {i: lines_of(path, [pos for file, pos in rows.values() if file == i]) for i, path in files.items()}
         return {row: {"row": row, "file": files.get(file), "line": lines[file][pos] if file in files else None}
                 for row, (file, pos) in sorted(rows.items())}
 

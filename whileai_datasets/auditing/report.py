@@ -48,9 +48,16 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
                          True, ""),
     "low_reward": ("rows with a reward below 0.5, trained as targets: a model learns the failure (filter on reward); "
                    "export warns on them too", True, ""),
-    "long_tool_output": ("rows with a tool output over 100,000 characters: each costs tokenize and the audit time and "
-                         "memory in proportion, and trains as context; cap them with max_tool_output_chars", True,
+    "long_tool_output": ("rows with a tool output over 100,000 characters: each costs tokenize time and memory in "
+                         "proportion (the audit and show-mask, given max_length, read it only as far as max_length "
+                         "reaches), and trains as context; cap them with max_tool_output_chars "
+                         "(--max-tool-output-chars)", True,
                          "characters"),
+    "read_to_max_length": ("rows with an untrained content (a tool output, a pasted log) so long that it alone "
+                           "fills max_length: read only as far as max_length reaches, so it costs the audit about "
+                           "as much as an ordinary row; what trains is counted exactly, the tokens before the cut "
+                           "leave out the characters not read. Training still encodes them whole: cap such values "
+                           "with max_tool_output_chars (--max-tool-output-chars)", False, "characters not read"),
     "think_stripped": ("rows whose <think> blocks the export strips (strip_think=True)", False, "messages"),
     "think_kept": ("rows whose <think> blocks are kept and trained (strip_think=False)", False, "messages"),
     "tool_output_cut": ("rows whose tool outputs max_tool_output_chars cut", False, "characters cut"),
@@ -61,13 +68,25 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
     "template_drops_content_parts": ("rows with content given as parts (lists of typed parts) the template leaves "
                                      "out of the render, writes as the parts' data instead of their text, or "
                                      "fails on", True, ""),
+    "text_parts_joined": ("rows with content given as text-only parts (lists of {type: text} parts), handed to a "
+                          "template that concatenates strings as one string: the parts' texts joined with nothing "
+                          "between, as templates that read parts write them (a lossless adaptation: the same text "
+                          "trains; without it the template fails on these rows)", False, ""),
+    "tool_call_ids_rewritten": ("rows with tool-call ids of another form than the template requires (9 "
+                                "characters: Mistral's), handed to it rewritten, each id the first 9 hex digits of "
+                                "its SHA-256, the same in the call and in its result's tool_call_id (a lossless "
+                                "adaptation: the pairing is kept; the rewritten ids are what the calls' tokens "
+                                "train)", False, ""),
     "template_adds_system": ("rows without a system message, given the template's own default one", True, ""),
     "bad_rows": ("rows the template cannot render or whose mask fails the check: tokenize(on_bad_row='skip') "
                  "leaves them out, on_bad_row='raise' stops on them; each is counted by cause below", True, ""),
     # one finding per cause of a bad row (``tokenize.row_failures``), with the template's own first message
     **{cause: (description, True, "") for cause, description in CAUSES.items()},
 }
-TRAINING_LEVEL = frozenset(("zero_loss", "render_unsupervised", "truncated_to_nothing", "truncated",
+#: Findings that name a lossless adaptation: the row's own text given to the template in the form it takes.
+ADAPTATIONS = ("text_parts_joined", "tool_call_ids_rewritten")
+TRAINING_LEVEL = frozenset(("zero_loss", "read_to_max_length", "render_unsupervised", "truncated_to_nothing",
+                            "truncated",
                             "supervision_truncated", "completion_turns_lost", "tool_output_cut", "bad_rows",
                             "trains_every_token", *CAUSES))
 #: ``--fail-on`` names that stand for several findings.
@@ -111,6 +130,8 @@ class Audit:
       "first": [{"row", "file", "line"}]}``,
       for every name of ``FINDINGS``, zero or not
     * ``problems``: names of the problem findings with rows > 0, in catalogue order
+    * ``adaptations``: names of the findings in ``ADAPTATIONS`` with rows > 0 (each a lossless rewrite of the
+      rows' own text into the form the template takes)
     * ``histograms``: name -> ``{"edges", "counts", "n", "min", "max", "mean"}`` (``counts[i]`` rows with
       ``edges[i] <= value < edges[i+1]``; the last bin also holds larger values); names:
       ``tokens_per_row`` (after ``max_length``), ``tokens_before_cut_per_row``, ``supervised_tokens_per_row``,
@@ -191,6 +212,7 @@ class Audit:
                       for role, chars in self.role_chars.items()},
             "findings": {name: self._finding(found) for name, found in self.findings.items()},
             "problems": self.problems,
+            "adaptations": [name for name in ADAPTATIONS if self.findings[name].rows],
             "histograms": {name: h.to_dict() for name, h in self.histograms.items()},
             "worst": worst,
             "mask_methods": dict(self.mask_methods),

@@ -224,7 +224,8 @@ class ChatTemplate:
         plan = self.mask_plan()
         self._report = replace(report, mask_method=plan.method, mask_method_reason=plan.reason,
                                patch_refusal_class=plan.refusal_class, turns_mask=plan.turns_mask,
-                               tool_call_arguments=plan.arguments, tool_call_ids=plan.tool_call_ids)
+                               tool_call_arguments=plan.arguments, tool_call_ids=plan.tool_call_ids,
+                               content_parts=plan.content_parts)
         return self._report
 
     def _structure(self) -> TemplateReport:

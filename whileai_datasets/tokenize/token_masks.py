@@ -30,6 +30,7 @@ from whileai_datasets import option_names
 from whileai_datasets._options import check_choice, check_count
 from whileai_datasets._typing import OnBadRow
 from whileai_datasets.chat_template.masks.mask_check import check_row
+from whileai_datasets.chat_template.masks.text_parts import join_text_parts
 from whileai_datasets.chat_template.masks.tool_ids import rewrite_ids
 from whileai_datasets.chat_template.masks.turn_edges import stop_tokens as model_stop_tokens
 from whileai_datasets.chat_template.masks.masking import (
@@ -222,6 +223,8 @@ class Tokenize:
                  row: int | None) -> tuple[str, list[tuple[int, int]], str]:
         if self.plan.tool_call_ids != "as_given":  # the lossless id rewrite the template needs
             shaped = rewrite_ids(shaped, self.plan.tool_call_ids)
+        if self.plan.content_parts != "as_given":  # text-only parts as one string (``text_parts.py``)
+            shaped = join_text_parts(shaped, self.plan.content_parts)
         try:
             rendered, spans = self.plan.render_row(shaped, tools or None, mask)
         except TemplateError as err:
@@ -371,11 +374,11 @@ class Tokenize:
         kept = [row for row in (rows[i] for i in keep) if row is not None]
         if isinstance(batch, pa.Table):
             table = batch.take(pa.array(keep, pa.int64())) if len(keep) != batch.num_rows else batch
-            for name, array in arrow_columns(kept, bad).items():
+            for name, array in arrow_columns(kept, bad, self.max_length).items():
                 table = set_column(table, name, array)
             return table
         out: dict[str, Any] = {name: [values[i] for i in keep] for name, values in batch.items()}
-        out.update(numpy_columns(kept, bad))
+        out.update(numpy_columns(kept, bad, self.max_length))
         return out
 
 
