@@ -20,7 +20,7 @@ from jinja2.exceptions import TemplateSyntaxError
 
 from whileai_datasets.chat_template.analysis.analysis import Analysis, ProbeResult, analyse
 from whileai_datasets.chat_template.analysis.classifier import analysis_renderer, classifier_evidence
-from whileai_datasets.chat_template.analysis.probes import PINNED_NOW, common_prefix
+from whileai_datasets.chat_template.analysis.probes import PINNED_NOW, common_prefix, probe_set
 from whileai_datasets.chat_template.masks.dropped import REFUSED_KINDS, dropped_output
 from whileai_datasets.chat_template.patching.patch import span_problems
 from whileai_datasets.chat_template.rendering.render import render_plain
@@ -234,7 +234,22 @@ def _dropped_output(analysis: Analysis) -> tuple[str, ...]:
         flags = [int(m.get("role") == "assistant") for m in messages]
         out += [f"probe {name!r}, messages[{d.message}]: {d.describe()}"
                 for d in dropped_output(rendered, messages, flags) if d.kind in REFUSED_KINDS]
-    return tuple(out)
+    return tuple(out) + _string_content_dropped(analysis)
+
+
+def _string_content_dropped(analysis: Analysis) -> tuple[str, ...]:
+    """For a template that reads content as a list of parts: what it loses of content given as a string
+    (idefics3 and SmolVLM render ``User: <end_of_utterance>``)."""
+    if analysis.content_format != "parts":
+        return ()
+    probe = next(p for p in probe_set("string") if p.name == "multi_turn")
+    try:
+        rendered = analysis.tracked(probe)
+    except TemplateError:
+        return ()  # the template refuses string content itself, by name
+    flags = [int(m.get("role") == "assistant") for m in probe.messages]
+    return tuple(f"probe {probe.name!r} with string content, messages[{d.message}]: {d.describe()}"
+                 for d in dropped_output(rendered, probe.messages, flags) if d.kind == "content")
 
 
 def _supports_system(analysis: Analysis) -> bool | None:

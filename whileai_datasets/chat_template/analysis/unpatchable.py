@@ -25,12 +25,17 @@ class MixedHeader(Unpatchable):
 
     refusal_class = "mixed-header"
     unit_start: int = -1
+    #: what the unit writes before the assistant text, per generated execution ('' where it starts with it)
+    prefixes: frozenset[str] = frozenset()
 
 
 class MixedOperands(Unpatchable):
     """An output mixes assistant text with other text and cannot be split between operands."""
 
     refusal_class = "mixed-header"
+    unit_start: int = -1
+    #: what the output writes before the assistant text in the execution that was refused
+    prefixes: frozenset[str] = frozenset()
 
 
 class SharedOutput(Unpatchable):

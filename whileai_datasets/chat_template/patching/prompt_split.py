@@ -77,6 +77,7 @@ def raise_late_required(decision: Decision) -> None:
         location=decision.unit.location,
         hint="Write the role header in its own {{ }} tag, then patch again.")
     err.unit_start = decision.unit.start
+    err.prefixes = decision.prefixes
     raise err
 
 
