@@ -17,10 +17,13 @@ tier, so the benchmark reports real model templates apart from test fixtures:
 from __future__ import annotations
 
 import ast
+import io
 import json
+import struct
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import jinja2
 
@@ -166,18 +169,63 @@ def _from_c_like(path: Path, raw_prefix: str, kind: str) -> Iterator[Candidate]:
         yield f"{path.stem}.L{line}", text, f"{kind}:L{line}"
 
 
-def _from_gguf(path: Path, root: Path) -> Iterator[Candidate]:
-    vendored = next(root.glob("*/vendor/llama.cpp/gguf-py"), None)  # llama-cpp-python vendors gguf-py
-    if vendored is None:
-        return
-    sys.path.insert(0, str(vendored))
-    from gguf import GGUFReader  # type: ignore[import-not-found]
+#: GGUF value types (gguf.h): fixed widths; 8 is a string (uint64 length + bytes), 9 an array.
+_GGUF_WIDTH = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+_GGUF_STRING, _GGUF_ARRAY = 8, 9
+#: A metadata string longer than this is not a chat template (and a corrupt length would read the whole file).
+_GGUF_MAX_STRING = 1 << 20
 
-    reader = GGUFReader(str(path))
-    for key, field in reader.fields.items():
-        if key.startswith("tokenizer.chat_template"):
-            value = bytes(field.parts[field.data[0]]).decode("utf-8", "replace")
-            yield f"{path.stem}.{key[len('tokenizer.chat_template'):].strip('.') or 'default'}", value, f"gguf:{key}"
+
+def _gguf_skip(handle: BinaryIO, kind: int) -> None:
+    """Move past one value of type ``kind`` without reading it (a vocab array is one seek per token)."""
+    if kind in _GGUF_WIDTH:
+        handle.seek(_GGUF_WIDTH[kind], 1)
+    elif kind == _GGUF_STRING:
+        handle.seek(struct.unpack("<Q", handle.read(8))[0], 1)
+    elif kind == _GGUF_ARRAY:
+        inner, count = struct.unpack("<IQ", handle.read(12))
+        if inner in _GGUF_WIDTH:
+            handle.seek(_GGUF_WIDTH[inner] * count, 1)
+        else:
+            for _ in range(count):
+                _gguf_skip(handle, inner)
+    else:
+        raise ValueError(f"GGUF value type {kind} is not one gguf.h defines")
+
+
+def _gguf_string(handle: BinaryIO) -> str:
+    (length,) = struct.unpack("<Q", handle.read(8))
+    if length > _GGUF_MAX_STRING:
+        raise ValueError(f"a GGUF string of {length} bytes (more than {_GGUF_MAX_STRING}): not metadata")
+    return handle.read(length).decode("utf-8", "replace")
+
+
+def gguf_chat_templates(path: Path) -> Iterator[tuple[str, str]]:
+    """(key, text) of the ``tokenizer.chat_template*`` strings in a GGUF file's header, read without loading
+    anything else: vocab arrays are skipped by seeking, tensors are never reached."""
+    with path.open("rb") as raw:
+        handle = io.BufferedReader(raw, buffer_size=1 << 16)
+        magic, version = struct.unpack("<4sI", handle.read(8))
+        if magic != b"GGUF" or version not in (2, 3):
+            return  # not a GGUF file, or version 1 (32-bit counts), which no package ships any more
+        _tensors, entries = struct.unpack("<QQ", handle.read(16))
+        for _ in range(entries):
+            key = _gguf_string(handle)
+            (kind,) = struct.unpack("<I", handle.read(4))
+            if key.startswith("tokenizer.chat_template") and kind == _GGUF_STRING:
+                yield key, _gguf_string(handle)
+            else:
+                _gguf_skip(handle, kind)
+
+
+def _from_gguf(path: Path) -> Iterator[Candidate]:
+    try:
+        found = list(gguf_chat_templates(path))
+    except (ValueError, struct.error) as err:
+        print(f"  skipped {path.name}: not a readable GGUF header ({err})", file=sys.stderr)
+        return
+    for key, value in found:
+        yield f"{path.stem}.{key[len('tokenizer.chat_template'):].strip('.') or 'default'}", value, f"gguf:{key}"
 
 
 def candidates(path: Path, root: Path) -> Iterator[Candidate]:
@@ -194,7 +242,7 @@ def candidates(path: Path, root: Path) -> Iterator[Candidate]:
     elif suffix == ".rs":
         yield from _from_c_like(path, 'r#"', "rust-string")
     elif suffix == ".gguf":
-        yield from _from_gguf(path, root)
+        yield from _from_gguf(path)
 
 
 def tier(path_in_package: str, kind: str, name: str) -> str:

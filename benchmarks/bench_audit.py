@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._data import TOOLS  # noqa: E402
 from benchmarks._unique_rows import corpus, unique_dataset  # noqa: E402
-from tests.tiny_lm import train_tokenizer, trl_template  # noqa: E402
+from tests.support.tiny_lm import train_tokenizer, trl_template  # noqa: E402
 
 TEMPLATE = "qwen2_5_training"
 

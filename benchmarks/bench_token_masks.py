@@ -68,8 +68,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.prefix_diff import prefix_diff_mask  # noqa: E402
-from tests.tiny_lm import LLAMA3_TOKENS, train_sentencepiece_tokenizer, train_tokenizer, trl_template  # noqa: E402
+from tests.support.prefix_diff import prefix_diff_mask  # noqa: E402
+from tests.support.tiny_lm import LLAMA3_TOKENS, train_sentencepiece_tokenizer, train_tokenizer, trl_template  # noqa: E402
 from whileai_datasets.rows.features import MESSAGE_TYPE, message_from_storage, message_to_storage, storage_type  # noqa: E402
 from whileai_datasets.tokenize.token_masks import Tokenize, template_messages  # noqa: E402
 

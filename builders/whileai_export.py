@@ -36,16 +36,13 @@ from datasets.builder import Key
 from datasets.exceptions import DatasetGenerationError
 
 from whileai_datasets import option_names
-from whileai_datasets.builders import cache_space, inputs, unread
+from whileai_datasets.builders import cache_space, inputs, split_facts, unread
 from whileai_datasets.builders.config import WhileaiExportConfig
 from whileai_datasets.errors import ExportFormatError, NothingToTrainWarning, WhileaiError
-from whileai_datasets.rows import file_kind, parallel, read_errors
-from whileai_datasets.rows.canonical import Normalizer
-from whileai_datasets.rows.json_array import iter_json_array_rows
-from whileai_datasets.rows.leaks import LeakScan
-from whileai_datasets.rows.no_loss import NoLoss
-from whileai_datasets.rows.unread_keys import Unread
-from whileai_datasets.rows.reader import (
+from whileai_datasets.reading import file_kind, parallel, read_errors
+from whileai_datasets.reading.json_array import iter_json_array_rows
+from whileai_datasets.reading.no_loss import NoLoss
+from whileai_datasets.reading.reader import (
     BadRows,
     LinePosition,
     count_lines,
@@ -55,15 +52,13 @@ from whileai_datasets.rows.reader import (
     iter_tables,
     line_start_at_or_after,
 )
+from whileai_datasets.rows.canonical import Normalizer
+from whileai_datasets.rows.leaks import LeakScan
+from whileai_datasets.rows.unread_keys import Unread
 
 #: ``dataset_name`` without the '/', which would otherwise become a folder in
 #: the cache paths (``.../whileai/export-train.arrow`` not found).
 CACHE_NAME = "whileai_export"
-BAD_ROWS_FILE = "whileai_bad_rows.json"
-#: the leak facts taken from the raw rows while they were read, per split (``LeakScan.state()``)
-LEAKS_FILE = "whileai_leaks.json"
-#: per split, the rows read that carry no loss (``NoLoss.to_dict()``): said again each time the split loads
-NO_LOSS_FILE = "whileai_no_loss.json"
 #: what one prepare job leaves for its split: its skipped rows and leak facts
 JOB_REPORT_FILE = "whileai_job_report.json"
 
@@ -302,7 +297,7 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
     # Preparing a split, each job (a num_proc worker holding its own copy of
     # the builder, or this builder when num_proc is 1) writes the rows it
     # skipped next to its output; the split merges them in job order (which
-    # is file order), warns once and writes BAD_ROWS_FILE for bad_rows(ds).
+    # is file order), warns once and keeps them in split_facts for bad_rows(ds).
     # Streaming has no output: it warns as each file ends.
 
     def _prepare_split(self, split_generator: datasets.SplitGenerator, **kwargs: Any) -> None:
@@ -322,24 +317,24 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         if not os.path.isdir(self._output_dir):
             return
         if self.leaks is not None:
-            inputs.update_json(os.path.join(self._output_dir, LEAKS_FILE), {split_generator.name: self.leaks.state()})
+            split_facts.save(self._output_dir, split_generator.name, leaks=self.leaks.state())
         if self.bad_rows.count > before:
             self._warn_bad_rows()
-            with open(os.path.join(self._output_dir, BAD_ROWS_FILE), "w", encoding="utf-8") as handle:
-                json.dump(self.bad_rows.to_dict(), handle)
+            split_facts.save(self._output_dir, bad_rows=self.bad_rows.to_dict())
         if not split_generator.split_info.num_examples:
             raise _all_rows_skipped(split_generator.name, self.bad_rows)
-        inputs.update_json(os.path.join(self._output_dir, NO_LOSS_FILE), {split_generator.name: self.no_loss.to_dict()})
-        unread.save(self._output_dir, split_generator.name, self.unread)
+        split_facts.save(self._output_dir, split_generator.name, no_loss=self.no_loss.to_dict(),
+                         unread=self.unread.to_dict())
         self.no_loss, self.unread = NoLoss(), Unread()  # said by _as_dataset, on this load and on every load from the cache
 
     def _as_dataset(self, split: Any = datasets.Split.TRAIN, in_memory: bool = False) -> datasets.Dataset:
         ds = super()._as_dataset(split, in_memory)
-        said = no_loss_of(os.path.join(self._fs._strip_protocol(self._output_dir), NO_LOSS_FILE), str(split))
+        folder = self._fs._strip_protocol(self._output_dir)
+        said = no_loss_of(split_facts.per_split(folder, "no_loss"), str(split))
         if said is not None:
             warnings.warn(said, NothingToTrainWarning, stacklevel=4)
-        unread.warn_saved(os.path.join(self._fs._strip_protocol(self._output_dir), unread.UNREAD_FILE), str(split),
-                          kept=self.config.keep_message_keys, stacklevel=4)
+        unread.warn_saved(split_facts.per_split(folder, "unread"), str(split), kept=self.config.keep_message_keys,
+                          stacklevel=4)
         return ds
 
     def _prepare_split_single(self, *, fpath: str, job_id: int, **kwargs: Any) -> Iterator[tuple[int, bool, Any]]:
@@ -385,14 +380,10 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         )
 
 
-def no_loss_of(path: str, split: str) -> str | None:
-    """What to say about the rows of ``split`` that carry no loss, from the reports ``_prepare_split`` left
-    in ``path``; None when they all carry some. ``split`` is a split name or a read instruction over one or
+def no_loss_of(reports: dict[str, Any], split: str) -> str | None:
+    """What to say about the rows of ``split`` that carry no loss, from the reports ``_prepare_split`` kept
+    per split; None when they all carry some. ``split`` is a split name or a read instruction over one or
     more (``train[:10%]``, ``train+test``): each split it names is said, as the split it is."""
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as handle:
-        reports: dict[str, Any] = json.load(handle)
     names = [split] if split in reports else list(dict.fromkeys(n for n in re.findall(r"[\w.-]+", split) if n in reports))
     said = []
     for name in names:

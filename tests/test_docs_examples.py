@@ -1,7 +1,7 @@
 """Every code example of README.md and docs/ runs, as written, on the bundled sample and the offline tokenizer.
 
 The blocks are read at run time (README.md may be rewritten: whatever python blocks it holds then are
-run), classified by tests/docs_examples.py and run page by page in subprocesses: one for the setup page
+run), classified by tests/support/docs_examples.py and run page by page in subprocesses: one for the setup page
 and then every other page, one more (started once the setup page has run) with `HF_ENDPOINT` pointed at
 the local test hub for the blocks marked `docs-test: hub`. Each
 example is one test here; those that cannot run are skipped with the reason their page gives, and the
@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 
-from tests.docs_examples import ROOT, SETUP_PAGE, Example, collect, plan
-from tests.processes import stop
+from tests.support.docs_examples import ROOT, SETUP_PAGE, Example, collect, plan
+from tests.support.processes import stop
 
 EXAMPLES = collect()
-RUNNER = Path(__file__).with_name("docs_examples.py")
+RUNNER = Path(__file__).parent / "support" / "docs_examples.py"
 HUB_SERVER = Path(__file__).with_name("hub_server")
 HUB_TOKEN, HUB_USER = "hf_docs_examples_token", "me"
 TIMEOUT = 900

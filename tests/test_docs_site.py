@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser import Browser, chromium, skip_or_fail
+from tests.support.browser import Browser, chromium, skip_or_fail
 
 ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOTS = ROOT / "build" / "docs-screenshots"

@@ -1,6 +1,6 @@
 """``_files``: the temp names' owners and the sweep, and a folder of parts
 swapped in whole (the Ray export's output) or refused when another export got
-there first. The export-level faults are in tests/test_faults_io.py."""
+there first. The export-level faults are in tests/export/test_faults_io.py."""
 
 from __future__ import annotations
 

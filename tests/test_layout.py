@@ -20,11 +20,12 @@ import whileai_datasets.builders
 #: Stages in the order data flows; a module may import its own stage or an earlier one.
 STAGES = (
     ("base", ("whileai_datasets.errors", "whileai_datasets._typing", "whileai_datasets._options",
-              "whileai_datasets.option_names",
+              "whileai_datasets.option_names", "whileai_datasets._gc",
               "whileai_datasets._version", "whileai_datasets._files", "whileai_datasets._storage",
               "whileai_datasets._compat",
               "whileai_datasets.data", "whileai_datasets.templates")),
     ("rows", ("whileai_datasets.rows",)),
+    ("reading", ("whileai_datasets.reading",)),
     ("builders", ("whileai_datasets.builders",)),
     ("columnar", ("whileai_datasets.columnar",)),
     ("chat_template", ("whileai_datasets.chat_template",)),
@@ -41,6 +42,10 @@ STAGES = (
 CHAT_TEMPLATE_ROOMS = ("sandbox", "rendering", "analysis", "patching", "masks")
 #: The most internal floors (the longest chain of imports between a room's own modules) a room may have.
 MOST_FLOORS = 6
+#: The most modules (``__init__`` aside) one room may hold before it needs splitting.
+MOST_MODULES = 14
+#: The tests folder of a room whose own name would hide a standard module on pytest's path (``tokenize``).
+TESTS_FOLDER = {"tokenize": "tokenizing"}
 #: The ecosystem's own short names; any other alias of one or two letters is refused.
 ECOSYSTEM_ALIASES = {"pa", "pc", "np", "pq", "pds", "ds"}
 
@@ -239,3 +244,64 @@ def test_every_package_folder_is_listed_for_the_wheel() -> None:
                  ["tool"]["setuptools"]["packages"])
     packages = {module for module, path in MODULES.items() if path.name == "__init__.py"}
     assert sorted(packages - listed) == []
+
+
+def _private_crossings(module: str) -> list[str]:
+    """Each ``_name`` this module takes from a module of another room (imported by name or read as an attribute)."""
+    here = _room(module)
+    tree = ast.parse(MODULES[module].read_text())
+    imported: dict[str, str] = {}  # local name -> module
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("whileai_datasets"):
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" in MODULES:
+                    imported[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                elif _is_private(alias.name) and node.module in MODULES and _room(node.module) != here:
+                    found.append(f"line {node.lineno}: {node.module}.{alias.name}")
+        elif isinstance(node, ast.Import):
+            imported.update({a.asname: a.name for a in node.names if a.asname and a.name in MODULES})
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in imported
+                and _is_private(node.attr) and _home(imported[node.value.id]) != here):
+            found.append(f"line {node.lineno}: {imported[node.value.id]}.{node.attr}")
+    return found
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _home(module: str) -> str:
+    """The room whose private names a module's attributes are: a package's own room, else the module's room."""
+    return module if MODULES[module].name == "__init__.py" else _room(module)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_reads_another_rooms_private_names(module: str) -> None:
+    """A ``_name`` is its room's own; what another room needs gets a public name (``_private`` modules such as
+    ``columnar._arrow`` are the package's shared kernels: their public names are for every room)."""
+    assert _private_crossings(module) == [], f"{module} reads another room's private names: give them public names"
+
+
+def test_no_room_holds_more_than_fourteen_modules() -> None:
+    sizes: dict[str, int] = {}
+    for module, path in MODULES.items():
+        if path.name != "__init__.py":
+            sizes[_room(module)] = sizes.get(_room(module), 0) + 1
+    assert {room: n for room, n in sizes.items() if n > MOST_MODULES} == {}, "split the room into sub-rooms"
+
+
+def test_every_room_has_its_tests_folder() -> None:
+    """Each folder of docs/layout.md's table has one under tests/ (its sub-rooms' tests live in it)."""
+    tests = Path(__file__).resolve().parent
+    rooms = [name for name, _ in STAGES if name not in ("base", "front door")]
+    missing = [room for room in rooms if not (tests / TESTS_FOLDER.get(room, room) / "__init__.py").is_file()]
+    assert missing == []
+
+
+def test_shared_test_helpers_live_in_support() -> None:
+    """The top of tests/ holds conftest.py and the tests of the package as a whole; helpers go in tests/support/."""
+    tests = Path(__file__).resolve().parent
+    loose = sorted(p.name for p in tests.glob("*.py") if p.name != "conftest.py" and not p.name.startswith("test_"))
+    assert loose == [] and (tests / "support" / "__init__.py").is_file()

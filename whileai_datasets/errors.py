@@ -8,6 +8,7 @@ glued together by hand at the raise site.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures.process import BrokenProcessPool
 
 
@@ -91,3 +92,13 @@ class UnreadKeysWarning(UserWarning):
     misspelt ``contnet`` loads as empty content), and row keys that look meant to be read (a near miss of a
     read key, or ``response`` / ``output`` beside a conversation read from other keys). The message gives
     each key's count and first location, with a "did you mean" for near misses (``rows.unread_keys``)."""
+
+
+def causes(err: BaseException) -> Iterator[BaseException]:
+    """`err`, then each exception behind it (``__cause__``, else ``__context__``), each once: a cycle ends the walk."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__

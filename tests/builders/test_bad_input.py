@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +97,17 @@ def test_missing_data_files_say_what_to_pass(tmp_path: Path, monkeypatch: pytest
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ExportFormatError, match=r"notes\.txt.*is not a whileai export.*Pass data_files="):
         datasets.load_dataset("whileai/export", cache_dir=str(tmp_path / "cache"))
+
+
+def test_the_builder_keeps_its_facts_in_one_file_beside_the_split(tmp_path: Path, load: Any) -> None:
+    """Skipped rows, leak facts, rows that train nothing and unread keys: one JSON file beside the Arrow files."""
+    path = write_jsonl(tmp_path / "run.jsonl", [GOOD, "{oops", {**GOOD, "grader_notes": "kept aside"}])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # each fact is also said as a warning, which its own tests check
+        ds = load(path, on_bad_row="skip")
+    folder = Path(ds.cache_files[0]["filename"]).parent
+    assert sorted(p.name for p in folder.glob("whileai_*.json")) == ["whileai_split_facts.json"]
+    facts = json.loads((folder / "whileai_split_facts.json").read_text())
+    assert facts["bad_rows"]["locations"] == ["run.jsonl line 2 (row 1)"]
+    assert {"no_loss", "unread"} <= set(facts["splits"]["train"])  # leaks too when the export scans them
+    assert whileai_datasets.bad_rows(ds) == facts["bad_rows"]

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from tests.conftest import template_rows, write_jsonl
-from tests.content_parts import (
+from tests.support.content_parts import (
     AUDIO_B64,
     CANONICAL_ROWS,
     CAT_URL,

@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import DATA, TOOLS, read_jsonl, seeded_rows
-from tests.near_miss_rows import LLAMA_FACTORY_ROWS, OPENAI_CONVERSATION_ROW
+from tests.support.near_miss_rows import LLAMA_FACTORY_ROWS, OPENAI_CONVERSATION_ROW
 from whileai_datasets import ExportFormatError
 
 PROFILE = settings.get_profile(os.environ.get("WAI_FUZZ_PROFILE", "fuzz-ci"))

@@ -12,7 +12,7 @@ import pytest
 
 import whileai_datasets
 from tests.conftest import read_jsonl, template_rows, write_jsonl
-from tests.near_miss_rows import (
+from tests.support.near_miss_rows import (
     LLAMA_FACTORY_EXPECTED,
     LLAMA_FACTORY_ROWS,
     LOOKUP,
@@ -20,7 +20,7 @@ from tests.near_miss_rows import (
     TOOLS_TEXT,
 )
 from whileai_datasets import BadRowsWarning, ExportFormatError
-from whileai_datasets.rows import json_array
+from whileai_datasets.reading import json_array
 
 
 def _read(ds: Any) -> list[tuple[Any, Any, Any]]:

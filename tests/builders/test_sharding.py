@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import whileai_datasets
 from tests.conftest import DATA, read_jsonl, seeded_rows, write_jsonl
 from whileai_datasets import BadRowsWarning, ExportFormatError, OptionError
-from whileai_datasets.rows.reader import (
+from whileai_datasets.reading.reader import (
     LinePosition,
     count_lines,
     iter_jsonl_rows,

@@ -16,7 +16,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from tests.hf_chat import apply_chat_template
+from tests.support.hf_chat import apply_chat_template
 
 TOOL: dict[str, Any] = {
     "type": "function",

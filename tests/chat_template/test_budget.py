@@ -109,7 +109,7 @@ CHATML = ("{% for m in messages %}{% if m.content == 'EXPLODE' %}{{ 'a' * 300000
 
 @pytest.fixture(scope="module")
 def tokenizer() -> Any:
-    from tests.tiny_lm import train_tokenizer
+    from tests.support.tiny_lm import train_tokenizer
 
     return train_tokenizer(["hello there, how are you", "fine thanks"] * 20, chat_template=CHATML, vocab_size=300)
 

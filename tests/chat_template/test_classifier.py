@@ -48,7 +48,7 @@ def test_inspect_reports_a_guard_template_and_no_mask_method(stem: str) -> None:
 
 def test_tokenize_refuses_rows_on_a_guard_template(tmp_path: Path, load: Any) -> None:
     from tests.conftest import write_jsonl
-    from tests.tiny_lm import train_tokenizer
+    from tests.support.tiny_lm import train_tokenizer
     from whileai_datasets.tokenize.token_masks import tokenize
 
     rows = [{"messages": [{"role": "user", "content": "is this fine?"}, {"role": "assistant", "content": "it is."}]}]

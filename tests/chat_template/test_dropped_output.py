@@ -98,3 +98,26 @@ def test_glm_trains_the_stop_token_it_stops_on_and_nemotron_never_its_prefill(tr
     trained = _trained_text(nemotron, messages, flags)
     assert all(span.startswith("</think>") or not span.startswith("<think>") for span in trained)
     assert sum("</think>" in span for span in trained) == 2  # both turns alike
+
+
+@pytest.mark.parametrize("stem", ["idefics3", "smolvlm"])
+def test_a_template_that_renders_string_content_as_nothing_is_caught_with_the_row_count(
+        stem: str, trl_dir: Path) -> None:
+    """These templates read content as a list of parts: a string content renders as ``User: <end_of_utterance>``,
+    and the turn would train its end marker alone. tokenize refuses it, counting the rows; inspect names it."""
+    template = _trl(trl_dir, stem)
+    tokenizer = _char_tokenizer(template)
+    said = [{"role": "user", "content": "Userask heron?"}, {"role": "assistant", "content": "Reply okapi."}]
+    parts = [{**m, "content": [{"type": "text", "text": m["content"]}]} for m in said]
+    transform = tokenize(tokenizer)
+    assert transform.rows([parts], [None], [[0, 1]])[0] is not None  # its own shape trains
+    with pytest.raises(TemplateError, match=r"row 1, messages\[1\] \(assistant\): the template does not render its "
+                                            r"content 'Reply okapi\.'.*2 of 3 rows of this batch fail: "
+                                            r"2 template-drops-content \(rows 1, 2\)"):
+        transform.rows([parts, said, said], [None] * 3, [[0, 1]] * 3)
+    kept = tokenize(tokenizer, on_bad_row="skip").rows([parts, said, said], [None] * 3, [[0, 1]] * 3)
+    assert [row is not None for row in kept] == [True, False, False]
+    report = ChatTemplate(template).inspect()
+    assert report.content_format == "parts"
+    assert any("with string content, messages[1]: the template does not render its content" in d
+               for d in report.dropped_output), report.dropped_output

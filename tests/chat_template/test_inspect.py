@@ -64,3 +64,19 @@ def test_end_of_turn_outside_block_is_reported() -> None:
     assert report.end_of_turn_in_span is False
     assert report.covers_assistant_output is False
     assert any("</s>" in problem for problem in report.coverage_problems)
+
+
+def test_report_is_the_same_whatever_ran_before_it(read_trl: Callable[[str], str]) -> None:
+    """inspect() first, or after the mask plan and the patch it needs: one report, and the structure read by the
+    patch is never the finished report (nor the reverse)."""
+    for family in ("qwen2_5", "qwen2_5_training", "gemma"):
+        first = ChatTemplate(read_trl(family), name=f"{family}.jinja")
+        report = first.inspect()
+        first.mask_plan()
+        patched_after = first.with_generation().text
+        later = ChatTemplate(read_trl(family), name=f"{family}.jinja")
+        later.mask_plan()
+        patched_before = later.with_generation().text
+        assert later.inspect() == report and first.inspect() == report, family
+        assert patched_before == patched_after, family
+        assert report.mask_method is not None, family

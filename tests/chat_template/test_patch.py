@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.chat_template.conftest import trl_names
-from tests.hf_chat import apply_chat_template
+from tests.support.hf_chat import apply_chat_template
 from whileai_datasets.chat_template import ChatTemplate, RenderedChat
 from whileai_datasets.chat_template.analysis.analysis import analyse
 from whileai_datasets.chat_template.analysis.probes import PINNED_NOW, Probe, probe_set

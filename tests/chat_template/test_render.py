@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.chat_template.conftest import trl_names
-from tests.hf_chat import apply_chat_template
+from tests.support.hf_chat import apply_chat_template
 from whileai_datasets.chat_template import ChatTemplate
 from whileai_datasets.chat_template.analysis.probes import (
     probe_set,

@@ -23,8 +23,9 @@ from whileai_datasets.errors import TemplateError
 from whileai_datasets.tokenize.token_masks import tokenize
 
 #: the models' stop tokens beyond the tokenizer's eos token: GLM-4.5/4.6's generation config lists
-#: <|endoftext|>, <|user|> and <|observation|>; Gemma 4 ends a tool call with <|tool_response>, which its
-#: templates write after a call that ends the conversation
+#: <|endoftext|>, <|user|> and <|observation|>; Gemma 4 stops on <eos> (here </s>), <turn|> and
+#: <|tool_response>, which its templates write right after a turn's calls (llama.cpp's end-of-generation
+#: tokens for gemma4, in src/llama-vocab.cpp of the llama-cpp-python 0.3.36 sdist, are these three)
 _GEMMA4_STOPS = ("<turn|>", "<|tool_response>")
 STOPS = {"glm4moe": ("<|endoftext|>", "<|user|>", "<|observation|>"), "diffusion_gemma": _GEMMA4_STOPS,
          **{stem: _GEMMA4_STOPS for stem in trl_names("original") if stem.startswith("gemma4")}}
@@ -142,3 +143,27 @@ def _check_rows(template: str, stops: tuple[str, ...]) -> int:
 #: families that render none of the rows above: they need alternating roles, no system message, or
 #: content as a list of parts (each row refused above, naming the template's own reason)
 REFUSED_EVERYWHERE = {"cohere", "cohere2", "gemma", "gemma3", "idefics3", "llava_next", "smolvlm"}
+
+
+@pytest.mark.parametrize("stem", [s for s in trl_names("original") if "gemma4" in s or s == "diffusion_gemma"])
+def test_gemma4_trains_the_stop_token_after_calls_inside_a_turn(stem: str, trl_dir: Path) -> None:
+    """A Gemma 4 turn with text beside its calls renders calls, tool results, then the text: the model
+    stopped on <|tool_response>, so it is trained there too, and the results it did not write are not.
+    (gemma4_v2 writes the results as a tool turn after the whole model turn: its end marker ends it.)"""
+    tokenizer = _char_tokenizer((trl_dir / f"{stem}.jinja").read_text(encoding="utf-8"))
+    messages = ROWS["beside_then_think"]
+    flags = loss_mask(messages, "assistant")
+    text, spans = tokenize(tokenizer, stop_tokens=_GEMMA4_STOPS).row_spans(messages, TOOLS, flags)
+    supervised = {i for a, e in spans for i in range(a, e)}
+    said = text.index("Saybeside gecko.")
+    assert set(range(said, said + len("Saybeside gecko."))) <= supervised
+    result = text.index("Toolresult four.")
+    call_end = text.index("<tool_call|>") + len("<tool_call|>")
+    if result < said:
+        assert text.startswith("<|tool_response>", call_end), text[call_end - 40:result]
+        assert set(range(call_end, call_end + len("<|tool_response>"))) <= supervised
+        assert not supervised & set(range(call_end + len("<|tool_response>"), result + len("Toolresult four.")))
+    else:
+        end = text.index("<turn|>", said)
+        assert set(range(call_end, end + len("<turn|>"))) <= supervised
+        assert result not in supervised

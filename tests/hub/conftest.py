@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from tests.processes import stop
+from tests.support.processes import stop
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SERVER = REPO_ROOT / "tests" / "hub_server"

@@ -169,7 +169,7 @@ def read_card_and_plots(repo_id: str, token: str) -> dict[str, Any]:
 def test_push_audit_puts_what_each_split_trains_on_the_card_with_its_plots(alice, repo_id, tmp_path):
     import gzip
 
-    from tests.tiny_lm import train_tokenizer, trl_template
+    from tests.support.tiny_lm import train_tokenizer, trl_template
 
     sample = Path(whileai_datasets.__file__).parent / "data" / "sample.jsonl.gz"
     texts = gzip.open(sample, "rt", encoding="utf-8").read().splitlines()
@@ -183,6 +183,8 @@ def test_push_audit_puts_what_each_split_trains_on_the_card_with_its_plots(alice
     assert done["code"] == 0, done["stderr"]
     card = seen["card"]
     assert "## What each split trains (whileai-datasets audit)" in card
+    audited = [line for line in card.splitlines() if line.startswith(("- train: ", "- holdout: "))]
+    assert len(audited) == 2 and all("`max_length=" in line and "`strip_think=" in line for line in audited)
     table = {line.split("|")[1].strip(): [cell.strip() for cell in line.split("|")[2:-1]]
              for line in card.splitlines() if line.startswith(("| train |", "| holdout |"))}
     assert sum(int(cells[0].replace(",", "")) for cells in table.values()) == 72
@@ -210,7 +212,7 @@ def test_audit_and_show_mask_read_a_published_repo_by_name(alice, repo_id, tmp_p
     """The repo's canonical rows are the rows as exported: auditing them by name counts what auditing the
     rollouts they came from counts (think blocks already stripped on the way in), and show-mask shows the
     same tokens."""
-    from tests.tiny_lm import train_tokenizer, trl_template
+    from tests.support.tiny_lm import train_tokenizer, trl_template
     from whileai_datasets import audit, cli
 
     sample = Path(whileai_datasets.__file__).parent / "data" / "sample.jsonl.gz"

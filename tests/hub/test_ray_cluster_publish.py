@@ -1,4 +1,4 @@
-"""`publish_rollouts` on a three-node Ray cluster (tests/ray_cluster.py) that loses a worker node mid-job: the
+"""`publish_rollouts` on a three-node Ray cluster (tests/support/ray_cluster.py) that loses a worker node mid-job: the
 repo equals a local push's, in one commit, and no staged shard is left.
 
 Functions without a `test_` prefix run in a client process (see conftest: `Identity.run`), which connects to
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests import ray_cluster
+from tests.support import ray_cluster
 from tests.conftest import SYSTEM_PROMPT, seeded_rows, write_jsonl
 from tests.hub.test_hub_cli import push
 from tests.hub.test_ray_publish import repo_views

@@ -1,4 +1,4 @@
-"""`push` from an object in a bucket (a local S3-protocol server, tests/s3_server.py), on both engines: the repo
+"""`push` from an object in a bucket (a local S3-protocol server, tests/support/s3_server.py), on both engines: the repo
 equals the push of the same file from disk.
 
 Functions without a `test_` prefix run in a client process (see conftest: `Identity.run`); it inherits the
@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import SYSTEM_PROMPT, seeded_rows, write_jsonl
 from tests.hub.test_hub_cli import push
 from tests.hub.test_ray_publish import repo_views
-from tests.s3_server import Bucket
+from tests.support.s3_server import Bucket
 
 pytest.importorskip("ray.data")
 pytestmark = [pytest.mark.ray, pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")]

@@ -53,7 +53,7 @@ def _rollouts(tmp_path: Path, load: Any) -> tuple[list[dict[str, Any]], Any]:
 
 
 def _tokenizer(rows: list[dict[str, Any]], folder: Path) -> Any:
-    from tests.tiny_lm import train_tokenizer, trl_template
+    from tests.support.tiny_lm import train_tokenizer, trl_template
 
     tokenizer = train_tokenizer([json.dumps(r) for r in rows], chat_template=trl_template("qwen2_5"))
     tokenizer.save_pretrained(str(folder))

@@ -101,7 +101,7 @@ def sft_labels(repo_id: str, token: str, tokenizer_dir: str, out: str, config: s
     from transformers import AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
-    from tests.tiny_lm import tiny_causal_lm
+    from tests.support.tiny_lm import tiny_causal_lm
 
     blocked = blocked_import()
     context = _quiet()
@@ -131,7 +131,7 @@ def dpo_masks(repo_id: str, token: str, tokenizer_dir: str, out: str) -> dict[st
     from transformers import AutoTokenizer
     from trl import DPOConfig, DPOTrainer
 
-    from tests.tiny_lm import tiny_causal_lm
+    from tests.support.tiny_lm import tiny_causal_lm
 
     blocked = blocked_import()
     context = _quiet()
@@ -174,7 +174,7 @@ def each(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 # --- the test machine: our own mask -------------------------------------------------------------------
 def _tokenizer(rows: list[dict[str, Any]], folder: Path) -> Any:
-    from tests.tiny_lm import train_tokenizer, trl_template
+    from tests.support.tiny_lm import train_tokenizer, trl_template
     from whileai_datasets import ChatTemplate
 
     tokenizer = train_tokenizer([json.dumps(r) for r in rows], chat_template=trl_template("qwen2_5"))

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import read_jsonl, write_jsonl
-from tests.tiny_lm import train_tokenizer, trl_template
+from tests.support.tiny_lm import train_tokenizer, trl_template
 from whileai_datasets import ExportFormatError, NothingToTrainWarning, audit, export_dataset, mask_report
 from whileai_datasets.tokenize import tokenize
 

@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import read_jsonl, write_jsonl
 from whileai_datasets import ExportFormatError, UnreadKeysWarning, export_dataset
-from whileai_datasets.rows import parallel
+from whileai_datasets.reading import parallel
 
 DATA = Path(__file__).parent.parent / "data"
 MISSPELT = DATA / "misspelt_keys.jsonl"

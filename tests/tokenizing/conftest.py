@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import DATA, read_jsonl, seeded_rows, write_jsonl
-from tests.tiny_lm import train_tokenizer, trl_template
+from tests.support.tiny_lm import train_tokenizer, trl_template
 
 
 @pytest.fixture(scope="package")

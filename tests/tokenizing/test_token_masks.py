@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import SYSTEM_PROMPT, TOOLS, read_jsonl, write_jsonl
-from tests.prefix_diff import prefix_diff_mask
-from tests.tiny_lm import train_tokenizer, trl_template
+from tests.support.prefix_diff import prefix_diff_mask
+from tests.support.tiny_lm import train_tokenizer, trl_template
 from whileai_datasets import ChatTemplate, SchemaError
 from whileai_datasets.tokenize import mask_report
 from whileai_datasets.tokenize.token_masks import UnsupervisedRowsWarning, spans_to_token_mask, tokenize
@@ -330,7 +330,7 @@ _LLAMA_TEXTS = ["<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n
 def test_sentencepiece_offsets_from_lengths_are_the_tokenizers_own(rows_file: Path, style: str) -> None:
     from tokenizers import Tokenizer, normalizers
 
-    from tests.tiny_lm import LLAMA3_TOKENS, train_sentencepiece_tokenizer
+    from tests.support.tiny_lm import LLAMA3_TOKENS, train_sentencepiece_tokenizer
     from whileai_datasets.tokenize.token_encode import PieceEncoder, byte_lengths
 
     texts = [json.dumps(row) for row in read_jsonl(rows_file)]

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import SYSTEM_PROMPT, TOOLS, seeded_rows, write_jsonl
-from tests.tiny_lm import train_tokenizer, trl_template
+from tests.support.tiny_lm import train_tokenizer, trl_template
 from whileai_datasets.tokenize import token_masks
 from whileai_datasets.tokenize.token_masks import tokenize
 

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.tiny_lm import DEEPSEEK_V3_TOKENS, LLAMA3_TOKENS, LLAMA4_TOKENS, MISTRAL_TOKENS, train_tokenizer
+from tests.support.tiny_lm import DEEPSEEK_V3_TOKENS, LLAMA3_TOKENS, LLAMA4_TOKENS, MISTRAL_TOKENS, train_tokenizer
 
-#: The special tokens of each template family (`tests.tiny_lm`): the tokenizer must know a template's markers.
+#: The special tokens of each template family (`tests.support.tiny_lm`): the tokenizer must know a template's markers.
 FAMILIES: dict[str, dict[str, Any]] = {"chatml": {}, "llama3": LLAMA3_TOKENS, "llama4": LLAMA4_TOKENS,
                                         "deepseek_v3": DEEPSEEK_V3_TOKENS, "mistral": MISTRAL_TOKENS}
 

@@ -208,7 +208,7 @@ def all_rows() -> list[dict[str, Any]]:
 
 
 #: The warnings of rows that train nothing (or open with two system messages): the parity modules export
-#: fixtures that hold such rows on purpose; tests/test_nothing_to_train.py checks the warnings themselves.
+#: fixtures that hold such rows on purpose; tests/export/test_nothing_to_train.py checks the warnings themselves.
 QUIET_LOSS_WARNINGS = [
     pytest.mark.filterwarnings("ignore::whileai_datasets.errors.NothingToTrainWarning"),
     pytest.mark.filterwarnings("ignore::whileai_datasets.errors.DuplicateSystemWarning"),
@@ -310,6 +310,6 @@ def messages_table(conversations: list[list[dict[str, Any]] | None], **columns: 
     from whileai_datasets.rows.features import MESSAGE_TYPE, message_to_storage
 
     stored = [None if c is None else [message_to_storage(m) for m in c] for c in conversations]
-    data = {"messages": _arrow._typed_array(stored, pa.list_(MESSAGE_TYPE))}
+    data = {"messages": _arrow.typed_array(stored, pa.list_(MESSAGE_TYPE))}
     data.update({name: pa.array(values) for name, values in columns.items()})
     return pa.table(data)

@@ -10,7 +10,7 @@ from whileai.simulations.export import _convert_messages, _strip_think
 
 import whileai_datasets
 from tests.conftest import read_jsonl, template_rows, write_jsonl
-from tests.content_parts import (
+from tests.support.content_parts import (
     BLUE,
     CAT_URL,
     CHART_PATH,

@@ -86,7 +86,7 @@ def test_row_changing_transforms_still_refuse_one_example(ds: Any, name: str, fm
 # batches that hold images, so on these rows it fails with batch_size=1 as well as one example at a time
 @pytest.mark.parametrize("name", ["loss_mask", "strip_think", "to_openai", "truncate_tool_output"])
 def test_per_example_map_keeps_content_parts(load_canonical: Any, name: str) -> None:
-    from tests.content_parts import ROWS as PART_ROWS
+    from tests.support.content_parts import ROWS as PART_ROWS
 
     ds = load_canonical(PART_ROWS)
     transform = ROW_PRESERVING[name]

@@ -10,7 +10,7 @@ flat-memory counters. It sits on top of export and hub, whose pipeline and train
 
 from __future__ import annotations
 
-from whileai_datasets.auditing.report import FINDINGS, GROUPS, Audit
+from whileai_datasets.auditing.audit_report import FINDINGS, GROUPS, Audit
 from whileai_datasets.auditing.runner import audit
 
 __all__ = ["FINDINGS", "GROUPS", "Audit", "audit"]

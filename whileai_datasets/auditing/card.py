@@ -34,6 +34,19 @@ def _figures(name: str, data: dict[str, Any]) -> str:
             f"| {zero:,} |")
 
 
+def _options(audits: Mapping[str, dict[str, Any]]) -> list[str]:
+    """The options each split was audited with (``max_length`` included: train with the same one)."""
+    lines = ["Audited with:", ""]
+    for name, data in audits.items():
+        said = ", ".join(f"`{key}={value!r}`" for key, value in data["options"].items() if key != "system_prompt")
+        lines.append(f"- {_cell(name)}: {said}")
+    limits = {data["options"].get("max_length") for data in audits.values()} - {None}
+    if limits:
+        lines += ["", f"The counts hold for a trainer that keeps `max_length={max(limits)}` tokens per row: train "
+                      f"with `SFTConfig(max_length={max(limits)})` (TRL's default, 1024, cuts again)."]
+    return lines
+
+
 def _problems(name: str, data: dict[str, Any]) -> list[str]:
     lines = []
     for finding in data["problems"]:
@@ -71,7 +84,7 @@ def card_section(audits: Mapping[str, dict[str, Any]], *, with_plots: bool = Tru
     problems = [line for name, data in audits.items() for line in _problems(name, data)]
     text = ["Counted over every row by `whileai-datasets audit`, with the options the rows were exported with; "
             "\"every token / supervised\" is what a trainer that trains every token (TRL on plain `messages` "
-            "rows) trains against the mask.", "", *head, *rows, ""]
+            "rows) trains against the mask.", "", *head, *rows, "", *_options(audits), ""]
     text += ["Problems found:", "", *problems, ""] if problems else ["No problem found.", ""]
     files: dict[str, bytes] = {}
     if with_plots:

@@ -22,14 +22,14 @@ import pyarrow.compute as pc
 from whileai_datasets._options import TrainingOptions, check_choice
 from whileai_datasets._typing import OnBadRow
 from whileai_datasets.auditing import message_figures, template_drops, token_figures
-from whileai_datasets.auditing.report import Audit
+from whileai_datasets.auditing.audit_report import Audit
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import SchemaError
 from whileai_datasets.export import pipeline, reports
 from whileai_datasets.hub import trainer_gaps
+from whileai_datasets.tokenize.long_values import cap_untrained, reach_chars
 from whileai_datasets.tokenize.row_failures import CAUSES, by_cause
 from whileai_datasets.tokenize.token_masks import BadMaskRowsWarning, Tokenize
-
 
 #: Training options the audit does not use: the tools (with the rows), the export's gates and weights.
 _NOT_RECORDED = ("tools", "validate", "weights")
@@ -102,6 +102,8 @@ class Run:
                  transform: Tokenize | None, facts: template_drops.TemplateFacts | None) -> None:
         self.found, self.options, self.tools_json = found, options, tools_json
         self.transform, self.facts = transform, facts
+        #: untrained contents longer than this are read only as far as max_length reaches (``long_values``)
+        self.reach = reach_chars(transform.tokenizer, transform.max_length) if transform is not None else None
         self.gaps: list[Any] = []
         self.marked_rows = self.marked_turns = 0
         self.training_offset = 0
@@ -178,6 +180,10 @@ class Run:
         self.add("template_drops_reasoning", reasoning, numbers)
         if facts.renders_content_parts is False:
             self.add("template_drops_content_parts", flags["parts"], numbers)
+        if facts.joins_text_parts:
+            self.add("text_parts_joined", flags["text_parts"], numbers)
+        if facts.rewrites_tool_call_ids:
+            self.add("tool_call_ids_rewritten", flags["ids_not_nine"], numbers)
         if facts.default_system_prompt is not None:
             self.add("template_adds_system", ~flags["has_system"] & ~flags["no_messages"], numbers)
 
@@ -208,7 +214,9 @@ class Run:
     def token_findings(self, rows: pa.Table, sample_source: np.ndarray, marked: np.ndarray) -> np.ndarray:
         """Tokenize the chunk once and count; returns, per training row, whether it has no supervised token."""
         found = self.found
-        numbered = _arrow.set_column(rows, token_figures.ROW_COLUMN, pa.array(np.arange(rows.num_rows)))
+        capped, unread = cap_untrained(rows, self.reach)  # what trains is the same (``tokenize.long_values``)
+        self.add("read_to_max_length", unread > 0, sample_source, unread)
+        numbered = _arrow.set_column(capped, token_figures.ROW_COLUMN, pa.array(np.arange(rows.num_rows)))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", BadMaskRowsWarning)  # counted below as bad_rows
             tokenized = self.transform(numbered, indices=sample_source.tolist())  # type: ignore[misc]

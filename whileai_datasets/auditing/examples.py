@@ -17,10 +17,10 @@ import numpy as np
 import pyarrow as pa
 
 from whileai_datasets._options import TrainingOptions
+from whileai_datasets.auditing.audit_report import Audit
 from whileai_datasets.auditing.counting import recorded
 from whileai_datasets.auditing.html import RowExample
 from whileai_datasets.auditing.message_figures import source_flags
-from whileai_datasets.auditing.report import Audit
 from whileai_datasets.auditing.template_drops import TemplateFacts, resolve, template_facts
 from whileai_datasets.errors import SchemaError, TemplateError
 from whileai_datasets.export import pipeline, sources

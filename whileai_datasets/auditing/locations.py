@@ -1,22 +1,25 @@
 """File and line of the few rows an audit names, found once at the end.
 
 The canonical rows carry no line numbers (only the ``raw`` config does), and the audit keeps only the
-first few row numbers of each finding, so the lines are found by one pass over the JSONL files that
-counts non-blank lines up to the last row asked for. Parquet rows have a row number only.
+first few row numbers of each finding, so the lines are found by one pass over the files up to the last
+row asked for: a JSONL file's non-blank lines, a ``.json`` array's elements (the line each starts on, as
+the reader reads them). Parquet rows have a row number only.
 """
 
 from __future__ import annotations
 
 import glob
 import gzip
+import io
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from whileai_datasets._storage import LOCAL, Storage
-from whileai_datasets.auditing.report import Audit
-from whileai_datasets.rows import file_kind
+from whileai_datasets.auditing.audit_report import Audit
+from whileai_datasets.reading import file_kind
+from whileai_datasets.reading.json_array import iter_json_array_rows
 
 #: A reader's location: ``run.jsonl line 4 (row 3)``, ``rows.json line 9 (array index 2)``, ``run.parquet row 7``.
 _LOCATION = re.compile(r"^(?P<file>.+?)(?: line (?P<line>\d+))?(?: \((?:row (?P<row>\d+)|array index (?P<index>\d+))\)"
@@ -32,19 +35,28 @@ def source_files(source: Any) -> list[str]:
     return [f for f in files if counts_lines(f)]
 
 
-def counts_lines(path: str, store: Storage = LOCAL) -> bool:
-    """Whether the audit gives lines for the rows of ``path``: a JSONL file, plain or gzip."""
-    return path.endswith((".jsonl", ".jsonl.gz", ".json")) and not _json_array(path, store)
+def counts_lines(path: str) -> bool:
+    """Whether the audit gives lines for the rows of ``path``: a JSONL file (plain or gzip) or a JSON array."""
+    return path.endswith((".jsonl", ".jsonl.gz", ".json"))
 
 
-def _json_array(path: str, store: Storage) -> bool:
-    """A ``.json`` file holding one array: its lines are not rows, so no line is counted for it."""
+def _json_array(path: str, store: Storage = LOCAL) -> bool:
+    """A ``.json`` file holding one array: its rows are its elements, not its lines."""
     with store.open(path) as handle:
         return file_kind.is_json_array(path, handle)
 
 
-def _open(path: str) -> Any:
-    return gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8")
+def _row_lines(path: str, store: Storage = LOCAL) -> Iterator[int]:
+    """The line each row of ``path`` starts on, in order: a JSONL file's non-blank lines, or the elements of
+    a JSON array (read as the reader reads them; an element it cannot store still counts as a row's place)."""
+    if path.endswith(".json") and _json_array(path, store):
+        with store.open(path) as handle:
+            for ctx, _ in iter_json_array_rows(handle, os.path.basename(path)):
+                yield ctx.line
+        return
+    with store.open(path) as raw, (gzip.open(raw, "rt", encoding="utf-8") if path.endswith(".gz")
+                                   else io.TextIOWrapper(raw, encoding="utf-8")) as lines:
+        yield from (number for number, line in enumerate(lines, 1) if line.strip())
 
 
 def named_rows(found: Audit) -> list[int]:
@@ -72,22 +84,19 @@ def locate(source: Any, rows: Iterable[int], skipped: dict[str, Any] | None = No
     row = 0
     for path in files:
         name = os.path.basename(path)
-        with _open(path) as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
+        for number in _row_lines(path):
+            if left_out:
+                if (name, number) in left_out:
+                    left_out.discard((name, number))
                     continue
-                if left_out:
-                    if (name, number) in left_out:
-                        left_out.discard((name, number))
-                        continue
-                elif not complete:  # past the last skipped row listed: later lines may hide more
-                    return found
-                while target is not None and target == row:
-                    found[target] = {"row": target, "file": path, "line": number}
-                    target = next(pending, None)
-                row += 1
-                if target is None:
-                    return found
+            elif not complete:  # past the last skipped row listed: later lines may hide more
+                return found
+            while target is not None and target == row:
+                found[target] = {"row": target, "file": path, "line": number}
+                target = next(pending, None)
+            row += 1
+            if target is None:
+                return found
     return found
 
 
@@ -98,6 +107,19 @@ def _left_out(skipped: dict[str, Any] | None) -> tuple[set[tuple[str, int]], boo
     places = [_parsed(text) for text in skipped.get("locations", [])]
     lines = {(os.path.basename(p["file"]), p["line"]) for p in places if p["file"] and p["line"]}
     return lines, len(lines) == int(skipped["count"])
+
+
+def lines_of(path: str, places: Iterable[int], store: Storage = LOCAL) -> dict[int, int]:
+    """Per place of a row in ``path`` as the Ray reader keeps it (a JSONL line's byte offset, a JSON array's
+    element index), the line the row starts on."""
+    if not (path.endswith(".json") and _json_array(path, store)):
+        return lines_at(path, places, store)
+    wanted = set(places)
+    out: dict[int, int] = {}
+    for index, line in zip(range(max(wanted, default=-1) + 1), _row_lines(path, store)):
+        if index in wanted:
+            out[index] = line
+    return out
 
 
 def lines_at(path: str, offsets: Iterable[int], store: Storage = LOCAL) -> dict[int, int]:

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from whileai_datasets._options import TrainingOptions
+from whileai_datasets.chat_template.masks.tool_ids import NINE
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.export.loss_facts import row_flags
 from whileai_datasets.transforms import think, tool_output
@@ -71,7 +72,10 @@ def source_flags(table: pa.Table, options: TrainingOptions) -> dict[str, Any]:
     ``duplicate_system``, ``missing_system``, ``has_system``, ``assistant_turns``) plus ``think``
     (assistant messages holding a ``<think>`` block), ``emptied_by_think`` (assistant turns that were only
     a think block: stripping leaves them empty), ``final_not_last``, ``has_tools``, ``reasoning`` and
-    ``parts`` (messages carrying those fields) and ``think_before_last``; each a numpy array, one entry
+    ``parts`` (messages carrying those fields), ``text_parts`` (a message whose parts are all text: what
+    ``chat_template.masks.text_parts`` joins for a template that concatenates strings), ``ids_not_nine`` (a
+    tool-call id or ``tool_call_id`` of another length than 9: what ``chat_template.masks.tool_ids`` rewrites
+    for a template that requires 9) and ``think_before_last``; each a numpy array, one entry
     per row.
     """
     m = Messages.of(table)
@@ -88,16 +92,45 @@ def source_flags(table: pa.Table, options: TrainingOptions) -> dict[str, Any]:
         "has_tools": np.zeros(n, dtype=bool) if tools is None else ~_arrow.null_mask(tools),
         "reasoning": m.per_row(m.present("reasoning_content")) > 0,
         "parts": m.per_row(m.present("parts")) > 0,
+        "text_parts": m.per_row(_text_only_parts(m)) > 0,
+        "ids_not_nine": m.per_row(_ids_not_nine(m)) > 0,
         "think_before_last": _think_before_last(m, think_flags, assistant),
     })
     return flags
+
+
+def _text_only_parts(m: Messages) -> np.ndarray:
+    """Per message: its content is a non-empty list of parts, each of type "text" with a text."""
+    if "parts" not in m.flat.type.names:
+        return np.zeros(len(m.flat), dtype=bool)
+    parts = pc.struct_field(m.flat, "parts")
+    items = _arrow.flat(parts)
+    text = pc.and_(pc.fill_null(pc.equal(pc.struct_field(items, "type"), "text"), False),
+                   pc.is_valid(pc.struct_field(items, "text")))
+    other = np.bincount(_arrow.parents(parts)[~_arrow.to_numpy_bool(text)], minlength=len(m.flat))
+    return (_arrow.lengths(parts) > 0) & (other == 0) & ~_arrow.null_mask(parts)
+
+
+def _ids_not_nine(m: Messages) -> np.ndarray:
+    """Per message: a tool call's id, or its ``tool_call_id``, is set and not 9 characters long."""
+    out = np.zeros(len(m.flat), dtype=bool)
+    names = m.flat.type.names
+    if "tool_call_id" in names:
+        out |= _arrow.to_numpy_bool(pc.fill_null(pc.not_equal(pc.utf8_length(pc.struct_field(m.flat, "tool_call_id")),
+                                                              NINE), False))
+    if "tool_calls" in names:
+        calls = pc.struct_field(m.flat, "tool_calls")
+        ids = pc.struct_field(_arrow.flat(calls), "id")
+        other = _arrow.to_numpy_bool(pc.fill_null(pc.not_equal(pc.utf8_length(ids), NINE), False))
+        out |= np.bincount(_arrow.parents(calls)[other], minlength=len(m.flat)) > 0
+    return out
 
 
 def _think_messages(m: Messages, assistant: np.ndarray) -> np.ndarray:
     content = pc.struct_field(m.flat, "content")
     if not (pa.types.is_string(content.type) or pa.types.is_large_string(content.type)):
         return np.zeros(len(m.flat), dtype=bool)
-    found = _arrow.to_numpy_bool(pc.fill_null(pc.match_substring_regex(content, think._HAS_OPEN_TAG), False))
+    found = _arrow.to_numpy_bool(pc.fill_null(pc.match_substring_regex(content, think.HAS_OPEN_TAG), False))
     return found & assistant
 
 

@@ -11,7 +11,7 @@ The driver adds the counters up as they stream in. The few rows it keeps (each f
 the worst rows, each trainer gap's first) are held as (block key, row in block), which sorts as source
 order because blocks never overlap. At the end the blocks' row counts, in key order, turn those into
 the row numbers the local audit reports; each kept row's byte offset gives its line
-(``locations.lines_at``), so rows after unreadable ones get theirs too.
+(``locations.lines_of``), so rows after unreadable ones get theirs too.
 Driver memory: the counters and four numbers per block, flat in the row count.
 """
 
@@ -31,15 +31,15 @@ import pyarrow as pa
 from whileai_datasets._options import TrainingOptions
 from whileai_datasets._storage import Storage
 from whileai_datasets.auditing import counting
-from whileai_datasets.auditing.locations import count_unreadable, counts_lines, lines_at, named_rows
-from whileai_datasets.auditing.report import Audit
+from whileai_datasets.auditing.audit_report import Audit
+from whileai_datasets.auditing.locations import count_unreadable, counts_lines, lines_of, named_rows
 from whileai_datasets.auditing.tally import FIRST_LOCATIONS, WORST_ROWS
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError, TemplateError, UnsupportedVersionError, WhileaiError
 from whileai_datasets.export.sources import CHUNK_ROWS
 from whileai_datasets.hub import trainer_gaps
+from whileai_datasets.reading.reader import BadRows
 from whileai_datasets.rows.canonical import Options
-from whileai_datasets.rows.reader import BadRows
 
 #: A row key: the file's index in the source's files, and the row's position in the file.
 Key = tuple[int, int]
@@ -74,7 +74,7 @@ def audit_on_ray(source: Any, *, tokenizer: Any, template: Any, options: Trainin
     ``filesystem``: as ``read_whileai``: opens URI sources (``s3://bucket/prefix/``).
     """
     ray = _ray()  # imported, not started: bad input is refused first
-    from whileai_datasets.ray_engine import report as ray_report
+    from whileai_datasets.ray_engine import block_counts
     from whileai_datasets.ray_engine import source as ray_source
     from whileai_datasets.ray_engine import source_files
     from whileai_datasets.ray_engine.tokenizing import build_tokenizer
@@ -95,14 +95,14 @@ def audit_on_ray(source: Any, *, tokenizer: Any, template: Any, options: Trainin
                                        facts), storage=storage)
     if not ray.is_initialized():
         ray.init()
-    collector = ray_report.collector_on_this_node()
+    collector = block_counts.collector_on_this_node()
     try:
-        setup = (paths, tokenizer, chat, options, on_bad_row, tools_json, facts, ray_report.Reporter(collector),
+        setup = (paths, tokenizer, chat, options, on_bad_row, tools_json, facts, block_counts.Reporter(collector),
                  storage)
         blocks = ray.data.read_datasource(files, override_num_blocks=files.n_tasks())
         counted = blocks.map_batches(AuditBlocks, batch_format="pyarrow", batch_size=None, num_cpus=1,
                                      concurrency=concurrency or _pool(ray), fn_constructor_args=setup)
-        with ray_report.surfaced(collector):
+        with block_counts.surfaced(collector):
             for batch in counted.iter_batches(batch_format="pyarrow", batch_size=None):
                 for blob in batch.column("block").to_pylist():
                     block: Block = pickle.loads(blob)
@@ -282,10 +282,10 @@ class Totals:
         return found
 
     def _locations(self, starts: dict[Key, tuple[int, int]], paths: list[str]) -> dict[int, dict[str, Any]]:
-        """File and line of each row kept, as the local audit gives them (lines for JSONL files only)."""
+        """File and line of each row kept, as the local audit gives them (lines for JSONL files and JSON arrays)."""
         rows = {starts[key][0] + row: place for (key, row), place in self.places.items()}
-        files = {i: paths[i] for i in {file for file, _ in rows.values()} if counts_lines(paths[i], self.storage)}
-        lines = {i: lines_at(path, [pos for file, pos in rows.values() if file == i], self.storage)
+        files = {i: paths[i] for i in {file for file, _ in rows.values()} if counts_lines(paths[i])}
+        lines = {i: lines_of(path, [pos for file, pos in rows.values() if file == i], self.storage)
                  for i, path in files.items()}
         return {row: {"row": row, "file": files.get(file), "line": lines[file][pos] if file in files else None}
                 for row, (file, pos) in sorted(rows.items())}

@@ -17,8 +17,8 @@ from whileai_datasets import _storage
 from whileai_datasets._options import check_choice
 from whileai_datasets._typing import Engine, ExportFormat, MaskMode, OnBadRow
 from whileai_datasets.auditing import counting
+from whileai_datasets.auditing.audit_report import Audit
 from whileai_datasets.auditing.locations import count_unreadable, locate, named_rows
-from whileai_datasets.auditing.report import Audit
 from whileai_datasets.builders.whileai_export import BadRowsWarning
 from whileai_datasets.errors import ExportFormatError
 from whileai_datasets.export import sources

@@ -35,12 +35,18 @@ class TemplateFacts:
     #: content as a list of text parts: rendered as its text (True), or left out or written as the parts'
     #: data, e.g. ``[{'type': 'text', ...}]`` (False)
     renders_content_parts: bool | None = None
+    #: text-only content parts are handed to the template as one string (``chat_template.masks.text_parts``):
+    #: it concatenates strings and fails on parts
+    joins_text_parts: bool = False
+    #: tool-call ids are handed to the template rewritten into 9 characters (``chat_template.masks.tool_ids``)
+    rewrites_tool_call_ids: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "mask_method": self.mask_method, "renders_system": self.renders_system,
                 "renders_tools": self.renders_tools, "renders_reasoning_content": self.renders_reasoning_content,
                 "think_in_history": self.think_in_history, "default_system_prompt": self.default_system_prompt,
-                "renders_content_parts": self.renders_content_parts}
+                "renders_content_parts": self.renders_content_parts, "joins_text_parts": self.joins_text_parts,
+                "rewrites_tool_call_ids": self.rewrites_tool_call_ids}
 
 
 def resolve(tokenizer: Any, template: Any) -> Any:
@@ -65,11 +71,13 @@ def resolve(tokenizer: Any, template: Any) -> Any:
 def template_facts(chat: Any, name: str | None = None) -> TemplateFacts:
     """What ``chat`` renders and drops; ``name`` (default: the template's own) is how the report names it."""
     report = chat.inspect()
+    joins = report.content_parts == "joined"  # tokenize joins text parts: the text reaches the render
     return TemplateFacts(
         name=name or chat.name, mask_method=report.mask_method, renders_system=report.supports_system,
         renders_tools=report.supports_tools, renders_reasoning_content=_renders_reasoning(chat),
         think_in_history=report.think_in_history, default_system_prompt=default_system_prompt(chat),
-        renders_content_parts=_renders_text_parts(chat),
+        renders_content_parts=True if joins else _renders_text_parts(chat), joins_text_parts=joins,
+        rewrites_tool_call_ids=report.tool_call_ids == "nine_characters",
     )
 
 

@@ -66,6 +66,8 @@ def _template(data: dict[str, Any]) -> list[str]:
             f"reasoning in earlier turns {facts['think_in_history']}"]
     if facts.get("renders_content_parts") is False and data["findings"]["template_drops_content_parts"]["rows"]:
         said.append("text parts DROPPED (or written as data)")  # said where rows have parts
+    if facts.get("joins_text_parts") and data["findings"]["text_parts_joined"]["rows"]:
+        said.append("text parts joined into one string (it concatenates strings)")
     if facts["default_system_prompt"]:
         said.append(f"adds a default system prompt {facts['default_system_prompt'][:60]!r}")
     return [f"template             {facts['name']} (mask method {facts['mask_method']}): " + "; ".join(said)]
@@ -122,7 +124,11 @@ def format_audit(data: dict[str, Any]) -> str:
     lines.append("problems" if problems else "problems: none found")
     differ = data["rows"] != data["training_rows"]  # then say which each share is of
     lines += [_finding_line(n, findings[n], width, differ) for n in problems]
-    notes = [n for n, f in findings.items() if not f["problem"] and f["rows"]]
+    adapted = data.get("adaptations", [])
+    if adapted:
+        lines += ["", "adaptations (lossless: the rows' own text, in the form the template takes)"]
+        lines += [_finding_line(n, findings[n], width, differ) for n in adapted]
+    notes = [n for n, f in findings.items() if not f["problem"] and f["rows"] and n not in adapted]
     if notes:
         lines += ["", "notes"] + [_finding_line(n, findings[n], width, differ) for n in notes]
     lines += ["", *_trainers(data)]

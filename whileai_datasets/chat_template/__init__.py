@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from whileai_datasets.chat_template.analysis.refusals import Unpatchable
+from whileai_datasets.chat_template.analysis.unpatchable import Unpatchable
 from whileai_datasets.chat_template.inspect import (
     GenerationBlockInfo,
     ProbeStatus,

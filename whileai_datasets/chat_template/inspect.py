@@ -20,7 +20,7 @@ from jinja2.exceptions import TemplateSyntaxError
 
 from whileai_datasets.chat_template.analysis.analysis import Analysis, ProbeResult, analyse
 from whileai_datasets.chat_template.analysis.classifier import analysis_renderer, classifier_evidence
-from whileai_datasets.chat_template.analysis.probes import PINNED_NOW, common_prefix
+from whileai_datasets.chat_template.analysis.probes import PINNED_NOW, common_prefix, probe_set
 from whileai_datasets.chat_template.masks.dropped import REFUSED_KINDS, dropped_output
 from whileai_datasets.chat_template.patching.patch import span_problems
 from whileai_datasets.chat_template.rendering.render import render_plain
@@ -90,6 +90,8 @@ class TemplateReport:
     tool_call_arguments: str | None = None
     #: "nine_characters": tokenize rewrites tool-call ids into the 9 characters the template requires
     tool_call_ids: str | None = None
+    #: "joined": tokenize hands text-only content parts to the template as one string (it concatenates strings)
+    content_parts: str | None = None
     #: what of the tool probes' assistant output the template does not render (tokenize refuses such rows)
     dropped_output: tuple[str, ...] = ()
 
@@ -232,7 +234,22 @@ def _dropped_output(analysis: Analysis) -> tuple[str, ...]:
         flags = [int(m.get("role") == "assistant") for m in messages]
         out += [f"probe {name!r}, messages[{d.message}]: {d.describe()}"
                 for d in dropped_output(rendered, messages, flags) if d.kind in REFUSED_KINDS]
-    return tuple(out)
+    return tuple(out) + _string_content_dropped(analysis)
+
+
+def _string_content_dropped(analysis: Analysis) -> tuple[str, ...]:
+    """For a template that reads content as a list of parts: what it loses of content given as a string
+    (idefics3 and SmolVLM render ``User: <end_of_utterance>``)."""
+    if analysis.content_format != "parts":
+        return ()
+    probe = next(p for p in probe_set("string") if p.name == "multi_turn")
+    try:
+        rendered = analysis.tracked(probe)
+    except TemplateError:
+        return ()  # the template refuses string content itself, by name
+    flags = [int(m.get("role") == "assistant") for m in probe.messages]
+    return tuple(f"probe {probe.name!r} with string content, messages[{d.message}]: {d.describe()}"
+                 for d in dropped_output(rendered, probe.messages, flags) if d.kind == "content")
 
 
 def _supports_system(analysis: Analysis) -> bool | None:
@@ -364,6 +381,8 @@ def format_report(report: TemplateReport) -> str:
         f"  tool-call arguments:      {report.tool_call_arguments or 'unknown'}",
         *(["  tool-call ids:            rewritten to the 9 characters the template requires (lossless; the "
            "rewritten ids are trained)"] if report.tool_call_ids == "nine_characters" else []),
+        *(["  text content parts:       joined into one string (the template concatenates strings; lossless: "
+           "the same text is trained)"] if report.content_parts == "joined" else []),
         f"  token masks by:           "
         + ("none (a classifier template)" if report.classifier else _METHODS.get(report.mask_method or "", "unknown")),
         *([f"    ({report.mask_method_reason})"] if report.mask_method_reason else []),

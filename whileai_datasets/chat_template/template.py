@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from jinja2.exceptions import TemplateSyntaxError
 
 from whileai_datasets.chat_template.analysis.analysis import Analysis, analyse
-from whileai_datasets.chat_template.analysis.refusals import Unpatchable
+from whileai_datasets.chat_template.analysis.unpatchable import Unpatchable
 from whileai_datasets.chat_template.masks.turn_check import turn_by_turn_note
 from whileai_datasets.chat_template.patching.patch import add_generation
 from whileai_datasets.chat_template.rendering.render import compile_plain, render_chat
@@ -148,7 +148,8 @@ class ChatTemplate:
         self.special_tokens: dict[str, str] = dict(special_tokens or {})
         self.budget = budget
         self._all = variants
-        self._report: TemplateReport | None = None
+        self._structure_report: TemplateReport | None = None  # what the source shows, before the mask plan
+        self._report: TemplateReport | None = None  # the whole report: the structure and the mask plan
         self._analysis: Analysis | None = None
         self._plan: MaskPlan | None = None
 
@@ -218,22 +219,26 @@ class ChatTemplate:
             return self._inspect(replace)
 
     def _inspect(self, replace: Any) -> TemplateReport:
-        report = self._structure()
-        if report.syntax_error or report.mask_method is not None or report.classifier is not None:
-            return report  # a classifier template has no mask method: tokenize refuses it
-        plan = self.mask_plan()
-        self._report = replace(report, mask_method=plan.method, mask_method_reason=plan.reason,
-                               patch_refusal_class=plan.refusal_class, turns_mask=plan.turns_mask,
-                               tool_call_arguments=plan.arguments, tool_call_ids=plan.tool_call_ids)
+        if self._report is None:
+            report = self._structure()
+            if report.syntax_error or report.classifier is not None:
+                self._report = report  # a classifier template has no mask method: tokenize refuses it
+            else:
+                plan = self.mask_plan()
+                self._report = replace(report, mask_method=plan.method, mask_method_reason=plan.reason,
+                                       patch_refusal_class=plan.refusal_class, turns_mask=plan.turns_mask,
+                                       tool_call_arguments=plan.arguments, tool_call_ids=plan.tool_call_ids,
+                                       content_parts=plan.content_parts)
         return self._report
 
     def _structure(self) -> TemplateReport:
+        """What the source shows (no mask plan): computed once, and never the whole report, whatever ran first."""
         from whileai_datasets.chat_template.inspect import inspect_template
 
-        if self._report is None:
+        if self._structure_report is None:
             analysis = None if self._syntax_broken() else self._probe()
-            self._report = inspect_template(self.text, self.special_tokens, self.name, analysis)
-        return self._report
+            self._structure_report = inspect_template(self.text, self.special_tokens, self.name, analysis)
+        return self._structure_report
 
     def mask_plan(self) -> MaskPlan:
         """How token masks are found for this template (see ``chat_template.masking``); computed once.

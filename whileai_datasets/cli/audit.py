@@ -18,7 +18,7 @@ from typing import Any
 
 from whileai_datasets._options import one_of
 from whileai_datasets._typing import ExportFormat, OnBadRow
-from whileai_datasets.auditing.report import FINDINGS, GROUPS
+from whileai_datasets.auditing.audit_report import FINDINGS, GROUPS
 from whileai_datasets.cli import bad_rows as bad_rows_cli
 from whileai_datasets.cli import export as export_cli
 from whileai_datasets.cli import hub_sources

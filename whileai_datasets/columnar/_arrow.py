@@ -14,12 +14,12 @@ import pyarrow.compute as pc
 
 from whileai_datasets.columnar import _batches
 from whileai_datasets.columnar._batches import TYPED_COLUMNS as TYPED_COLUMNS  # re-exported for the transforms
-from whileai_datasets.columnar._batches import _typed_array as _typed_array
 from whileai_datasets.columnar._batches import as_table as as_table
 from whileai_datasets.columnar._batches import is_one_example as is_one_example
 from whileai_datasets.columnar._batches import like as like
 from whileai_datasets.columnar._batches import storage_type as storage_type
 from whileai_datasets.columnar._batches import table_features as table_features
+from whileai_datasets.columnar._batches import typed_array as typed_array
 from whileai_datasets.columnar._batches import with_features as with_features
 from whileai_datasets.errors import SchemaError
 
@@ -116,6 +116,13 @@ def build_list(offsets: np.ndarray, values: pa.Array, mask: pa.Array | None = No
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32), pa.int32()), values, mask=mask)
+
+
+def list_slices(values: pa.Array, begin: np.ndarray, size: np.ndarray) -> pa.ListArray:
+    """A list per row: ``values[begin : begin + size]``."""
+    offsets = offsets_of(size)
+    take = np.repeat(begin - offsets[:-1], size) + np.arange(int(offsets[-1]), dtype=np.int64)
+    return build_list(offsets, values.take(pa.array(take, pa.int64())))
 
 
 def parents(lists: pa.Array) -> np.ndarray:

@@ -122,10 +122,10 @@ def _encode_column(name: str, values: list[Any]) -> pa.Array:
     """One column of a dict batch as Arrow, typed by what it holds and its name."""
     sample = next((v for v in values if v is not None), None)
     if _is_message_column(name, values):
-        return _message_array(values)
+        return message_array(values)
     if name == "input" and isinstance(sample, dict) and "messages" in sample:
         rows = [None if row is None else _fireworks_input(row) for row in values]
-        return _typed_array(rows, FIREWORKS_INPUT_TYPE)
+        return typed_array(rows, FIREWORKS_INPUT_TYPE)
     typed = _known_types().get(name)
     if name == "prompt" and sample is not None and not isinstance(sample, str):
         typed = pa.json_()  # a preference pair's prompt: any JSON
@@ -153,13 +153,13 @@ def _is_message_column(name: str, values: list[Any]) -> bool:
     return isinstance(first, dict) and "role" in first
 
 
-def _message_array(values: list[Any]) -> pa.Array:
+def message_array(values: list[Any]) -> pa.Array:
     values = [None if row is None else [message_from_storage(m) if is_storage_form(m) else m for m in row]
               for row in values]  # decoded plain structs: back to the messages they stand for
     trl = any(_has_structured_arguments(m) for row in values if row for m in row)
     convert = trl_message_to_storage if trl else message_to_storage
     rows = [None if row is None else [convert(m) for m in row] for row in values]
-    return _typed_array(rows, pa.list_(TRL_MESSAGE_TYPE if trl else MESSAGE_TYPE))
+    return typed_array(rows, pa.list_(TRL_MESSAGE_TYPE if trl else MESSAGE_TYPE))
 
 
 def is_json_list(arrow_type: pa.DataType) -> bool:
@@ -172,7 +172,7 @@ def json_message_structs(lists: pa.Array) -> pa.Array:
     if isinstance(lists, pa.ChunkedArray):
         lists = lists.combine_chunks()
     texts = lists.cast(pa.list_(pa.string())).to_pylist()
-    return _message_array([None if row is None else [json.loads(m) for m in row] for row in texts])
+    return message_array([None if row is None else [json.loads(m) for m in row] for row in texts])
 
 
 def _fireworks_input(row: dict[str, Any]) -> dict[str, Any]:
@@ -217,7 +217,7 @@ def _has_structured_arguments(message: Any) -> bool:
     return False
 
 
-def _typed_array(values: list[Any], arrow_type: pa.DataType) -> pa.Array:
+def typed_array(values: list[Any], arrow_type: pa.DataType) -> pa.Array:
     plain = storage_type(arrow_type)
     array = pa.array(values, type=plain)
     return array if plain == arrow_type else array.cast(arrow_type)

@@ -198,7 +198,7 @@ def _write_training(
     """The chunk pipeline over ``src`` into ``writer`` (committed once the
     gates pass); the groups and the report."""
     keys = src.keys()
-    groups = None if options.unroll else grouping.group_columns(*grouping._key_columns(keys))
+    groups = None if options.unroll else grouping.group_columns(*grouping.key_columns(keys))
     stats = reports.TrainingStats(options)
     facts = loss_facts.LossFacts()
     memoize = writer is not None and not writer.parquet

@@ -55,7 +55,7 @@ class TrainingStats:
         if turns:
             self.with_system += first_role_count(_arrow.column(rows, turns[0]), "system")
         if "tools" in rows.column_names:
-            self.with_tools += present_count(wire._truthy_json(_arrow.column(rows, "tools")))
+            self.with_tools += present_count(wire.truthy_json(_arrow.column(rows, "tools")))
         if "group_id" in rows.column_names:
             self.group_ids.update(x for x in pc.unique(_arrow.column(rows, "group_id")).to_pylist() if x is not None)
         self.truncated += column_sum(rows, tool_output.TRUNCATED)

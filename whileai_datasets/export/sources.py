@@ -26,10 +26,10 @@ import pyarrow.compute as pc
 from whileai_datasets import _storage, option_names
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError
+from whileai_datasets.reading.reader import BadRows, iter_tables
 from whileai_datasets.rows.canonical import Normalizer, Options
 from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.normalize import RowContext
-from whileai_datasets.rows.reader import BadRows, iter_tables
 from whileai_datasets.transforms import gates
 
 #: Source rows per export chunk. Two chunks are in the pipeline at a time, and an
@@ -49,50 +49,57 @@ class Source:
                  on_bad_row: str = "raise", *, patterns: bool = False) -> None:
         import datasets
 
-        from whileai_datasets.builders.bad_rows import bad_rows
-
         self.path = ""
-        system, resolved_tools = "", []
-        raw: list[Any] | None = None
-        if hasattr(source, "trajectories"):
-            profile = getattr(source, "profile", None)
-            system = str(getattr(profile, "policy", "") or "")
-            resolved_tools = list(getattr(profile, "tools", None) or [])
-            raw = list(source.trajectories)
-        elif isinstance(source, (str, os.PathLike)):
-            self.path = os.fspath(source)
-        elif not isinstance(source, datasets.Dataset):
-            system = str(getattr(source, "system_prompt", "") or "")
-            resolved_tools = list(getattr(source, "tools", None) or [])
-            raw = list(source)
-        self.system = str(system_prompt) if system_prompt is not None else system
-        self.tools = list(tools) if tools is not None else resolved_tools
-        self.tools_json = json.dumps(self.tools, ensure_ascii=False) if self.tools else None
         self.table: pa.Table | None = None
         self.dataset: Any = None
         self.prepend: PrependSystem | None = None
         #: the rows left out under ``on_bad_row="skip"`` (``BadRows.to_dict()``), else None
         self.bad_rows: dict[str, Any] | None = None
-        if raw is not None:
-            self.n_raw = len(raw)
-            bad = BadRows()
-            self.table = normalize_rows([r for r in raw if isinstance(r, dict)], "default", self.system,
-                                        on_bad_row, bad)
-            self.bad_rows = bad.to_dict() if on_bad_row == "skip" else None
-            self.leaks = gates.leak_report(raw)
-            return
-        self.dataset = (load_path(self.path, self.system, on_bad_row, patterns=patterns) if self.path
-                        else canonical_dataset(source))
-        if self.path and on_bad_row == "skip":
-            self.bad_rows = bad_rows(self.dataset)
-        self.prepend = PrependSystem(self.system) if self.system and not self.path else None
+        if hasattr(source, "trajectories"):  # whileai's SimulationData: its profile holds the policy and tools
+            profile = getattr(source, "profile", None)
+            self._settle(system_prompt, tools, getattr(profile, "policy", ""), getattr(profile, "tools", None))
+            self._from_rows(list(source.trajectories), on_bad_row)
+        elif isinstance(source, (str, os.PathLike)):
+            self._settle(system_prompt, tools, "", None)
+            self._from_path(os.fspath(source), on_bad_row, patterns)
+        elif isinstance(source, datasets.Dataset):
+            self._settle(system_prompt, tools, "", None)
+            self._from_dataset(source)
+        else:  # rows in memory, maybe with the export's system_prompt and tools as attributes
+            self._settle(system_prompt, tools, getattr(source, "system_prompt", ""), getattr(source, "tools", None))
+            self._from_rows(list(source), on_bad_row)
+
+    def _settle(self, system_prompt: str | None, tools: Sequence[dict[str, Any]] | None, own_system: Any,
+                own_tools: Any) -> None:
+        """The system prompt and tools: the ones passed, else the source's own."""
+        self.system = str(system_prompt) if system_prompt is not None else str(own_system or "")
+        self.tools = list(tools) if tools is not None else list(own_tools or [])
+        self.tools_json = json.dumps(self.tools, ensure_ascii=False) if self.tools else None
+
+    def _from_rows(self, raw: list[Any], on_bad_row: str) -> None:
+        self.n_raw = len(raw)
+        bad = BadRows()
+        self.table = normalize_rows([r for r in raw if isinstance(r, dict)], "default", self.system, on_bad_row, bad,
+                                    depth=1)  # (Source, then this opener)
+        self.bad_rows = bad.to_dict() if on_bad_row == "skip" else None
+        self.leaks = gates.leak_report(raw)
+
+    def _from_path(self, path: str, on_bad_row: str, patterns: bool) -> None:
+        from whileai_datasets.builders.bad_rows import bad_rows
+
+        self.path = path
+        self.dataset = load_path(path, self.system, on_bad_row, patterns=patterns)
+        self.bad_rows = bad_rows(self.dataset) if on_bad_row == "skip" else None
         self.n_raw = len(self.dataset)
-        if self.path:
-            self.leaks = path_leaks(self.dataset, self.path, self.n_raw)
-        else:
-            scan = gates.LeakScan()
-            scan.n_rows, scan.exported = self.n_raw, "scenario_id" in self.dataset.column_names
-            self.leaks = scan.report()
+        self.leaks = path_leaks(self.dataset, path, self.n_raw)
+
+    def _from_dataset(self, dataset: Any) -> None:
+        self.dataset = canonical_dataset(dataset)
+        self.prepend = PrependSystem(self.system) if self.system else None
+        self.n_raw = len(self.dataset)
+        scan = gates.LeakScan()
+        scan.n_rows, scan.exported = self.n_raw, "scenario_id" in self.dataset.column_names
+        self.leaks = scan.report()
 
     def keys(self) -> pa.Table:
         """The columns groups and warnings need, for every row."""
@@ -166,16 +173,17 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def normalize_rows(rows: list[dict[str, Any]], config: str, system: str, on_bad_row: str = "raise",
-                   bad: BadRows | None = None) -> pa.Table:
+                   bad: BadRows | None = None, *, depth: int = 0) -> pa.Table:
     """Canonical rows (``config`` "default" or "preference") from rows in memory; rows
-    skipped under ``on_bad_row="skip"`` are counted in ``bad``."""
+    skipped under ``on_bad_row="skip"`` are counted in ``bad``. ``depth``: the calls between
+    the exporter and this one, so the unread-keys warning names the exporter's caller."""
     from whileai_datasets.builders import unread
 
     normalizer = Normalizer(config, Options(system_prompt=system))
     contexts = ((RowContext("rows", None, i), row) for i, row in enumerate(rows))
     tables = list(iter_tables(contexts, normalizer, chunk_rows=CHUNK_ROWS, on_bad_row=on_bad_row,
                               bad=bad if bad is not None else BadRows()))
-    unread.warn(normalizer.unread, "the rows", kept=False, stacklevel=5)  # export_dataset's caller
+    unread.warn(normalizer.unread, "the rows", kept=False, stacklevel=5 + depth)  # export_dataset's caller
     return pa.concat_tables(tables) if tables else normalizer.chunk().table()
 
 
@@ -259,7 +267,7 @@ class PrependSystem:
             already[has] = _arrow.to_numpy_bool(same)
         if already.all():
             return batch
-        head = _arrow._typed_array([{"role": "system", "content": self.content}] * len(lists), lists.type.value_type)
+        head = _arrow.typed_array([{"role": "system", "content": self.content}] * len(lists), lists.type.value_type)
         table = _arrow.set_column(batch, self.column, prepend(lists, head, ~already))
         if self.column == "messages" and "loss_mask" in batch.column_names:
             mask = _arrow.column(batch, "loss_mask")

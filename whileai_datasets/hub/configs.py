@@ -101,7 +101,7 @@ def message_structs(lists: pa.Array, where: str) -> pa.Array:
     """A message-list column as ``List(Message())`` storage, from typed structs, plain structs or Json."""
     if pa.types.is_list(lists.type) and isinstance(lists.type.value_type, pa.JsonType):
         texts = lists.cast(pa.list_(pa.string())).to_pylist()
-        lists = _batches._message_array([None if row is None else [json.loads(m) for m in row] for row in texts])
+        lists = _batches.message_array([None if row is None else [json.loads(m) for m in row] for row in texts])
     if not (pa.types.is_list(lists.type) and pa.types.is_struct(lists.type.value_type)):
         raise PublishError(f"expected a list of messages, got {lists.type}", location=f"{where}, column 'messages'",
                            hint='Load the rows with load_dataset("whileai/export", ...)')
@@ -190,12 +190,12 @@ def trainer_table(canonical: pa.Table, where: str, images: bool | None = None) -
                            location=f"{where}, row {first}, messages[0]",
                            hint="Pass system_prompt= to the export, or set that turn's loss_mask entry to 0")
     out = _arrow.drop(trl, "messages", "images").take(pa.array(row, pa.int64()))
-    prompt = wire._slices(messages, starts[row], head)
-    completion = wire._slices(messages, turn, np.ones(len(turn), np.int64))
+    prompt = _arrow.list_slices(messages, starts[row], head)
+    completion = _arrow.list_slices(messages, turn, np.ones(len(turn), np.int64))
     out = _arrow.set_column(_arrow.set_column(out, "prompt", prompt), "completion", completion)
     # TRL's `images` fill the prompt's image placeholders in order: only the images before the turn
     source = _arrow.flat(_arrow.column(canonical, "messages"))
-    images_of = _parts.images_column(wire._slices(source, starts[row], head)) if images is not False else None
+    images_of = _parts.images_column(_arrow.list_slices(source, starts[row], head)) if images is not False else None
     if images_of is None and images:
         images_of = _arrow.build_list(np.zeros(out.num_rows + 1, dtype=np.int64), pa.array([], pa.string()))
     if images_of is not None:

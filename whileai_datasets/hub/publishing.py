@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
 from datasets import Dataset, DatasetDict
 from datasets import config as datasets_config
@@ -30,7 +30,7 @@ from huggingface_hub import CommitOperationAdd, HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
 from whileai_datasets import _compat
-from whileai_datasets.errors import PublishError
+from whileai_datasets.errors import PublishError, causes
 from whileai_datasets.hub import configs as repo_configs
 from whileai_datasets.hub import layout, streaming, trainer_gaps
 from whileai_datasets.hub.card import SourceFile, hash_sources, package_versions, render_card
@@ -119,13 +119,9 @@ def publish(
     groups = count_disjoint_groups(splits, split_key) if split_key else None
     _check_columns(splits, pairs)
     source_files = hash_sources(sources or ())
-    resolved, origin = _resolve_token(token)
+    found_token = resolve_token(token)
     extras = streaming.survey(splits, repo_configs.Extras(tokenizer, chat_template, split_key, pairs is not None))
-    api = HfApi(token=resolved, library_name="whileai-datasets")
-    owner = _whoami(api, origin)
-    repo_id = repo_id if "/" in repo_id else f"{owner}/{repo_id}"
-    url = f"{api.endpoint}/datasets/{repo_id}"
-    previous = _prepare_repo(api, repo_id, url, private=private, revision=revision)
+    api, repo_id, url, previous = open_repo(found_token, repo_id, private=private, revision=revision)
     after_failure = _after_failure_hint(api, repo_id, revision, previous)
     sources_by_kind = {"rows": splits, **({"preference": pairs} if pairs is not None else {})}
     with tempfile.TemporaryDirectory(prefix="whileai-publish-") as tmp:
@@ -229,7 +225,27 @@ def _as_splits(data: Dataset | DatasetDict, where: str) -> DatasetDict:
                        location=where, hint="Load the rows with datasets first")
 
 
-def _resolve_token(token: str | None) -> tuple[str, str]:
+class OpenRepo(NamedTuple):
+    """The repo a publication commits to: the client, the full repo id, its URL, the branch head before (None: empty)."""
+
+    api: HfApi
+    repo_id: str
+    url: str
+    previous: str | None
+
+
+def open_repo(found_token: tuple[str, str], repo_id: str, *, private: bool, revision: str | None) -> OpenRepo:
+    """Publish's opening steps, the same on every engine: whose token it is (`resolve_token`'s pair), the repo id
+    under that owner when `repo_id` has none, and the repo (and branch) created or checked."""
+    resolved, origin = found_token
+    api = HfApi(token=resolved, library_name="whileai-datasets")
+    owner = _whoami(api, origin)
+    repo_id = repo_id if "/" in repo_id else f"{owner}/{repo_id}"
+    url = f"{api.endpoint}/datasets/{repo_id}"
+    return OpenRepo(api, repo_id, url, _prepare_repo(api, repo_id, url, private=private, revision=revision))
+
+
+def resolve_token(token: str | None) -> tuple[str, str]:
     """The token and where it came from; huggingface_hub's own lookup when `token` is unset."""
     if token:
         return token, "the token argument"
@@ -303,14 +319,7 @@ def _hub_step(what: str, location: str, hint: str | Callable[[], str]) -> Iterat
 
 def _hub_cause(err: BaseException) -> BaseException | None:
     """The failed request behind `err` (clients wrap it, e.g. in RuntimeError), if there is one."""
-    seen: set[int] = set()
-    current: BaseException | None = err
-    while current is not None and id(current) not in seen:
-        if isinstance(current, _HUB_ERRORS):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
+    return next((cause for cause in causes(err) if isinstance(cause, _HUB_ERRORS)), None)
 
 
 def _describe(err: BaseException) -> str:

@@ -106,7 +106,7 @@ def sharegpt_chunk(canonical: pa.Table, where: str) -> pa.Table:
     turn = np.flatnonzero(marked)
     row = parent[turn]
     begin = turns.row_start[row]
-    conversations = wire._slices(turns.values, begin, turns.index[turn] - begin + 1)
+    conversations = _arrow.list_slices(turns.values, begin, turns.index[turn] - begin + 1)
     system = _first_system(flat, parent, leading_system, canonical.num_rows)
     take = pa.array(row, pa.int64())
     return pa.table({"conversations": conversations, "system": system.take(take),
@@ -182,13 +182,13 @@ def tools_text(canonical: pa.Table) -> pa.Array:
         return pa.array([""] * canonical.num_rows, pa.string())
     column = _arrow.decoded(_arrow.column(canonical, "tools"))
     if isinstance(column.type, pa.JsonType):
-        text = wire._truthy_json(column).storage
+        text = wire.truthy_json(column).storage
     elif pa.types.is_string(column.type):
         text = column
     else:
         from whileai_datasets.columnar import _json
 
-        text = wire._truthy_json(_json.encode(column).cast(pa.json_())).storage
+        text = wire.truthy_json(_json.encode(column).cast(pa.json_())).storage
     return pc.fill_null(text, "")
 
 

@@ -18,8 +18,8 @@ from whileai_datasets._typing import ExportFormat, MaskMode
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError, OptionError, WhileaiError
 from whileai_datasets.export import overwrite, pipeline, refusals, reports
+from whileai_datasets.ray_engine import block_counts
 from whileai_datasets.ray_engine import output as ray_output
-from whileai_datasets.ray_engine import report as ray_report
 from whileai_datasets.ray_engine import source as ray_source
 from whileai_datasets.ray_engine import source_files
 from whileai_datasets.ray_engine.groups import GroupLookup, group_table, stamp_groups
@@ -202,16 +202,16 @@ def run_training(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str
     tools_json = json.dumps(list(options.tools), ensure_ascii=False) if options.tools else None
     storage = _storage.Storage(filesystem)
     staging = ray_output.staging(dest, filesystem)
-    collector = ray_report.collector_on_this_node()
+    collector = block_counts.collector_on_this_node()
     try:
-        with ray_output.ordered(), ray_report.surfaced(collector):
-            reporter = ray_report.Reporter(collector)
+        with ray_output.ordered(), block_counts.surfaced(collector):
+            reporter = block_counts.Reporter(collector)
             suffix = ".jsonl" if dest.lower().endswith(".jsonl") else ".parquet"
             rows = _rows(paths, options, tools_json, (row_key, suffix == ".jsonl"), reporter,
                          (range_bytes, block_bytes), storage)
             rows.write_datasink(ray_output.Parts(staging.path, suffix, storage))
         parts = ray.get(collector.parts.remote())
-        report = ray_report.report(parts, options)
+        report = block_counts.report(parts, options)
         refusals.gate(report, options.validate)
         ray_output.commit(staging)
     finally:
@@ -227,7 +227,7 @@ def _rows(
     options: TrainingOptions,
     tools_json: str | None,
     key_jsonl: tuple[bool, bool],
-    reporter: ray_report.Reporter,
+    reporter: block_counts.Reporter,
     sizes: tuple[int, int],
     storage: _storage.Storage,
 ) -> Any:
@@ -269,7 +269,7 @@ class TrainingBatches:
     def _run(self, table: pa.Table) -> pa.Table:
         if not table.num_rows:  # Ray hands on empty blocks without their columns
             return table
-        raw = ray_report.raw_counts(table)
+        raw = block_counts.raw_counts(table)
         canonical = _arrow.drop(table, ray_source.LEAK, ray_source.HAS_SCENARIO)
         groups = GroupLookup(self.groups).columns(canonical) if self.groups is not None else None
         rows, written, before = pipeline.training_chunk(canonical, 0, groups, self.tools_json, self.options, memoize=False)
@@ -277,7 +277,7 @@ class TrainingBatches:
             raise self._no_messages(rows, -1 - before)
         stats = reports.TrainingStats(self.options)
         stats.add(rows, before)
-        self.reporter.add(ray_report.first_last(table), {"raw": raw, "stats": stats})
+        self.reporter.add(block_counts.first_last(table), {"raw": raw, "stats": stats})
         # unrolled OpenAI JSONL: the local lines' key order (unrolled TRL lines differ in key order only)
         if self.jsonl and self.options.format == "openai" and pipeline.renders_unrolled_lines(canonical, self.options):
             written = pipeline.unrolled_key_order(written)

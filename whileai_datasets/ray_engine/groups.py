@@ -93,7 +93,7 @@ def group_stats(table: pa.Table, order_by: Sequence[str]) -> pa.Table:
     numeric = ~np.isnan(rewards)
     n0 = np.bincount(index[numeric & (rewards < groups.PASS_THRESHOLD)], minlength=n)
     n1 = np.bincount(index[numeric & (rewards > groups.PASS_THRESHOLD)], minlength=n)
-    mean, std = groups._moments(index[numeric], rewards[numeric], n)
+    mean, std = groups.group_moments(index[numeric], rewards[numeric], n)
     group_ids = [d.hex()[:12] for d in encoded.dictionary.to_pylist()]
     return pa.table(
         {

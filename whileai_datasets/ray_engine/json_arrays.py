@@ -1,6 +1,6 @@
 """``.json`` files holding one JSON array of rows, on Ray: one read task per file, in blocks.
 
-The local builder's reader (``rows.json_array.iter_json_array_rows``) streams the elements; a
+The local builder's reader (``reading.json_array.iter_json_array_rows``) streams the elements; a
 JSON array cannot be cut into byte ranges (an element's start is found only by reading from the
 array's start), so a file is one read task, as a compressed JSONL stream is. Each element becomes
 a row of the block form ``source.Normalize`` reads: its JSON text (re-encoded from the parsed
@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from whileai_datasets.errors import ExportFormatError, WhileaiError
-from whileai_datasets.rows import file_kind, read_errors
-from whileai_datasets.rows.json_array import iter_json_array_rows
+from whileai_datasets.reading import file_kind, read_errors
+from whileai_datasets.reading.json_array import iter_json_array_rows
 from whileai_datasets.rows.normalize import RowContext
 
 #: Decompressed bytes looked at for the array's ``[`` (read a little at a time: a compressed

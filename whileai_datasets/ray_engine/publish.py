@@ -34,8 +34,8 @@ from whileai_datasets.hub import configs as repo_configs
 from whileai_datasets.hub import publishing, splits, streaming, trainer_gaps
 from whileai_datasets.hub.card import hash_sources
 from whileai_datasets.hub.publishing import PublishResult
+from whileai_datasets.ray_engine import block_counts
 from whileai_datasets.ray_engine import output as ray_output
-from whileai_datasets.ray_engine import report as ray_report
 from whileai_datasets.ray_engine import source as ray_source
 from whileai_datasets.ray_engine import source_files
 from whileai_datasets.ray_engine.engine import SOURCE_FILE, SOURCE_OFFSET, read_whileai
@@ -91,18 +91,14 @@ def publish_rollouts(
     """
     options = TrainingOptions.whileai_export(system_prompt=system_prompt, mask_mode=mask_mode, strip_think=strip_think,
                                              max_tool_output_chars=max_tool_output_chars)
-    resolved, origin = publishing._resolve_token(token)
+    found_token = publishing.resolve_token(token)
     rows = read_whileai(source, system_prompt=system_prompt, tools=tools, mask_mode=options.mask_mode, row_key=True,
                         range_bytes=range_bytes, block_bytes=block_bytes, filesystem=filesystem)
     held = None
     if split_key:  # the groups are needed before the blocks are split: read the rows once, keep them
         rows = rows.materialize()
         held = _held_groups(rows, split_key, test_size, seed)
-    api = publishing.HfApi(token=resolved, library_name="whileai-datasets")
-    owner = publishing._whoami(api, origin)
-    repo_id = repo_id if "/" in repo_id else f"{owner}/{repo_id}"
-    url = f"{api.endpoint}/datasets/{repo_id}"
-    previous = publishing._prepare_repo(api, repo_id, url, private=private, revision=revision)
+    api, repo_id, url, previous = publishing.open_repo(found_token, repo_id, private=private, revision=revision)
     paths = tuple(source_files.expand_paths(source, filesystem=filesystem))
     with tempfile.TemporaryDirectory(prefix="whileai-ray-publish-", dir=staging) as tmp:
         blocks = Blocks(paths, options.strip_think, options.max_tool_output_chars, split_key, held, names, tmp)
@@ -185,10 +181,10 @@ def _write_block(plan: Sequence[tuple[repo_configs.ConfigSpec, repo_configs.Buil
 
 def _build(rows: Any, blocks: Blocks, folder: Path) -> streaming.Built:
     """Run `blocks` on every Ray block and gather what the workers wrote into the local publish's layout."""
-    collector = ray_report.collector_on_this_node()
+    collector = block_counts.collector_on_this_node()
     try:
-        with ray_output.ordered(), ray_report.surfaced(collector):
-            infos = rows.map_batches(_Reporting(blocks, ray_report.Reporter(collector)), batch_format="pyarrow",
+        with ray_output.ordered(), block_counts.surfaced(collector):
+            infos = rows.map_batches(_Reporting(blocks, block_counts.Reporter(collector)), batch_format="pyarrow",
                                      batch_size=None).take_all()
     finally:
         ray.kill(collector)

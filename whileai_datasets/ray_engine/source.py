@@ -33,6 +33,7 @@ from ray.data import Datasource, ReadTask
 from ray.data.block import BlockMetadata
 
 from whileai_datasets import _storage
+from whileai_datasets._gc import gc_paused
 from whileai_datasets.errors import WhileaiError
 from whileai_datasets.ray_engine import json_arrays
 from whileai_datasets.ray_engine.source_files import (
@@ -44,10 +45,10 @@ from whileai_datasets.ray_engine.source_files import (
     reopen_decoded,
     row_context,
 )
-from whileai_datasets.rows import read_errors
+from whileai_datasets.reading import read_errors
+from whileai_datasets.reading.reader import BadRows, parquet_rows, parse_line
 from whileai_datasets.rows.canonical import Chunk, Normalizer, Options
 from whileai_datasets.rows.normalize import RowContext
-from whileai_datasets.rows.reader import BadRows, _gc_paused, _parse_line, parquet_rows
 from whileai_datasets.transforms import gates
 
 #: Private columns: the row key (file index, position) and raw-row facts.
@@ -273,7 +274,7 @@ class Normalize:
         keep = np.zeros(len(rows), dtype=bool)
         leaks: list[str | None] = []
         scenario: list[bool] = []
-        with _gc_paused():
+        with gc_paused():
             for i, raw in enumerate(rows):
                 located = bad is None or bad.count < LOCATED
                 try:
@@ -285,7 +286,7 @@ class Normalize:
                         try:
                             raw = json.loads(raw)
                         except ValueError:
-                            _parse_line(rows[i], self._context(files[i], positions[i], located))
+                            parse_line(rows[i], self._context(files[i], positions[i], located))
                     self._add(chunk, raw, int(files[i]), int(positions[i]), jsonl and located)
                 except WhileaiError as err:
                     if bad is None:

@@ -17,7 +17,7 @@ import pyarrow as pa
 from whileai_datasets import _storage
 from whileai_datasets.errors import ExportFormatError
 from whileai_datasets.ray_engine import json_arrays
-from whileai_datasets.rows import file_kind, read_errors
+from whileai_datasets.reading import file_kind, read_errors
 from whileai_datasets.rows.normalize import RowContext
 
 _COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd", ".lz4": "lz4", ".xz": "xz"}

@@ -1,3 +1,3 @@
-"""Reading whileai rows of any shape into the canonical schema: reader, normalize, canonical, schema, features."""
+"""The canonical row: every whileai row shape normalized into one schema (normalize, canonical, schema, features)."""
 
 __all__: list[str] = []  # its public names (the schema, Message) are the front door's

@@ -10,8 +10,7 @@ against it. It sits below the transforms so ``transforms.tokenize`` can name it.
 
 from __future__ import annotations
 
-from whileai_datasets.tokenize.report import mask_report
-from whileai_datasets.tokenize.trainer_fit import TrainerCutWarning, check_max_length
+from whileai_datasets.tokenize.mask_totals import mask_report
 from whileai_datasets.tokenize.token_masks import (
     BadMaskRowsWarning,
     Tokenize,
@@ -19,6 +18,7 @@ from whileai_datasets.tokenize.token_masks import (
     spans_to_token_mask,
     tokenize,
 )
+from whileai_datasets.tokenize.trainer_fit import TrainerCutWarning, check_max_length
 
 __all__ = ["BadMaskRowsWarning", "Tokenize", "TrainerCutWarning", "UnsupervisedRowsWarning", "check_max_length",
            "mask_report", "spans_to_token_mask", "tokenize"]

@@ -23,7 +23,12 @@ def _list_array(lengths: np.ndarray, values: list[np.ndarray], dtype: Any, arrow
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, arrow_type))
 
 
-def numpy_columns(kept: list[RowMask], bad: int) -> dict[str, Any]:
+#: The column that records the ``max_length`` the rows were tokenized with (null: none), for the trainer's side
+#: (``check_max_length``): ``datasets.map`` keeps no dataset-level record of a transform's options.
+LIMIT_COLUMN = "tokenized_max_length"
+
+
+def numpy_columns(kept: list[RowMask], bad: int, max_length: int | None = None) -> dict[str, Any]:
     """The new columns for a dict batch: numpy arrays (datasets' fast path for ragged lists of arrays)."""
     lengths = np.array([len(r.input_ids) for r in kept], dtype=np.int32)
     dropped = np.zeros(len(kept), dtype=np.int32)
@@ -39,10 +44,11 @@ def numpy_columns(kept: list[RowMask], bad: int) -> dict[str, Any]:
         "supervised_tokens_truncated": np.array([r.supervised_lost for r in kept], dtype=np.int32),
         "mask_method": [r.method for r in kept],
         "bad_rows_dropped": dropped,
+        LIMIT_COLUMN: np.full(len(kept), max_length, dtype=np.int32) if max_length is not None else [None] * len(kept),
     }
 
 
-def arrow_columns(kept: list[RowMask], bad: int) -> dict[str, pa.Array]:
+def arrow_columns(kept: list[RowMask], bad: int, max_length: int | None = None) -> dict[str, pa.Array]:
     """The new columns as Arrow arrays built from numpy (datasets then skips its per-value conversion)."""
     lengths = np.array([len(r.input_ids) for r in kept], dtype=np.int32)
     masks = [r.mask for r in kept]
@@ -62,6 +68,7 @@ def arrow_columns(kept: list[RowMask], bad: int) -> dict[str, pa.Array]:
                                                 pa.int32()),
         "mask_method": pa.array([r.method for r in kept], pa.string()),
         "bad_rows_dropped": pa.array(dropped, pa.int32()),
+        LIMIT_COLUMN: pa.array([max_length] * len(kept), pa.int32()),
     }
 
 

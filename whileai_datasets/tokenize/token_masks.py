@@ -15,10 +15,8 @@ content, tool calls and end-of-turn marker; never the role header) is trained.
 
 from __future__ import annotations
 
-import gc
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import count
 from typing import Any
@@ -27,16 +25,18 @@ import numpy as np
 import pyarrow as pa
 
 from whileai_datasets import option_names
+from whileai_datasets._gc import gc_paused
 from whileai_datasets._options import check_choice, check_count
 from whileai_datasets._typing import OnBadRow
 from whileai_datasets.chat_template.masks.mask_check import check_row
-from whileai_datasets.chat_template.masks.tool_ids import rewrite_ids
-from whileai_datasets.chat_template.masks.turn_edges import stop_tokens as model_stop_tokens
 from whileai_datasets.chat_template.masks.masking import (
     MaskPlan,
     encode_arguments,
     supervised_spans,
 )
+from whileai_datasets.chat_template.masks.text_parts import join_text_parts
+from whileai_datasets.chat_template.masks.tool_ids import rewrite_ids
+from whileai_datasets.chat_template.masks.turn_edges import stop_tokens as model_stop_tokens
 from whileai_datasets.chat_template.rendering.render import batch_inputs, marker_free
 from whileai_datasets.chat_template.sandbox.budget import budget_scope
 from whileai_datasets.columnar import _arrow
@@ -92,27 +92,6 @@ class RowMask:
     @property
     def assistant_masks(self) -> list[int]:
         return [int(flag) for flag in self.mask]
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while a batch is tokenized (and back as it was after).
-
-    A batch makes about a hundred thousand short-lived dicts, lists and strings
-    (decoded messages, template contexts), none of them in a reference cycle
-    (``gc.collect()`` after a batch finds nothing), so reference counting frees
-    them all; meanwhile each automatic collection walks every tracked object of
-    the process, which cost about a tenth of a batch's CPU with transformers
-    imported and more the larger the caller's heap.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _resolve_template(tokenizer: Any, template: Any) -> Any:
@@ -222,6 +201,8 @@ class Tokenize:
                  row: int | None) -> tuple[str, list[tuple[int, int]], str]:
         if self.plan.tool_call_ids != "as_given":  # the lossless id rewrite the template needs
             shaped = rewrite_ids(shaped, self.plan.tool_call_ids)
+        if self.plan.content_parts != "as_given":  # text-only parts as one string (``text_parts.py``)
+            shaped = join_text_parts(shaped, self.plan.content_parts)
         try:
             rendered, spans = self.plan.render_row(shaped, tools or None, mask)
         except TemplateError as err:
@@ -274,7 +255,7 @@ class Tokenize:
         ``messages_clean``: no text of ``messages`` holds a span-marker
         character (checked on the Arrow batch, ``marker_free``).
         """
-        with collector_paused():
+        with gc_paused():
             return self._chunk_rows(list_chunks(messages, tools, masks), indices, messages_clean)
 
     def _chunk_rows(self, chunks: Iterable[Decoded], indices: Sequence[int] | None,
@@ -361,7 +342,7 @@ class Tokenize:
         arrow = isinstance(batch, pa.Table)
         chunks = batch_chunks(batch, self.column, self.plan.arguments, indices)
         clean = arrow and marker_free(batch.column(self.column))
-        with collector_paused():
+        with gc_paused():
             rows = self._chunk_rows(chunks, indices, messages_clean=clean, shaped=arrow)
         bad = sum(row is None for row in rows)
         keep = [i for i, row in enumerate(rows) if row is not None and (self.keep_unsupervised or row.supervised > 0)]
@@ -371,11 +352,11 @@ class Tokenize:
         kept = [row for row in (rows[i] for i in keep) if row is not None]
         if isinstance(batch, pa.Table):
             table = batch.take(pa.array(keep, pa.int64())) if len(keep) != batch.num_rows else batch
-            for name, array in arrow_columns(kept, bad).items():
+            for name, array in arrow_columns(kept, bad, self.max_length).items():
                 table = set_column(table, name, array)
             return table
         out: dict[str, Any] = {name: [values[i] for i in keep] for name, values in batch.items()}
-        out.update(numpy_columns(kept, bad))
+        out.update(numpy_columns(kept, bad, self.max_length))
         return out
 
 

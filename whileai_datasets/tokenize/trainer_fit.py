@@ -4,8 +4,8 @@
 given a smaller limit cuts again, in silence (TRL's ``SFTConfig()`` defaults to 1024). ``check_max_length``
 reads the tokenized rows (``input_ids`` and ``assistant_masks``, or ``labels``) and says how many rows
 the trainer's limit cuts and how many supervised tokens go with them, with a ``TrainerCutWarning``.
-The limit the rows were tokenized with is read back from them too: every row ``tokenize`` cut holds
-exactly ``max_length`` tokens (``tokens_truncated`` > 0).
+The limit the rows were tokenized with is read back from them too: ``tokenize`` records it in every row
+(``tokenized_max_length``), and every row it cut holds exactly ``max_length`` tokens (``tokens_truncated`` > 0).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from whileai_datasets.errors import SchemaError
+from whileai_datasets.tokenize.token_columns import LIMIT_COLUMN
 
 __all__ = ["TrainerCutWarning", "check_max_length"]
 
@@ -59,7 +60,8 @@ def check_max_length(dataset: Any, trainer: Any) -> dict[str, Any]:
             ``Dataset`` or ``pyarrow.Table``; extra columns are ignored.
         trainer: The trainer's limit: an int (None: no limit), an ``SFTConfig`` or an ``SFTTrainer``.
     Returns:
-        ``{"trainer_max_length", "tokenized_max_length" (None when no row was cut, so not known),
+        ``{"trainer_max_length", "tokenized_max_length" (recorded by ``tokenize``, or read from the rows it
+        cut; None when neither tells, or the rows were tokenized without a limit),
         "longest", "rows", "rows_cut", "supervised_tokens", "supervised_tokens_cut"}``.
     Raises:
         SchemaError: the rows have no ``input_ids`` or no mask, or ``trainer`` has no ``max_length``.
@@ -91,6 +93,13 @@ def check_max_length(dataset: Any, trainer: Any) -> dict[str, Any]:
 
 
 def _tokenized_limit(table: pa.Table) -> int | None:
+    """The ``max_length`` the rows were tokenized with: recorded in them (``LIMIT_COLUMN``), else read from
+    the rows ``tokenize`` cut (each holds exactly ``max_length`` tokens); None when neither tells."""
+    recorded = table.column(LIMIT_COLUMN) if LIMIT_COLUMN in table.column_names else None
+    if recorded is not None and table.num_rows and not pa.types.is_null(recorded.type):
+        most = pc.max(recorded).as_py()  # (datasets concatenated from several tokenize runs: the largest)
+        if most is not None:
+            return int(most)
     if "tokens_truncated" not in table.column_names or "num_tokens" not in table.column_names:
         return None
     cut = table.filter(pc.greater(table.column("tokens_truncated"), 0))

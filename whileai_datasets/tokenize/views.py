@@ -9,7 +9,7 @@ character is trained when a supervised token covers it, and where ``max_length``
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any
 
@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from whileai_datasets import option_names
+from whileai_datasets.tokenize.long_values import cap_untrained, reach_chars
 from whileai_datasets.tokenize.token_encode import encode_texts
 from whileai_datasets.tokenize.token_masks import Tokenize, spans_to_token_mask
 from whileai_datasets.tokenize.token_rows import decode_table
@@ -36,9 +37,13 @@ def shown(text: str) -> str:
     if len(text) <= LONG_RUN:
         return text
     left = len(text) - 2 * _ENDS
-    cap = option_names.spell("max_tool_output_chars") + (" N" if option_names.in_command_line() else "N")
     return (f"{text[:_ENDS]}\n[... {left:,} characters not shown; a tool output this long can be cut before "
-            f"training with {cap} ...]\n{text[-_ENDS:]}")
+            f"training with {cap_option()} ...]\n{text[-_ENDS:]}")
+
+
+def cap_option() -> str:
+    """The tool-output cap as the user passes it here (``--max-tool-output-chars N`` in the command line)."""
+    return option_names.spell("max_tool_output_chars") + (" N" if option_names.in_command_line() else "N")
 
 
 @dataclass
@@ -56,6 +61,8 @@ class MaskView:
     cut: int | None = None
     tokens_cut: int = 0
     supervised_cut: int = 0
+    #: characters of an untrained content past what ``max_length`` can reach, not read (``long_values``)
+    unread: int = 0
 
     def pieces(self) -> list[tuple[str, bool, bool]]:
         """(text, supervised, past the cut) runs: the runs split at ``cut``."""
@@ -98,6 +105,9 @@ class MaskView:
                 f"the naive messages route would train all {self.tokens}")
         if self.cut is not None:
             text += f"; max_length cut {self.tokens_cut} tokens ({self.supervised_cut} supervised)"
+        if self.unread:
+            text += (f"; {self.unread:,} characters of an untrained value past max_length's reach were not read "
+                     f"(not counted in the cut; training still encodes them: cap them with {cap_option()})")
         return text
 
 
@@ -109,10 +119,11 @@ VIEW_CSS = ("body{font-family:ui-monospace,monospace} pre{white-space:pre-wrap}"
 def _view(text: str, spans: list[tuple[int, int]], ids: Any, offsets: np.ndarray,
           max_length: int | None) -> MaskView:
     mask = spans_to_token_mask(offsets, spans)
-    chars = np.zeros(len(text), dtype=bool)
-    for (start, end), flag in zip(offsets.tolist(), mask.tolist()):
-        if flag:
-            chars[start:end] = True
+    trained = offsets[np.asarray(mask, dtype=bool)]  # a character is trained when a trained token covers it
+    depth = np.zeros(len(text) + 1, dtype=np.int64)
+    np.add.at(depth, trained[:, 0], 1)
+    np.add.at(depth, trained[:, 1], -1)
+    chars = np.cumsum(depth[:-1]) > 0
     runs: list[tuple[str, bool]] = []
     if len(text):
         edges = np.flatnonzero(np.diff(chars.astype(np.int8))) + 1
@@ -135,7 +146,9 @@ def mask_view(transform: Tokenize, row: dict[str, Any], max_length: int | None =
 
 def table_views(transform: Tokenize, table: pa.Table, max_length: int | None = None) -> list[MaskView]:
     """One view per row of an Arrow table of canonical rows (``messages``, ``tools``, ``loss_mask``)."""
+    table, unread = cap_untrained(table, reach_chars(transform.tokenizer, max_length))  # what trains is the same
     messages, tools, masks = decode_table(table, "messages", {})
     found = [transform.row_spans(m, t or None, k) for m, t, k in zip(messages, tools, masks)]
     encoded = encode_texts(transform.tokenizer, [text for text, _ in found])
-    return [_view(text, spans, ids, offsets, max_length) for (text, spans), (ids, offsets) in zip(found, encoded)]
+    return [replace(_view(text, spans, ids, offsets, max_length), unread=int(n))
+            for (text, spans), (ids, offsets), n in zip(found, encoded, unread)]

@@ -27,7 +27,7 @@ from whileai_datasets._options import check_choice
 from whileai_datasets._typing import ExportFormat
 from whileai_datasets.columnar import _arguments, _arrow
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.rows import file_kind
+from whileai_datasets.reading import file_kind
 from whileai_datasets.rows.leaks import LEAK_MIN_QUOTE_CHARS, LeakScan
 from whileai_datasets.rows.leaks import row_leak as row_leak  # the gates module is where callers find it
 
@@ -216,7 +216,7 @@ def scan_path_leaks(path: str, n_rows: int, *, min_len: int = LEAK_MIN_QUOTE_CHA
         return scan_jsonl_leaks(path, n_rows, min_len=min_len)
     import pyarrow.parquet as pq
 
-    from whileai_datasets.rows.reader import parquet_rows
+    from whileai_datasets.reading.reader import parquet_rows
 
     scan = LeakScan(min_len)
     scan.n_rows = n_rows

@@ -54,7 +54,7 @@ def group_columns(scenario_id: pa.Array, prompt: pa.Array, reward: pa.Array) -> 
     numeric = valid & ~np.isnan(rewards)
     n0 = np.bincount(index[numeric & (rewards < PASS_THRESHOLD)], minlength=n_groups)
     n1 = np.bincount(index[numeric & (rewards > PASS_THRESHOLD)], minlength=n_groups)
-    mean, std = _moments(index[numeric], rewards[numeric], n_groups)
+    mean, std = group_moments(index[numeric], rewards[numeric], n_groups)
     group_ids = pa.array([hashlib.sha1(text.encode("utf-8")).hexdigest()[:12] for text in dictionary], pa.string())
     absent = pa.array(~valid)
     take = pa.array(index)
@@ -68,7 +68,7 @@ def group_columns(scenario_id: pa.Array, prompt: pa.Array, reward: pa.Array) -> 
     }
 
 
-def _moments(group: np.ndarray, values: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+def group_moments(group: np.ndarray, values: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
     """Population mean and std per group, summed in row order in Python floats."""
     mean = np.full(n_groups, np.nan)
     std = np.full(n_groups, np.nan)
@@ -92,7 +92,7 @@ def _whole(array: Any) -> pa.Array:
     return array
 
 
-def _key_columns(table: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
+def key_columns(table: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
     return (
         _arrow.optional(table, "scenario_id", pa.string()),
         _arrow.optional(table, "prompt", pa.string()),
@@ -102,7 +102,7 @@ def _key_columns(table: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
 
 def stamp_table(table: pa.Table) -> pa.Table:
     """``table`` with the group columns (unchanged when no task repeats)."""
-    columns = group_columns(*_key_columns(table))
+    columns = group_columns(*key_columns(table))
     if columns is None:
         return table
     for name, values in columns.items():
@@ -146,7 +146,7 @@ def stamp_groups(ds: Any) -> Any:
     keys = ds.with_format("arrow").select_columns(names)[:] if names else pa.table({})
     if not names:
         keys = pa.table({"_": pa.nulls(len(ds))})
-    columns = group_columns(*_key_columns(keys))
+    columns = group_columns(*key_columns(keys))
     if columns is None:
         return ds
     present = [n for n in GROUP_COLUMNS if n in ds.column_names]

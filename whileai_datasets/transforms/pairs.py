@@ -34,18 +34,12 @@ class Split:
     def prefix(self, lists: pa.Array) -> pa.ListArray:
         """Each kept row's messages before the differing turn."""
         starts = _arrow.offsets_of(_arrow.lengths(lists))[:-1][self.keep]
-        return _slices(_arrow.flat(lists), starts, self.at)
+        return _arrow.list_slices(_arrow.flat(lists), starts, self.at)
 
     def turn(self, lists: pa.Array, side: str) -> pa.ListArray:
         """Each kept row's differing turn, as a one-message list."""
         starts = _arrow.offsets_of(_arrow.lengths(lists))[:-1][self.keep]
-        return _slices(_arrow.flat(lists), starts + self.at, np.ones(len(self.keep), dtype=np.int64))
-
-
-def _slices(values: pa.Array, begin: np.ndarray, size: np.ndarray) -> pa.ListArray:
-    offsets = _arrow.offsets_of(size)
-    take = np.repeat(begin - offsets[:-1], size) + np.arange(int(offsets[-1]), dtype=np.int64)
-    return _arrow.build_list(offsets, values.take(pa.array(take, pa.int64())))
+        return _arrow.list_slices(_arrow.flat(lists), starts + self.at, np.ones(len(self.keep), dtype=np.int64))
 
 
 def _signatures(messages: pa.Array, *, without_arguments: bool = False) -> pa.Array:

@@ -37,7 +37,7 @@ _THINK = "".join(_LETTERS[c] for c in "think")
 _WS_CLASS = "[" + "".join(f"\\x{{{ord(c):X}}}" for c in PY_WHITESPACE) + "]"
 #: whileai's ``<think>.*?</think>\s*`` (re.S | re.I) in RE2 syntax.
 THINK_BLOCK_RE2 = f"<{_THINK}>(?s:.*?)</{_THINK}>{_WS_CLASS}*"
-_HAS_OPEN_TAG = f"<{_THINK}>"
+HAS_OPEN_TAG = f"<{_THINK}>"
 
 
 def strip_think_text(content: pa.Array) -> pa.Array:
@@ -50,7 +50,7 @@ def remove_think_blocks(content: pa.Array) -> pa.Array:
     if isinstance(content, pa.ChunkedArray):
         content = content.combine_chunks()
     content = pc.fill_null(content, "")
-    has_tag = _arrow.to_numpy_bool(pc.match_substring_regex(content, _HAS_OPEN_TAG))
+    has_tag = _arrow.to_numpy_bool(pc.match_substring_regex(content, HAS_OPEN_TAG))
     if has_tag.any():
         mask = pa.array(has_tag)
         replaced = pc.replace_substring_regex(pc.filter(content, mask), THINK_BLOCK_RE2, "")

@@ -227,17 +227,10 @@ def trl_completion_table(table: pa.Table, images: bool | None = None) -> pa.Tabl
     head = split[keep]
     begin = starts[:-1][keep]
     size = lens[keep]
-    prompt = _slices(messages, begin, head)
-    completion = _slices(messages, begin + head, size - head)
+    prompt = _arrow.list_slices(messages, begin, head)
+    completion = _arrow.list_slices(messages, begin + head, size - head)
     out = _arrow.set_column(_arrow.set_column(out, "prompt", prompt), "completion", completion)
     return ordered(out, TRAINING_ORDER)
-
-
-def _slices(values: pa.Array, begin: np.ndarray, size: np.ndarray) -> pa.ListArray:
-    """A list per row: ``values[begin : begin + size]``."""
-    offsets = _arrow.offsets_of(size)
-    take = np.repeat(begin - offsets[:-1], size) + np.arange(int(offsets[-1]), dtype=np.int64)
-    return _arrow.build_list(offsets, values.take(pa.array(take)))
 
 
 def fireworks_table(table: pa.Table) -> pa.Table:
@@ -247,14 +240,14 @@ def fireworks_table(table: pa.Table) -> pa.Table:
     mask = _arrow.column(table, "loss_mask") if "loss_mask" in table.column_names else None
     columns = {"messages": fireworks_messages(lists, mask)}
     if "tools" in table.column_names:
-        columns["tools"] = _truthy_json(_arrow.column(table, "tools"))
+        columns["tools"] = truthy_json(_arrow.column(table, "tools"))
     return pa.table(columns)
 
 
-def _truthy_json(values: pa.Array) -> pa.Array:
+def truthy_json(values: pa.Array) -> pa.Array:
     """Json values with empty lists and objects nulled (whileai writes them only when truthy)."""
     if pa.types.is_dictionary(values.type):
-        return pa.DictionaryArray.from_arrays(values.indices, _truthy_json(values.dictionary))
+        return pa.DictionaryArray.from_arrays(values.indices, truthy_json(values.dictionary))
     text = values.storage if isinstance(values, pa.ExtensionArray) else values
     short = pc.fill_null(pc.less_equal(pc.binary_length(text), 16), False)
     if pc.any(short).as_py():

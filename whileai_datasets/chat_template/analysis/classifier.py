@@ -32,7 +32,7 @@ from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, Any
 
 from whileai_datasets.chat_template.analysis.probes import PINNED_NOW, common_prefix
-from whileai_datasets.chat_template.analysis.refusals import Unpatchable
+from whileai_datasets.chat_template.analysis.unpatchable import Unpatchable
 from whileai_datasets.chat_template.rendering.render import render_plain
 from whileai_datasets.errors import TemplateError
 

@@ -212,6 +212,8 @@ def _turn_start(run: ProbeRun, k: int, render: Renderer, prompt_suffix: str, in_
     variant = _try(render, [*messages[:k], marked(messages[k])], False) if header < len(prompt) else None
     if variant is not None:  # the prompt is not all there: text agreeing with it by chance is the model's
         header = min(header, common_prefix(prompt, variant))
+    if header < len(prompt):
+        header = _outside_tag(prompt, header, start_k)
     if header < start_k and end_k > start_k:
         # the history renders differently once the turn exists (gpt-oss drops an
         # analysis message when a final one follows): fall back to the prompt's suffix
@@ -222,6 +224,20 @@ def _turn_start(run: ProbeRun, k: int, render: Renderer, prompt_suffix: str, in_
     if line and end_k > start_k and text.startswith(line, start_k):
         header = max(header, start_k + len(line))
     return header
+
+
+def _outside_tag(prompt: str, at: int, floor: int) -> int:
+    """``at`` moved back to the start of the tag of ``prompt`` it cuts into, not before ``floor``.
+
+    Where the history leaves the prompt inside one of its tags (DeepSeek-V3.2's history writes ``</think>``
+    where the prompt writes ``<think></think>``: both go on with ``<``), the ``<`` they share is the start
+    of the turn's own tag, not prompt. A cut after plain text (no ``<`` since the last ``>`` or line break)
+    stays where it is.
+    """
+    opening = prompt.rfind("<", floor, at)
+    if opening < 0 or any(mark in prompt[opening:at] for mark in ">\n"):
+        return at
+    return opening
 
 
 def _generated_in_turn(run: ProbeRun, k: int, render: Renderer, prompt: str) -> int | None:

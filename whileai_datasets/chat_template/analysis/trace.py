@@ -92,7 +92,8 @@ class Trace:
     message_loops: set[int] = field(default_factory=set)
 
 
-def _chain(node: nodes.Node, source: SourceMap) -> list[nodes.Node] | None:
+def operand_chain(node: nodes.Node, source: SourceMap) -> list[nodes.Node] | None:
+    """The operands of a ``~`` or ``+`` chain in source order, or None when `node` is neither."""
     if isinstance(node, nodes.Concat):
         return list(node.nodes)
     if not isinstance(node, nodes.Add):
@@ -110,7 +111,7 @@ def _pieces(node: nodes.Node, source: SourceMap) -> list[Piece] | None:
     if isinstance(node, nodes.TemplateData) and isinstance(node.data, Located):
         tok = node.data.tok
         return [Piece(tok.start, tok.end, str(node.data))]
-    operands = _chain(node, source) or [node]
+    operands = operand_chain(node, source) or [node]
     pieces = []
     for operand in operands:
         span = source.spans.get(id(operand))
@@ -167,7 +168,7 @@ def instrument_units(source: SourceMap, units: list[Unit]) -> None:
     """Rewrite the AST in place so every unit reports itself, and loops track messages."""
     for unit in units:
         index = next(i for i, child in enumerate(unit.statement.nodes) if child is unit.node)
-        operands = _chain(unit.node, source) if unit.pieces and len(unit.pieces) > 1 else None
+        operands = operand_chain(unit.node, source) if unit.pieces and len(unit.pieces) > 1 else None
         listed: nodes.Expr = (nodes.List([copy.deepcopy(o) for o in operands]) if operands
                               else nodes.Const(None))
         value = nodes.Const(str(unit.node.data)) if isinstance(unit.node, nodes.TemplateData) else unit.node

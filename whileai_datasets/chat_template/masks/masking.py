@@ -25,9 +25,10 @@ from datetime import datetime
 from typing import Any, Literal
 
 from whileai_datasets.chat_template.analysis.classifier import refuse_classifier
-from whileai_datasets.chat_template.analysis.probes import PINNED_NOW, probe_set, with_string_arguments
-from whileai_datasets.chat_template.masks.turn_check import cannot_mask_turn_by_turn
+from whileai_datasets.chat_template.analysis.probes import PINNED_NOW, probe_set, with_parts, with_string_arguments
+from whileai_datasets.chat_template.masks.text_parts import PartsForm, parts_form
 from whileai_datasets.chat_template.masks.tool_ids import IdForm, id_form
+from whileai_datasets.chat_template.masks.turn_check import cannot_mask_turn_by_turn
 from whileai_datasets.chat_template.masks.turn_edges import prompt_prefill, settle_turns
 from whileai_datasets.chat_template.masks.turns import TurnRenderer
 from whileai_datasets.chat_template.rendering.render import render_plain
@@ -105,6 +106,20 @@ def tool_call_id_form(text: str, kwargs: Mapping[str, Any], arguments: ArgumentE
     return id_form(render, probe.messages)
 
 
+def text_parts_form(text: str, kwargs: Mapping[str, Any], name: str = "<template>") -> PartsForm:
+    """Whether the template needs text-only content parts joined into strings (``text_parts.py``), found on
+    the multi-turn probe with its contents as text parts."""
+    probe = with_parts(next(p for p in probe_set() if p.name == "multi_turn"))
+
+    def render(messages: list[dict[str, Any]]) -> str | None:
+        try:
+            return render_plain(text, messages, kwargs=kwargs, now=PINNED_NOW, name=name)
+        except TemplateError:
+            return None
+
+    return parts_form(render, probe.messages)
+
+
 def encode_arguments(messages: Sequence[Mapping[str, Any]], encoding: ArgumentEncoding) -> list[dict[str, Any]]:
     """Canonical messages (arguments as JSON text) with arguments in ``encoding``.
 
@@ -162,6 +177,9 @@ class MaskPlan:
     turns_mask: bool | None = None
     #: tool-call ids as given, or rewritten into the 9 characters the template requires (``tool_ids.py``)
     tool_call_ids: IdForm = "as_given"
+    #: content given as text parts as it is, or joined into one string for a template that concatenates
+    #: strings (``text_parts.py``)
+    content_parts: PartsForm = "as_given"
     #: the tokens that end generation (``turn_edges.stop_tokens``): one right after a turn is trained with it
     stop_tokens: tuple[str, ...] = ()
 
@@ -223,18 +241,19 @@ def plan_masks(chat: ChatTemplate) -> MaskPlan:
     refuse_classifier(analysis)  # no mask method fits a template whose assistant turns are judged input
     arguments = argument_encoding(chat.text, analysis.kwargs, chat.name)
     ids = tool_call_id_form(chat.text, analysis.kwargs, arguments, chat.name)
+    forms = {"tool_call_ids": ids, "content_parts": text_parts_form(chat.text, analysis.kwargs, chat.name)}
     exact = report.span_tracking_exact is True  # unknown counts as not exact: plain renders are always right
     prompt = analysis.generation_prompt or ""
     if not exact:
         return MaskPlan("turns", chat, arguments, reason="span markers change this template's output",
-                        tracking_exact=False, generation_prompt=prompt, tool_call_ids=ids)
+                        tracking_exact=False, generation_prompt=prompt, **forms)
     if report.has_generation_block:
-        return MaskPlan("template", chat, arguments, generation_prompt=prompt, tool_call_ids=ids)
+        return MaskPlan("template", chat, arguments, generation_prompt=prompt, **forms)
     try:
         patched = chat.with_generation()
     except TemplateError as err:
         reason = f"{err.location}: {err.problem}" if err.location else err.problem
         return MaskPlan("turns", chat, arguments, reason=reason, generation_prompt=prompt,
                         refusal_class=getattr(err, "refusal_class", "unclassified"),
-                        turns_mask=not cannot_mask_turn_by_turn(err.hint or ""), tool_call_ids=ids)
-    return MaskPlan("patched", patched, arguments, generation_prompt=prompt, original=chat, tool_call_ids=ids)
+                        turns_mask=not cannot_mask_turn_by_turn(err.hint or ""), **forms)
+    return MaskPlan("patched", patched, arguments, generation_prompt=prompt, original=chat, **forms)

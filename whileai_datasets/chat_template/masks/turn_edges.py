@@ -14,7 +14,10 @@ turn's generation blocks or its per-turn rendering:
   generation config lists as a stop token. So when a stop token follows a
   turn's span directly, it is trained with the turn. A template that writes an
   end marker puts it inside the span already; the opener after the marker is
-  no stop token and stays out.
+  no stop token and stays out. The same holds inside a turn: where the
+  template writes text the model does not (Gemma 4's tool results, between a
+  call and the turn's content), a stop token right before that text
+  (``<|tool_response>``) is where the model stopped, and is trained.
 """
 
 from __future__ import annotations
@@ -71,11 +74,23 @@ def settle_turns(text: str, turns: Iterable[Sequence[Span]], *, prefill: str = "
         first_start, first_end = spans[0]
         cut = _prefill_at(text, first_start, prefill)
         spans[0] = (min(first_start + cut, first_end), first_end)
-        last_start, last_end = spans[-1]
-        stop = next((s for s in stops if text.startswith(s, last_end)), "")
-        spans[-1] = (last_start, last_end + len(stop))
-        out.extend(s for s in spans if s[1] > s[0])
+        out.extend(s for s in _with_stops(text, spans, stops) if s[1] > s[0])
     return sorted(out)
+
+
+def _with_stops(text: str, spans: list[Span], stops: Sequence[str]) -> list[Span]:
+    """Each span with the stop token that follows it directly, where the turn's next span starts after it.
+
+    Not only the last span: where the template writes other text inside a turn (Gemma 4 writes the tool
+    results after a call, then the turn's content), the model stopped before that text, on the stop
+    token there (``<|tool_response>``), and resumes after it.
+    """
+    out = []
+    for n, (start, end) in enumerate(spans):
+        following = spans[n + 1][0] if n + 1 < len(spans) else len(text)
+        stop = next((s for s in stops if text.startswith(s, end) and end + len(s) <= following), "")
+        out.append((start, end + len(stop)))
+    return out
 
 
 def _ids_to_tokens(tokenizer: Any, ids: Any) -> list[str]:

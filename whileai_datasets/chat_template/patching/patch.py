@@ -27,16 +27,17 @@ from jinja2 import nodes
 from whileai_datasets.chat_template.analysis.analysis import Analysis, ProbeResult, analyse
 from whileai_datasets.chat_template.analysis.classifier import refuse_classifier
 from whileai_datasets.chat_template.analysis.probes import ProbeRun, common_prefix
-from whileai_datasets.chat_template.analysis.refusals import (
+from whileai_datasets.chat_template.analysis.trace import TracedTemplate, Unit
+from whileai_datasets.chat_template.analysis.unpatchable import (
     EmptyContentVerification,
     MixedHeader,
+    MixedOperands,
     NotAChat,
     NoTopLevelOutput,
     TraceChanged,
     Unpatchable,
     VerificationFailed,
 )
-from whileai_datasets.chat_template.analysis.trace import TracedTemplate, Unit
 from whileai_datasets.chat_template.patching.edits import (
     Composer,
     Edit,
@@ -65,6 +66,7 @@ from whileai_datasets.chat_template.patching.repair import (
     inline_macro_call,
     sink_into_previous_if,
     split_assigned_output,
+    split_prompt_prefix,
 )
 from whileai_datasets.chat_template.rendering.spans import RenderedChat
 from whileai_datasets.chat_template.sandbox.source import SourceMap, Tok, data_token
@@ -367,9 +369,16 @@ def add_generation(text: str, kwargs: Mapping[str, Any] | None = None, name: str
         except MixedHeader as err:
             repaired = (split_assigned_output(current, err.unit_start, name)
                         or inline_macro_call(current, err.unit_start, name)
-                        or sink_into_previous_if(current, err.unit_start, name))
+                        or sink_into_previous_if(current, err.unit_start, name)
+                        or split_prompt_prefix(current, err.unit_start, err.prefixes, analysis.generation_prompt,
+                                               name))
             if repaired is None:
                 return _patch_once(current, analysis)
+            current, before = repaired, current
+        except MixedOperands as err:  # no operand split at all: only the prompt's text, cut at run time
+            repaired = split_prompt_prefix(current, err.unit_start, err.prefixes, analysis.generation_prompt, name)
+            if repaired is None:
+                raise
             current, before = repaired, current
         except Unpatchable:
             if before is None:

@@ -17,13 +17,12 @@ from dataclasses import dataclass, field, replace
 from jinja2 import nodes
 
 from whileai_datasets.chat_template.analysis.probes import ProbeRun
-from whileai_datasets.chat_template.analysis.refusals import (
+from whileai_datasets.chat_template.analysis.trace import Execution, TracedTemplate, Unit
+from whileai_datasets.chat_template.analysis.unpatchable import (
     MixedHeader,
     MixedOperands,
     SharedOutput,
-    Unpatchable,
 )
-from whileai_datasets.chat_template.analysis.trace import Execution, TracedTemplate, Unit
 from whileai_datasets.chat_template.sandbox.environment import statement_lists
 
 Cut = tuple[int, int]  # (operand index, characters into it); (n, 0) is the end
@@ -44,6 +43,7 @@ class Observation:
     text: str
     dropped: tuple[int, int] | None = None
     heads_turn: bool = False  # ends where its message's generated span starts: it wrote the turn's header
+    generated_from: int | None = None  # where the generated text starts in this execution (absolute)
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,9 @@ class Decision:
     late_text: str | None = None  # what start..late writes in those turns
     prompt_test: str | None = None  # the Jinja test that tells those turns apart
     late_required: bool = False  # the earliest start everywhere would cover a role header
+    #: what the unit writes before the generated text where it writes some, and all it writes where it heads
+    #: a turn (a refusal hands these to ``repair.split_prompt_prefix``)
+    prefixes: frozenset[str] = frozenset()
 
     @property
     def opens(self) -> bool:
@@ -149,22 +152,25 @@ def observe(traced: TracedTemplate, run: ProbeRun, executions: list[Execution]) 
         shape = _lengths(unit, execution)
         overlaps = [(max(a, execution.start), min(e, execution.end)) for a, e in musts
                     if a < execution.end and e > execution.start]
-        cut, dropped = None, None
+        cut, dropped, begins = None, None, None
         lengths = shape[0] if shape else (execution.end - execution.start,)
         if overlaps:
+            g0 = min(a for a, _ in overlaps) - execution.start
+            begins = execution.start + g0
             if shape is None:
-                raise MixedOperands(
+                err = MixedOperands(
                     "an output mixes assistant text with other text and its operands are not all strings",
                     location=unit.location,
                     hint="Write the header and the content in separate {{ }} tags.")
-            g0 = min(a for a, _ in overlaps) - execution.start
+                err.unit_start, err.prefixes = unit.start, frozenset({run.text[execution.start : begins]})
+                raise err
             g1 = max(e for _, e in overlaps) - execution.start
             cut, dropped = _cuts(execution, lengths, shape[1], (g0, g1), (allowed, musts))
         owner = None if execution.owner is None else roles[execution.owner]
         fits = cut is None and dropped is not None or _inside(execution.start, execution.end, allowed)
         heads = any(t.must[0] == execution.end and t.message == execution.owner for t in run.turns)
         out.append(Observation(execution, lengths, cut, owner, last_role, fits, run.probe.name,
-                               allowed, run.text, dropped, heads))
+                               allowed, run.text, dropped, heads, begins))
     return out
 
 
@@ -219,6 +225,7 @@ def _check_widening(decision: Decision, gens: list[Observation]) -> None:
                 location=decision.unit.location,
                 hint="Split the expression so the role header is its own {{ }} tag, then patch again.")
             err.unit_start = decision.unit.start
+            err.prefixes = decision.prefixes
             raise err
 
 
@@ -243,19 +250,22 @@ def decide(unit: Unit, observations: list[Observation], loop_var: str | None,
     end = max(o.cut[1] for o in gens if o.cut)
     unconditional = Decision(unit, start, end, None)
     others = [o for o in observations if o.cut is None and not o.allowed and not _harmless(unconditional, o)]
+    prefixes = frozenset([*(o.text[o.execution.start : o.generated_from] for o in gens
+                            if o.generated_from is not None),
+                          *(o.text[o.execution.start : o.execution.end] for o in others if o.heads_turn)])
     condition = None
     if others:
         condition = _condition(gens, others, loop_var)
         if condition is None and _prompted_whole(unit, (start, end), others):
             return Decision(unit, start, end, None, late=end, late_text=others[0].text[
-                others[0].execution.start : others[0].execution.end], late_required=True)
+                others[0].execution.start : others[0].execution.end], late_required=True, prefixes=prefixes)
         if condition is None:
             raise SharedOutput(
                 "the same output writes assistant text in some turns and other text in others, and neither "
                 "the message role nor the last message tells them apart",
                 location=unit.location,
                 hint="Give the assistant branch its own output statement, then patch again.")
-    decision = Decision(unit, start, end, condition)
+    decision = Decision(unit, start, end, condition, prefixes=prefixes)
     try:
         _check_widening(decision, gens)
     except MixedHeader:

@@ -26,8 +26,8 @@ from itertools import pairwise
 
 from jinja2 import nodes
 
-from whileai_datasets.chat_template.analysis.refusals import MixedHeader
 from whileai_datasets.chat_template.analysis.trace import TracedTemplate, Unit
+from whileai_datasets.chat_template.analysis.unpatchable import MixedHeader
 from whileai_datasets.chat_template.patching.edits import literal
 from whileai_datasets.chat_template.patching.plan import Cut, Decision, Observation, offset_of
 from whileai_datasets.chat_template.sandbox.environment import statement_lists
@@ -77,6 +77,7 @@ def raise_late_required(decision: Decision) -> None:
         location=decision.unit.location,
         hint="Write the role header in its own {{ }} tag, then patch again.")
     err.unit_start = decision.unit.start
+    err.prefixes = decision.prefixes
     raise err
 
 

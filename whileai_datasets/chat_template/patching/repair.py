@@ -14,6 +14,8 @@ opens no scope) while each copy of ``U`` now behaves the same in every turn.
 
 from __future__ import annotations
 
+import json
+
 from jinja2 import nodes
 
 from whileai_datasets.chat_template.analysis.trace import Unit, collect_units
@@ -150,9 +152,9 @@ def _printed_first(node: nodes.Node, source: SourceMap) -> nodes.Name | None:
     """The variable an output prints first: ``{{ X }}``, or ``{{ X + rest }}`` with X nowhere in rest."""
     if isinstance(node, nodes.Name):
         return node
-    from whileai_datasets.chat_template.analysis.trace import _chain
+    from whileai_datasets.chat_template.analysis.trace import operand_chain
 
-    operands = _chain(node, source) or []
+    operands = operand_chain(node, source) or []
     if not operands or not isinstance(operands[0], nodes.Name):
         return None
     first = operands[0]
@@ -167,7 +169,7 @@ def split_assigned_output(text: str, unit_start: int, name: str = "<template>") 
     first operands write a header and a later one reads a message's content, and nothing between
     the assignment and the output does more than prepend to the variable.
     """
-    from whileai_datasets.chat_template.analysis.trace import _chain
+    from whileai_datasets.chat_template.analysis.trace import operand_chain
 
     source = parse_located(text, name)
     unit = _find_unit(source, unit_start)
@@ -179,7 +181,7 @@ def split_assigned_output(text: str, unit_start: int, name: str = "<template>") 
     if found is None or not _only_prepends(found[1], variable) or _mentions(found[0].node, variable):
         return None
     assign = found[0]
-    operands = _chain(assign.node, source)
+    operands = operand_chain(assign.node, source)
     derived = content_variables(source.ast) - {variable}
     split = next((k for k, op in enumerate(operands or []) if _reads_content(op, derived)), 0)
     spans = [source.spans.get(id(op)) for op in operands or []]
@@ -300,3 +302,65 @@ def inline_macro_call(text: str, unit_start: int, name: str = "<template>") -> s
     inlined = (f"{{%{first.mod or '+'} with {', '.join(bindings)} {open_end.mod}%}}{body}"
                f"{{%{closing.mod} endwith {last.mod or '+'}%}}")
     return text[: first.start] + inlined + text[last.core_end :]
+
+
+# ---------------------------------------------------------------- split off the prompt's text at run time
+#
+# Some templates write a turn's prefill and its output in one value: Hy3's ``content`` starts with the
+# empty think block the generation prompt prefills, Kimi-K3's ``render_assistant(...)`` with the think
+# opener it prefills. No operand boundary falls where the output starts, so the value is cut where it is
+# printed, by the text the prompt writes there:
+#
+#     {{ E }}   becomes   {% set V = E %}{% if V is string and V.startswith(P) %}{{ V[:n] }}{{ V[n:] }}
+#                         {% else %}{{ V }}{% endif %}
+#
+# with P that text (n its length; one ``elif`` per further P, longest first). ``E`` is evaluated once,
+# where it was, so the same text comes out in the same order. Only what the generation prompt prefills
+# after the turn's header is cut (the rule says it is prompt on every turn alike): P must be written by
+# the prompt after its start, and end where the prompt ends or one of its tags or lines ends (Hy3 writes
+# its think opener alone before a reasoning). An output that writes the role header itself with the
+# content is not cut this way (a header is not prefill). The patch is then verified like any other.
+
+_PREFIX_NAME = "wai_out"
+_MAX_PREFIXES = 3
+
+
+def prompt_pieces(generation_prompt: str) -> set[str]:
+    """Where the generation prompt's text may stop: its end, and the end of each of its tags and lines."""
+    return {generation_prompt[:j] for j in range(1, len(generation_prompt) + 1)
+            if j == len(generation_prompt) or generation_prompt[j - 1] in ">\n"}
+
+
+def _prefilled(prefix: str, generation_prompt: str) -> bool:
+    """Whether the generation prompt writes ``prefix`` after its start (so another output wrote the turn's
+    header) and ends it where the prompt ends or one of its tags or lines ends."""
+    return any(len(piece) > len(prefix) and piece.endswith(prefix) for piece in prompt_pieces(generation_prompt))
+
+
+def split_prompt_prefix(text: str, unit_start: int, prefixes: frozenset[str], generation_prompt: str | None,
+                        name: str = "<template>") -> str | None:
+    """``text`` with the output at ``unit_start`` printed through a variable that is cut after the text
+    the generation prompt writes there.
+
+    Returns None unless every execution that writes generated text writes before it nothing or text the
+    generation prompt prefills after the turn's header (at most three such texts).
+    """
+    written = sorted({p for p in prefixes if p}, key=len, reverse=True)
+    if not generation_prompt or not written or len(written) > _MAX_PREFIXES:
+        return None
+    if not all(_prefilled(prefix, generation_prompt) for prefix in written):
+        return None
+    source = parse_located(text, name)
+    unit = _find_unit(source, unit_start)
+    tag = None if unit is None or unit.is_data else source.tag_range(unit.node)
+    expression = None if unit is None else source.expr_text(unit.node)
+    if tag is None or expression is None or expression.startswith(_PREFIX_NAME):
+        return None  # (an output this rewrite wrote: cut once, it is refused as it is)
+    first, last = tag
+    v = next(f"{_PREFIX_NAME}{k}" for k in range(1, len(text) + 2) if f"{_PREFIX_NAME}{k}" not in text)
+    branches = "".join(
+        f"{{% {'if' if k == 0 else 'elif'} {v} is string and {v}.startswith({json.dumps(p, ensure_ascii=False)}) %}}"
+        f"{{{{ {v}[:{len(p)}] }}}}{{{{ {v}[{len(p)}:] }}}}" for k, p in enumerate(written))
+    rewritten = (f"{{%{first.mod or '+'} set {v} = {expression} %}}{branches}"
+                 f"{{% else %}}{{{{ {v} }}}}{{% endif {last.mod or '+'}%}}")
+    return text[: first.start] + rewritten + text[last.core_end :]
