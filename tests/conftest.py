@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from tests.support.s3_server import s3, s3_server  # noqa: F401  (fixtures: a bucket on a local S3-protocol server)
+
 # Every Ray runtime the suite starts (tests/support/ray_session.py, tests/support/ray_cluster.py, the CLI in subprocesses)
 # listens on 127.0.0.1 only: Ray reads this when it is first imported and then binds its GCS, raylets, object
 # managers and workers to the loopback address instead of every interface.

@@ -21,7 +21,8 @@ import whileai_datasets.builders
 STAGES = (
     ("base", ("whileai_datasets.errors", "whileai_datasets._typing", "whileai_datasets._options",
               "whileai_datasets.option_names", "whileai_datasets._gc",
-              "whileai_datasets._version", "whileai_datasets._files", "whileai_datasets._compat",
+              "whileai_datasets._version", "whileai_datasets._files", "whileai_datasets._storage",
+              "whileai_datasets._compat",
               "whileai_datasets.data", "whileai_datasets.templates")),
     ("rows", ("whileai_datasets.rows",)),
     ("reading", ("whileai_datasets.reading",)),

@@ -171,10 +171,10 @@ def refuse_uri(path: str | os.PathLike[str]) -> None:
     found = _URI.match(os.fspath(path))
     if found:
         raise ExportFormatError(
-            f"{found['scheme']}:// URIs are not read or written here: expected a path on this machine",
+            f"{found['scheme']}:// URIs are not written by this writer: expected a path on this machine",
             location=os.fspath(path),
-            hint="Copy the objects to local disk, or mount the bucket (mountpoint-s3, gcsfuse, s3fs-fuse) on "
-                 "every node and pass the mounted path.",
+            hint="Write to a local path; export_dataset and the Ray export take an output URI themselves "
+                 "(written locally, then uploaded).",
         )
 
 

@@ -40,7 +40,7 @@ def test_same_names_and_signatures_as_whileai() -> None:
     import whileai.simulations as wai
 
     assert whileai_datasets.export_dataset is whileai_datasets.export_training
-    added = {"export_dataset": ["weights", "on_bad_row"], "export_preference": []}  # our own options, after all of whileai's
+    added = {"export_dataset": ["weights", "on_bad_row", "filesystem"], "export_preference": []}  # our own options, after all of whileai's
     for name in ("export_dataset", "export_preference"):
         ours = list(inspect.signature(getattr(whileai_datasets, name)).parameters.values())
         theirs = inspect.signature(getattr(wai, name)).parameters

@@ -48,6 +48,11 @@ class ThreeNodes:
             finally:
                 self.cluster._shutdown_at_exit = True
 
+    def kill_head(self) -> None:
+        """Kill the head node (its GCS and raylet, and with them the node a driver connected to it runs on), at
+        once."""
+        self.cluster.remove_node(self.cluster.head_node, allow_graceful=False)
+
     @contextlib.contextmanager
     def kill_when(self, ready: Callable[[], bool]) -> Iterator[None]:
         """While the block runs, a thread kills a worker node as soon as ``ready()`` holds (polled every
@@ -92,8 +97,9 @@ def started_processes() -> set[int]:
 
 
 @contextlib.contextmanager
-def three_nodes() -> Iterator[ThreeNodes]:
-    """Start the cluster, connect this process's driver to it, and tear it all down afterwards.
+def three_nodes(*, connect: bool = True) -> Iterator[ThreeNodes]:
+    """Start the cluster, connect this process's driver to it (unless not ``connect``: a test whose driver runs
+    in a process of its own), and tear it all down afterwards.
 
     Raises:
         AssertionError: a process the cluster started is still alive after the teardown.
@@ -110,8 +116,9 @@ def three_nodes() -> Iterator[ThreeNodes]:
         for _ in range(2):
             cluster.add_node(num_cpus=1, object_store_memory=NODE_MEMORY)
         cluster.wait_for_nodes()
-        ray.init(address=cluster.address, log_to_driver=True)
-        ray.data.DataContext.get_current().enable_progress_bars = False
+        if connect:
+            ray.init(address=cluster.address, log_to_driver=True)
+            ray.data.DataContext.get_current().enable_progress_bars = False
         yield ThreeNodes(cluster)
     finally:
         ray.shutdown()

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import glob
 import gzip
+import io
 import os
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from whileai_datasets._storage import LOCAL, Storage
 from whileai_datasets.auditing.audit_report import Audit
 from whileai_datasets.reading import file_kind
 from whileai_datasets.reading.json_array import iter_json_array_rows
@@ -38,21 +40,22 @@ def counts_lines(path: str) -> bool:
     return path.endswith((".jsonl", ".jsonl.gz", ".json"))
 
 
-def _json_array(path: str) -> bool:
+def _json_array(path: str, store: Storage = LOCAL) -> bool:
     """A ``.json`` file holding one array: its rows are its elements, not its lines."""
-    with open(path, "rb") as handle:
+    with store.open(path) as handle:
         return file_kind.is_json_array(path, handle)
 
 
-def _row_lines(path: str) -> Iterator[int]:
+def _row_lines(path: str, store: Storage = LOCAL) -> Iterator[int]:
     """The line each row of ``path`` starts on, in order: a JSONL file's non-blank lines, or the elements of
     a JSON array (read as the reader reads them; an element it cannot store still counts as a row's place)."""
-    if path.endswith(".json") and _json_array(path):
-        with open(path, "rb") as handle:
+    if path.endswith(".json") and _json_array(path, store):
+        with store.open(path) as handle:
             for ctx, _ in iter_json_array_rows(handle, os.path.basename(path)):
                 yield ctx.line
         return
-    with gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8") as lines:
+    with store.open(path) as raw, (gzip.open(raw, "rt", encoding="utf-8") if path.endswith(".gz")
+                                   else io.TextIOWrapper(raw, encoding="utf-8")) as lines:
         yield from (number for number, line in enumerate(lines, 1) if line.strip())
 
 
@@ -106,25 +109,25 @@ def _left_out(skipped: dict[str, Any] | None) -> tuple[set[tuple[str, int]], boo
     return lines, len(lines) == int(skipped["count"])
 
 
-def lines_of(path: str, places: Iterable[int]) -> dict[int, int]:
+def lines_of(path: str, places: Iterable[int], store: Storage = LOCAL) -> dict[int, int]:
     """Per place of a row in ``path`` as the Ray reader keeps it (a JSONL line's byte offset, a JSON array's
     element index), the line the row starts on."""
-    if not (path.endswith(".json") and _json_array(path)):
-        return lines_at(path, places)
+    if not (path.endswith(".json") and _json_array(path, store)):
+        return lines_at(path, places, store)
     wanted = set(places)
     out: dict[int, int] = {}
-    for index, line in zip(range(max(wanted, default=-1) + 1), _row_lines(path)):
+    for index, line in zip(range(max(wanted, default=-1) + 1), _row_lines(path, store)):
         if index in wanted:
             out[index] = line
     return out
 
 
-def lines_at(path: str, offsets: Iterable[int]) -> dict[int, int]:
+def lines_at(path: str, offsets: Iterable[int], store: Storage = LOCAL) -> dict[int, int]:
     """Per byte offset of a line start in JSONL ``path`` (decompressed), its line number: one read of the
     file up to the last offset, counting newlines (the Ray audit keeps each named row's offset)."""
     out: dict[int, int] = {}
     newlines = done = 0
-    with (gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")) as handle:
+    with store.open(path) as raw, (gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw) as handle:
         for offset in sorted(set(offsets)):
             while done < offset:
                 chunk = handle.read(min(1 << 20, offset - done))

@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from whileai_datasets._options import TrainingOptions
+from whileai_datasets._storage import Storage
 from whileai_datasets.auditing import counting
 from whileai_datasets.auditing.audit_report import Audit
 from whileai_datasets.auditing.locations import count_unreadable, counts_lines, lines_of, named_rows
@@ -63,17 +64,19 @@ class Block:
 
 def audit_on_ray(source: Any, *, tokenizer: Any, template: Any, options: TrainingOptions, on_bad_row: str = "raise",
                  progress: Callable[[int, int | None], None] | None = None, concurrency: int | None = None,
-                 range_bytes: int | None = None, block_bytes: int | None = None) -> Audit:
+                 range_bytes: int | None = None, block_bytes: int | None = None, filesystem: Any = None) -> Audit:
     """The audit of ``source`` (files as ``ray_engine.read_whileai`` takes them) on the Ray runtime this
     process is connected to (a local one is started when none is), with ``counting.checked_options``.
 
     ``tokenizer``: an object, a directory or Hub id, or a zero-argument factory, built once per actor.
     ``concurrency``: actors in the pool (default: the cluster's CPUs less one, at least one).
     ``range_bytes``, ``block_bytes``: as ``read_whileai``; a block is what one actor counts at a time.
+    ``filesystem``: as ``read_whileai``: opens URI sources (``s3://bucket/prefix/``).
     """
     ray = _ray()  # imported, not started: bad input is refused first
     from whileai_datasets.ray_engine import block_counts
     from whileai_datasets.ray_engine import source as ray_source
+    from whileai_datasets.ray_engine import source_files
     from whileai_datasets.ray_engine.tokenizing import build_tokenizer
 
     if not isinstance(source, (str, os.PathLike)):
@@ -81,19 +84,21 @@ def audit_on_ray(source: Any, *, tokenizer: Any, template: Any, options: Trainin
             f"the Ray audit reads files, got {type(source).__name__}", location="engine='ray'",
             hint="Pass a file, a glob or a directory of JSONL/Parquet files, or audit rows in memory with "
                  "engine='local'.")
-    paths = tuple(ray_source.expand_paths(source))
+    paths = tuple(source_files.expand_paths(source, filesystem=filesystem))
+    storage = Storage(filesystem)
     built = build_tokenizer(tokenizer) if tokenizer is not None else None
     chat, _, facts = counting.prepare(built, template, options)  # bad options and templates fail here, once
     tools_json = json.dumps(options.tools, ensure_ascii=False) if options.tools else None
     files = ray_source.WhileaiFiles(paths, range_bytes=range_bytes or ray_source.RANGE_BYTES,
-                                    block_bytes=block_bytes or ray_source.BLOCK_BYTES)
+                                    block_bytes=block_bytes or ray_source.BLOCK_BYTES, storage=storage)
     totals = Totals(counting.new_audit(counting.source_name(source), options, on_bad_row, 0, built is not None,
-                                       facts))
+                                       facts), storage=storage)
     if not ray.is_initialized():
         ray.init()
     collector = block_counts.collector_on_this_node()
     try:
-        setup = (paths, tokenizer, chat, options, on_bad_row, tools_json, facts, block_counts.Reporter(collector))
+        setup = (paths, tokenizer, chat, options, on_bad_row, tools_json, facts, block_counts.Reporter(collector),
+                 storage)
         blocks = ray.data.read_datasource(files, override_num_blocks=files.n_tasks())
         counted = blocks.map_batches(AuditBlocks, batch_format="pyarrow", batch_size=None, num_cpus=1,
                                      concurrency=concurrency or _pool(ray), fn_constructor_args=setup)
@@ -130,14 +135,15 @@ class AuditBlocks:
     """The actor: the tokenizer built once, then each raw block read and counted (``Block``)."""
 
     def __init__(self, paths: tuple[str, ...], tokenizer: Any, chat: Any, options: TrainingOptions,
-                 on_bad_row: str, tools_json: str | None, facts: Any, reporter: Any) -> None:
+                 on_bad_row: str, tools_json: str | None, facts: Any, reporter: Any, storage: Any = None) -> None:
         from whileai_datasets.ray_engine import source as ray_source
         from whileai_datasets.ray_engine.tokenizing import build_tokenizer
 
         built = build_tokenizer(tokenizer) if tokenizer is not None else None
         self.transform = counting.transform_of(built, chat, options)
         system = str(options.system_prompt or "")
-        self.normalize = ray_source.Normalize(paths, "default", Options(system_prompt=system))
+        self.normalize = ray_source.Normalize(paths, "default", Options(system_prompt=system),
+                                              storage=storage or Storage())
         self.options, self.on_bad_row, self.tools_json = options, on_bad_row, tools_json
         self.facts, self.reporter = facts, reporter
 
@@ -174,13 +180,14 @@ class AuditBlocks:
 
     def _located(self, err: TemplateError, keys: tuple[np.ndarray, np.ndarray]) -> TemplateError:
         """``tokenize``'s error on the block's row N ("row N: ..."), naming the row's file and line instead."""
-        from whileai_datasets.ray_engine import source as ray_source
+        from whileai_datasets.ray_engine import source_files
 
         head, _, rest = err.problem.partition(": ")
         if not (head.startswith("row ") and head[4:].isdigit()):
             return err
         row = int(head[4:])
-        where = ray_source.row_context(self.normalize.paths[int(keys[0][row])], int(keys[1][row])).at()
+        where = source_files.row_context(self.normalize.paths[int(keys[0][row])], int(keys[1][row]),
+                                         self.normalize.storage).at()
         return type(err)(f"{where}: {rest}", location=err.location, hint=err.hint)
 
 
@@ -198,6 +205,7 @@ class Totals:
     places: dict[tuple[Key, int], Key] = field(default_factory=dict)
     bad_count: int = 0
     first_error: tuple[Key, str] | None = None
+    storage: Storage = field(default_factory=Storage)
 
     def add(self, block: Block) -> None:
         found, part = self.found, block.found
@@ -277,7 +285,8 @@ class Totals:
         """File and line of each row kept, as the local audit gives them (lines for JSONL files and JSON arrays)."""
         rows = {starts[key][0] + row: place for (key, row), place in self.places.items()}
         files = {i: paths[i] for i in {file for file, _ in rows.values()} if counts_lines(paths[i])}
-        lines = {i: lines_of(path, [pos for file, pos in rows.values() if file == i]) for i, path in files.items()}
+        lines = {i: lines_of(path, [pos for file, pos in rows.values() if file == i], self.storage)
+                 for i, path in files.items()}
         return {row: {"row": row, "file": files.get(file), "line": lines[file][pos] if file in files else None}
                 for row, (file, pos) in sorted(rows.items())}
 

@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from whileai_datasets import _storage
 from whileai_datasets._options import check_choice
 from whileai_datasets._typing import Engine, ExportFormat, MaskMode, OnBadRow
 from whileai_datasets.auditing import counting
@@ -45,6 +46,7 @@ def audit(
     config: str = "canonical",
     split: str = "train",
     revision: str | None = None,
+    filesystem: Any = None,
 ) -> Audit:
     """See what a dataset will train before training it: every row through the export's pipeline and
     ``tokenize``, counted.
@@ -96,8 +98,11 @@ def audit(
         from whileai_datasets.auditing.on_ray import audit_on_ray
 
         return audit_on_ray(source, tokenizer=tokenizer, template=template, options=options, on_bad_row=on_bad_row,
-                            progress=progress)
+                            progress=progress, filesystem=filesystem)
     name = counting.source_name(source)
+    uri = os.fspath(source) if _storage.is_uri(source) and hub_source.hub_repo(source) is None else None
+    if uri is not None:  # read from a local copy; the audit names the objects
+        source = _storage.local_copy(uri, filesystem)
     source, label = hub_source.resolve(source, config=config, split=split, revision=revision)
     with warnings.catch_warnings():  # an audit counts unreadable rows (the finding "unreadable"), it does not stop
         warnings.simplefilter("ignore", BadRowsWarning)
@@ -115,5 +120,8 @@ def audit(
     run.finish()
     if isinstance(source, (str, os.PathLike)):
         found.locations = locate(source, named_rows(found), src.bad_rows if unread else None)
+        if uri is not None:
+            for where in found.locations.values():
+                where["file"] = _storage.named_as_given(where["file"], uri)
     return found
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from whileai_datasets import _files
+from whileai_datasets import _storage
 from whileai_datasets._options import TrainingOptions, one_of
 from whileai_datasets._typing import ExportFormat, MaskMode, MessageWeights
 from whileai_datasets.cli import bad_rows as bad_rows_cli
@@ -34,9 +34,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "to OUT (.parquet for Parquet, else JSONL), with the same rows and report as "
         "whileai.simulations.export_dataset.",
     )
-    parser.add_argument("source", metavar="IN", type=local_path,
-                        help="whileai rows (.jsonl, .jsonl.gz, .json: an array or one row per line, or .parquet)")
-    parser.add_argument("output", metavar="OUT", type=local_path, help="the file to write (.parquet or .jsonl)")
+    parser.add_argument("source", metavar="IN", type=path_or_uri,
+                        help="whileai rows (.jsonl, .jsonl.gz, .json: an array or one row per line, or .parquet); "
+                             "a URI (s3://bucket/key, gs://...) is read through pyarrow.fs / fsspec")
+    parser.add_argument("output", metavar="OUT", type=path_or_uri,
+                        help="the file to write (.parquet or .jsonl), or a URI to upload it to")
     add_row_options(parser)
     parser.add_argument("--format", metavar=one_of(ExportFormat), default="openai", help="wire shape (default: %(default)s)")
     parser.add_argument("--unroll", action="store_true", help="one sample per assistant turn")
@@ -255,11 +257,7 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def local_path(text: str) -> Path:
-    """An argument naming a path on this machine; a URI (``s3://bucket/key``) is refused by name, before
-    ``Path`` would fold it into a local ``s3:/bucket`` path."""
-    try:
-        _files.refuse_uri(text)
-    except ExportFormatError as err:
-        raise argparse.ArgumentTypeError(str(err)) from err
-    return Path(text)
+def path_or_uri(text: str) -> Path | str:
+    """An argument naming a path on this machine, or a URI (``s3://bucket/key``) kept as text: ``Path``
+    would fold it into a local ``s3:/bucket`` path."""
+    return text if _storage.is_uri(text) else Path(text)

@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
 
+from whileai_datasets import _storage
 from whileai_datasets.cli import bad_rows as bad_rows_cli
 from whileai_datasets.cli import export as export_cli
 from whileai_datasets.cli import ray_options as ray_cli
@@ -39,8 +40,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "trains exactly (prompt/completion rows, one per loss-carrying assistant turn), the canonical rows, "
         "and a dataset card. The repo is private unless --public is given. The token is HF_TOKEN or the "
         "`hf auth login` one.")
-    parser.add_argument("source", metavar="SOURCE", type=export_cli.local_path,
-                        help="a .parquet file, whileai rollouts (.jsonl, .json), or a folder written by save_to_disk")
+    parser.add_argument("source", metavar="SOURCE", type=export_cli.path_or_uri,
+                        help="a .parquet file, whileai rollouts (.jsonl, .json), or a folder written by "
+                             "save_to_disk; a URI (s3://bucket/key, gs://...) is read through pyarrow.fs / fsspec")
     parser.add_argument("repo_id", metavar="REPO_ID", help="namespace/name (a bare name goes to your namespace)")
     parser.add_argument("--public", action="store_true", help="create (or push to) a public repo")
     parser.add_argument("--split-by", metavar="KEY", help="hold out whole groups of KEY (e.g. scenario_id)")
@@ -80,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _push(args: argparse.Namespace) -> Any:
+    if _storage.is_uri(args.source):  # the local engine reads a local copy of the object
+        args.source = Path(_storage.local_copy(args.source))
     data = _rows(args)
     pairs = load_source(args.preference, config="preference") if args.preference else None
     if args.split_by:
@@ -111,7 +115,9 @@ def _push_on_ray(args: argparse.Namespace) -> Any:
         if value:
             raise PublishError(f"{flag} is not available with --engine ray", location=flag,
                                hint="Publish with --engine local for that")
-    if args.source.suffix.lower() == ".parquet" or args.source.is_dir() and (args.source / "state.json").exists():
+    source = Path(args.source) if not _storage.is_uri(args.source) else None
+    if PurePosixPath(str(args.source)).suffix.lower() == ".parquet" or (
+            source is not None and source.is_dir() and (source / "state.json").exists()):
         raise PublishError("--engine ray reads whileai rollouts (.jsonl), and SOURCE holds exported rows",
                            location=str(args.source), hint="Publish exported rows with --engine local")
     system, tools = export_cli.row_inputs(args)

@@ -34,6 +34,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import posixpath
+import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -41,7 +44,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from whileai_datasets import option_names
+from whileai_datasets import _files, _storage, option_names
 from whileai_datasets._options import TrainingOptions, check_choice, check_flag
 from whileai_datasets._typing import ExportFormat, MaskMode, MessageWeights, OnBadRow
 from whileai_datasets.columnar import _arrow
@@ -73,6 +76,7 @@ def export_training(
     push_to: str | None = None,
     weights: MessageWeights | None = None,
     on_bad_row: OnBadRow | None = None,
+    filesystem: Any = None,
 ) -> dict[str, Any]:
     """Write training rows as whileai's ``export_dataset`` does, gated, and return its report.
 
@@ -103,6 +107,10 @@ def export_training(
             cannot be read, naming its file, line and key; ``"skip"`` leaves such rows out (a
             ``BadRowsWarning`` says how many) and the report gains ``bad_rows`` (count, first
             error, locations).
+        filesystem: A ``pyarrow.fs.FileSystem`` or ``fsspec`` filesystem for a URI ``source`` or
+            ``output`` (``s3://bucket/key``); by default the URI's scheme picks one, with credentials
+            from the environment. A URI source is copied to a temp folder and read from there; a URI
+            output is written locally, then uploaded whole.
     Returns:
         whileai's report: ``n``, ``format``, ``with_system``, ``with_tools``,
         ``groups``, ``tool_call_roundtrip``, ``mask_mode``, ``unrolled``,
@@ -127,16 +135,20 @@ def export_training(
     options = TrainingOptions(
         system_prompt=system_prompt, tools=tools, strip_think=strip_think, validate=validate, mask_mode=mask_mode,
         unroll=unroll, max_tool_output_chars=max_tool_output_chars, format=format, weights=weights)
-    return run_training(source, output, options, push_to=push_to, on_bad_row=on_bad_row)
+    return run_training(source, output, options, push_to=push_to, on_bad_row=on_bad_row, filesystem=filesystem)
 
 
 export_dataset = export_training
 
 
 def run_training(source: Any, output: str | None, options: TrainingOptions, *, push_to: str | None = None,
-                 on_bad_row: OnBadRow | None = None, progress: Progress | None = None) -> dict[str, Any]:
+                 on_bad_row: OnBadRow | None = None, progress: Progress | None = None,
+                 filesystem: Any = None) -> dict[str, Any]:
     """``export_training`` with its options made, and a progress callback (source rows done per chunk)."""
     bad_rows = "raise" if on_bad_row is None else check_choice(on_bad_row, "on_bad_row", OnBadRow)
+    if _storage.is_uri(source) or _storage.is_uri(output):
+        return _on_objects(source, output, options, push_to=push_to, on_bad_row=on_bad_row, progress=progress,
+                           filesystem=filesystem)
     overwrite.refuse_overwrite(output, overwrite.input_paths(source))
     # opened before the source is read: an export to the same path that finishes meanwhile is noticed at commit
     writer = export_writer.open_writer(output, export_writer.TRAINING_NULLS) if output else None
@@ -157,6 +169,26 @@ def run_training(source: Any, output: str | None, options: TrainingOptions, *, p
     if push_to:
         report["hub"] = pushing.push_rows(report["path"], push_to, report, src.chunks(),
                                           _canonical_rows(src, groups, options))
+    return report
+
+
+def _on_objects(source: Any, output: str | None, options: TrainingOptions, *, filesystem: Any,
+                **given: Any) -> dict[str, Any]:
+    """The export with a URI source (read from a local copy) or output (written to a local temp file,
+    then uploaded whole: the object appears complete or not at all)."""
+    if output is None and _storage.is_uri(source):
+        output = sources.default_output(os.fspath(source))
+    overwrite.refuse_overwrite(output, overwrite.input_paths(source))
+    if _storage.is_uri(output):
+        _storage.check_bucket(os.fspath(output), filesystem, writing=True)
+    local = _storage.local_copy(os.fspath(source), filesystem) if _storage.is_uri(source) else source
+    if not _storage.is_uri(output):
+        return run_training(local, output, options, **given)
+    with tempfile.TemporaryDirectory(prefix=f"whileai-{_files.owner_tag()}") as folder:
+        written = os.path.join(folder, posixpath.basename(os.fspath(output)))
+        report = run_training(local, written, options, **given)
+        _storage.upload(written, os.fspath(output), filesystem)
+    report["path"] = os.fspath(output)
     return report
 
 

@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from whileai_datasets import _files
+from whileai_datasets import _storage
 from whileai_datasets.errors import ExportFormatError
 
 
@@ -44,8 +44,10 @@ def refuse_overwrite(
     """
     if output is None:
         return
-    _files.refuse_uri(output)  # before anything folds s3://bucket into a local s3:/bucket path
     out = os.fspath(output)
+    if _storage.is_uri(out):  # never folded into a local s3:/bucket path
+        _refuse_object_overwrite(out, inputs, directory)
+        return
     for given in inputs:
         if given is None or not os.path.exists(given):
             continue  # what does not exist cannot be written over
@@ -53,6 +55,17 @@ def refuse_overwrite(
         reason = _same_file(out, source) or (_inside(out, source) if directory else None)
         if reason is not None:
             raise _refusal(out, source, reason, directory)
+
+
+def _refuse_object_overwrite(out: str, inputs: Iterable[str | os.PathLike[str] | None], directory: bool) -> None:
+    """An output URI is an input URI spelled the same (or, for a directory, a prefix of one)."""
+    prefix = out.rstrip("/") + "/"
+    for given in inputs:
+        source = os.fspath(given) if given is not None else ""
+        if source.rstrip("/") == out.rstrip("/"):
+            raise _refusal(out, source, "the same URI", directory)
+        if directory and source.startswith(prefix):
+            raise _refusal(out, source, "the output prefix contains it, and the export replaces that prefix", True)
 
 
 def _same_file(target: str, source: str) -> str | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import posixpath
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from whileai_datasets import _files, option_names
+from whileai_datasets import _storage, option_names
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError
 from whileai_datasets.reading.reader import BadRows, iter_tables
@@ -203,7 +204,6 @@ def load_path(path: str, system: str, on_bad_row: str = "raise", *, patterns: bo
             raise ExportFormatError("no file matches this pattern", location=path,
                                     hint="Pass a glob that matches JSONL, JSON or Parquet exports.")
     elif not os.path.exists(path):
-        _files.refuse_uri(path)
         raise ExportFormatError("no such file", location=path, hint="Pass an existing JSONL, JSON or Parquet export.")
     return datasets.load_dataset(
         "whileai/export", data_files=files, split="train", system_prompt=system or None, leak_facts=True,
@@ -291,6 +291,9 @@ def prepend(lists: pa.Array, head: pa.Array, where: np.ndarray) -> pa.ListArray:
 
 
 def default_output(path: str) -> str:
-    """whileai's default output next to a path source: ``<name>.train<suffix>``."""
+    """whileai's default output next to a path source: ``<name>.train<suffix>`` (beside an object, for a URI)."""
+    if _storage.is_uri(path):
+        stem, suffix = posixpath.splitext(path)
+        return stem + ".train" + (suffix or ".jsonl")
     source = Path(path)
     return str(source.with_name(source.stem + ".train" + (source.suffix or ".jsonl")))

@@ -21,6 +21,7 @@ from typing import Any
 
 from huggingface_hub import DatasetCard, DatasetCardData
 
+from whileai_datasets import _storage
 from whileai_datasets.columnar._portable import registered_feature_types
 from whileai_datasets.errors import PublishError
 from whileai_datasets.hub.card_configs import config_views
@@ -51,10 +52,15 @@ class SourceFile:
     sha256: str
 
 
-def hash_sources(paths: Iterable[str | os.PathLike[str]]) -> list[SourceFile]:
-    """sha256 of each file; a directory contributes each file under it, named relative to it."""
+def hash_sources(paths: Iterable[str | os.PathLike[str]], *, filesystem: Any = None) -> list[SourceFile]:
+    """sha256 of each file; a directory contributes each file under it, named relative to it; an object
+    (``s3://bucket/key``) is read through ``_storage`` (``filesystem``, or its scheme's default)."""
     found: list[SourceFile] = []
     for raw in paths:
+        if _storage.is_uri(raw):
+            with _storage.open_input(os.fspath(raw), filesystem) as handle:
+                found.append(_hash_stream(handle, os.fspath(raw).rsplit("/", 1)[-1]))
+            continue
         path = Path(raw)
         if path.is_dir():
             files = sorted(p for p in path.rglob("*") if p.is_file())
@@ -68,11 +74,17 @@ def hash_sources(paths: Iterable[str | os.PathLike[str]]) -> list[SourceFile]:
 
 
 def _hash_file(path: Path, name: str) -> SourceFile:
-    digest = hashlib.sha256()
     with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return SourceFile(name=name, size=path.stat().st_size, sha256=digest.hexdigest())
+        return _hash_stream(fh, name)
+
+
+def _hash_stream(handle: Any, name: str) -> SourceFile:
+    digest = hashlib.sha256()
+    size = 0
+    for block in iter(lambda: handle.read(1 << 20), b""):
+        digest.update(block)
+        size += len(block)
+    return SourceFile(name=name, size=size, sha256=digest.hexdigest())
 
 
 def package_versions() -> dict[str, str]:

@@ -13,6 +13,7 @@ import os
 import re
 from typing import Any
 
+from whileai_datasets import _storage
 from whileai_datasets.errors import ExportFormatError
 from whileai_datasets.hub.configs import CANONICAL
 
@@ -33,7 +34,8 @@ def hub_repo(source: Any) -> tuple[str, str | None] | None:
     explicit = text.startswith(HF_PREFIX)
     if explicit:
         text = text[len(HF_PREFIX):]
-    elif os.path.exists(text) or text.lower().endswith(_FILE_ENDINGS) or any(c in text for c in "*?["):
+    elif (_storage.is_uri(text) or os.path.exists(text) or text.lower().endswith(_FILE_ENDINGS)
+          or any(c in text for c in "*?[")):
         return None
     match = _REPO.match(text)
     if match is None:

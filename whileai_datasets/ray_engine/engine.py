@@ -12,6 +12,7 @@ import pyarrow as pa
 import ray
 import ray.data
 
+from whileai_datasets import _storage
 from whileai_datasets._options import TrainingOptions, check_choice, choices
 from whileai_datasets._typing import ExportFormat, MaskMode
 from whileai_datasets.columnar import _arrow
@@ -20,6 +21,7 @@ from whileai_datasets.export import overwrite, pipeline, refusals, reports
 from whileai_datasets.ray_engine import block_counts
 from whileai_datasets.ray_engine import output as ray_output
 from whileai_datasets.ray_engine import source as ray_source
+from whileai_datasets.ray_engine import source_files
 from whileai_datasets.ray_engine.groups import GroupLookup, group_table, stamp_groups
 from whileai_datasets.rows.canonical import Options
 
@@ -48,6 +50,7 @@ def read_whileai(
     row_key: bool = False,
     range_bytes: int = ray_source.RANGE_BYTES,
     block_bytes: int = ray_source.BLOCK_BYTES,
+    filesystem: Any = None,
 ) -> Any:
     """whileai rows of any shape as a Ray dataset in the canonical schema.
 
@@ -60,7 +63,8 @@ def read_whileai(
         source: A file, a directory, a glob pattern, or a list of them
             (``.jsonl``/``.json``/``.ndjson``, optionally ``.gz``/``.bz2``/
             ``.xz``/``.zst``/``.lz4``, or ``.parquet``), on a filesystem every
-            node of the cluster mounts.
+            node of the cluster mounts, or URIs (``s3://bucket/prefix/``,
+            ``gs://...``: an object, a prefix or a glob) every node opens.
         config: ``"default"`` (training rows) or ``"preference"`` (pairs).
         system_prompt, tools, mask_mode, keep_message_keys: As the builder's.
         row_key: Add ``source_file`` (the path) and ``source_offset`` (the
@@ -69,6 +73,9 @@ def read_whileai(
             ``stamp_groups``.
         range_bytes: JSONL bytes per read task (the unit of parallelism).
         block_bytes: JSONL bytes per block (the unit ``map_batches`` sees).
+        filesystem: A ``pyarrow.fs.FileSystem`` or ``fsspec`` filesystem that
+            opens the URIs (pickled to the workers); by default each URI's
+            scheme picks one, with credentials from the environment.
     Returns:
         A lazy ``ray.data.Dataset``.
     Raises:
@@ -81,23 +88,23 @@ def read_whileai(
     check_choice(config, "config", RayConfig, hint="The raw config numbers rows by line, which Ray's byte-range "
                  "reading does not count: load it with load_dataset('whileai/export', 'raw', ...).")
     check_choice(mask_mode, "mask_mode", MaskMode)
-    paths = ray_source.expand_paths(source)
+    paths = source_files.expand_paths(source, filesystem=filesystem)
     options = Options(
         system_prompt=str(system_prompt or ""),
         tools=load_tools(tools),
         mask_mode=mask_mode,
         keep_message_keys=keep_message_keys,
     )
-    ds = _canonical(paths, config, options, None, range_bytes, block_bytes)
+    ds = _canonical(paths, config, options, None, (range_bytes, block_bytes), _storage.Storage(filesystem))
     return ds.map_batches(PublicKey(tuple(paths), row_key), batch_format="pyarrow", batch_size=None)
 
 
 def _canonical(
-    paths: Sequence[str], config: str, options: Options, report: Any, range_bytes: int, block_bytes: int
+    paths: Sequence[str], config: str, options: Options, report: Any, sizes: tuple[int, int], storage: Any
 ) -> Any:
     """Canonical rows with the private row key and raw-row columns."""
-    files = ray_source.WhileaiFiles(paths, range_bytes=range_bytes, block_bytes=block_bytes)
-    normalize = ray_source.Normalize(tuple(paths), config, options, report)
+    files = ray_source.WhileaiFiles(paths, range_bytes=sizes[0], block_bytes=sizes[1], storage=storage)
+    normalize = ray_source.Normalize(tuple(paths), config, options, report, storage)
     # one block stream per read task: Ray would otherwise cut the blocks to reach its default task count
     blocks = ray.data.read_datasource(files, override_num_blocks=files.n_tasks())
     return blocks.map_batches(normalize, batch_format="pyarrow", batch_size=None)
@@ -139,6 +146,7 @@ def export_training(
     row_key: bool = False,
     range_bytes: int = ray_source.RANGE_BYTES,
     block_bytes: int = ray_source.BLOCK_BYTES,
+    filesystem: Any = None,
 ) -> dict[str, Any]:
     """``whileai_datasets.export_dataset`` on Ray Data: same options, rows and report.
 
@@ -152,13 +160,16 @@ def export_training(
         output: A directory (replaced when the export succeeds) of part files
             ``part-00000.parquet``, ...; JSONL parts when it ends in
             ``.jsonl``. Concatenated in name order, the parts are the local
-            export's file.
+            export's file. A URI (``s3://bucket/prefix/out/``): the parts are
+            staged under a hidden prefix beside it and copied in once the
+            export succeeded (no shared mount is needed).
         system_prompt, tools, strip_think, validate, mask_mode, unroll,
         max_tool_output_chars, format: As ``export_dataset``.
         row_key: Write ``source_file`` / ``source_offset`` on every row.
         range_bytes, block_bytes: As ``read_whileai``; a read task's rows are
             one call of the transforms, so ``range_bytes`` bounds what one
             worker holds at a time.
+        filesystem: As ``read_whileai``; it opens the output URI too.
     Returns:
         ``export_dataset``'s report, with ``path`` (the directory) and
         ``n_written``. Where a row is named, the local export gives its index
@@ -174,28 +185,31 @@ def export_training(
     options = TrainingOptions.whileai_export(
         system_prompt=system_prompt, tools=tools, strip_think=strip_think, validate=validate, mask_mode=mask_mode,
         unroll=unroll, max_tool_output_chars=max_tool_output_chars, format=format)
-    return run_training(source, output, options, row_key=row_key, range_bytes=range_bytes, block_bytes=block_bytes)
+    return run_training(source, output, options, row_key=row_key, range_bytes=range_bytes, block_bytes=block_bytes,
+                        filesystem=filesystem)
 
 
 def run_training(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], output: str | os.PathLike[str],
                  options: TrainingOptions, *, row_key: bool = False, range_bytes: int = ray_source.RANGE_BYTES,
-                 block_bytes: int = ray_source.BLOCK_BYTES) -> dict[str, Any]:
+                 block_bytes: int = ray_source.BLOCK_BYTES, filesystem: Any = None) -> dict[str, Any]:
     """``export_training`` with its options made (``weights`` are the local export's only)."""
     if options.weights is not None:
         raise OptionError(f"weights are written by the local export, got weights={options.weights!r} on Ray",
                           location="weights", hint="Drop weights, or export with whileai_datasets.export_dataset.")
-    paths = ray_source.expand_paths(source)
+    paths = source_files.expand_paths(source, filesystem=filesystem)
     overwrite.refuse_overwrite(output, paths, directory=True)
-    dest = ray_output.destination(os.fspath(output))
+    dest = ray_output.destination(os.fspath(output), filesystem)
     tools_json = json.dumps(list(options.tools), ensure_ascii=False) if options.tools else None
-    staging = ray_output.staging(dest)
+    storage = _storage.Storage(filesystem)
+    staging = ray_output.staging(dest, filesystem)
     collector = block_counts.collector_on_this_node()
     try:
         with ray_output.ordered(), block_counts.surfaced(collector):
             reporter = block_counts.Reporter(collector)
             suffix = ".jsonl" if dest.lower().endswith(".jsonl") else ".parquet"
-            rows = _rows(paths, options, tools_json, (row_key, suffix == ".jsonl"), reporter, (range_bytes, block_bytes))
-            rows.write_datasink(ray_output.Parts(staging.path, suffix))
+            rows = _rows(paths, options, tools_json, (row_key, suffix == ".jsonl"), reporter,
+                         (range_bytes, block_bytes), storage)
+            rows.write_datasink(ray_output.Parts(staging.path, suffix, storage))
         parts = ray.get(collector.parts.remote())
         report = block_counts.report(parts, options)
         refusals.gate(report, options.validate)
@@ -215,16 +229,17 @@ def _rows(
     key_jsonl: tuple[bool, bool],
     reporter: block_counts.Reporter,
     sizes: tuple[int, int],
+    storage: _storage.Storage,
 ) -> Any:
     """The written rows as a lazy Ray dataset (groups computed first when they apply)."""
     system = str(options.system_prompt) if options.system_prompt else ""
-    canonical = _canonical(paths, "default", Options(system_prompt=system), reporter, *sizes)
+    canonical = _canonical(paths, "default", Options(system_prompt=system), reporter, sizes, storage)
     groups = None
     if not options.unroll:  # whileai never stamps unrolled samples
         canonical = canonical.materialize()
         table = group_table(canonical, order_by=(ray_source.FILE, ray_source.POS), n_rows=canonical.count())
         groups = ray.put(table) if table is not None else None
-    batches = TrainingBatches(options, tools_json, groups, reporter, tuple(paths), *key_jsonl)
+    batches = TrainingBatches(options, tools_json, groups, reporter, tuple(paths), *key_jsonl, storage=storage)
     # whole blocks: the read, the transforms and the write then run fused, a read task's rows at a time
     return canonical.map_batches(batches, batch_format="pyarrow", batch_size=None)
 
@@ -242,6 +257,7 @@ class TrainingBatches:
     paths: tuple[str, ...]
     row_key: bool
     jsonl: bool = False  # JSONL parts: keys in the local JSONL export's order
+    storage: _storage.Storage = _storage.LOCAL
 
     def __call__(self, table: pa.Table) -> pa.Table:
         try:
@@ -272,7 +288,7 @@ class TrainingBatches:
     def _no_messages(self, rows: pa.Table, index: int) -> ExportFormatError:
         file = int(_arrow.column(rows, ray_source.FILE)[index].as_py())
         pos = int(_arrow.column(rows, ray_source.POS)[index].as_py())
-        ctx = ray_source.row_context(self.paths[file], pos)
+        ctx = source_files.row_context(self.paths[file], pos, self.storage)
         return ExportFormatError(
             "schema_invalid in training_rows: messages_missing",
             location=ctx.at(),

@@ -37,6 +37,7 @@ from whileai_datasets.hub.publishing import PublishResult
 from whileai_datasets.ray_engine import block_counts
 from whileai_datasets.ray_engine import output as ray_output
 from whileai_datasets.ray_engine import source as ray_source
+from whileai_datasets.ray_engine import source_files
 from whileai_datasets.ray_engine.engine import SOURCE_FILE, SOURCE_OFFSET, read_whileai
 from whileai_datasets.transforms.think import strip_think
 from whileai_datasets.transforms.tool_output import truncate_tool_output
@@ -57,7 +58,7 @@ def publish_rollouts(
     strip_think: bool = True,
     max_tool_output_chars: int | None = None,
     split_key: str | None = None,
-    test_size: float | int = 0.1,
+    test_size: float = 0.1,
     seed: int = 0,
     names: tuple[str, str] = ("train", "holdout"),
     private: bool = True,
@@ -67,6 +68,7 @@ def publish_rollouts(
     staging: str | os.PathLike[str] | None = None,
     range_bytes: int = ray_source.RANGE_BYTES,
     block_bytes: int = ray_source.BLOCK_BYTES,
+    filesystem: Any = None,
 ) -> PublishResult:
     """Publish whileai rollouts (any row shape) to `repo_id` on Ray: what `whileai-datasets push` publishes.
 
@@ -80,6 +82,7 @@ def publish_rollouts(
         staging: Where the workers write the shards (a directory every node mounts); a temporary
             directory otherwise (right for a local Ray runtime).
         range_bytes, block_bytes: As `read_whileai`; a block's rows become one shard per config and split.
+        filesystem: As `read_whileai`: opens URI sources (`s3://bucket/prefix/`).
     Returns:
         `publish`'s result.
     Raises:
@@ -90,24 +93,24 @@ def publish_rollouts(
                                              max_tool_output_chars=max_tool_output_chars)
     found_token = publishing.resolve_token(token)
     rows = read_whileai(source, system_prompt=system_prompt, tools=tools, mask_mode=options.mask_mode, row_key=True,
-                        range_bytes=range_bytes, block_bytes=block_bytes)
+                        range_bytes=range_bytes, block_bytes=block_bytes, filesystem=filesystem)
     held = None
     if split_key:  # the groups are needed before the blocks are split: read the rows once, keep them
         rows = rows.materialize()
         held = _held_groups(rows, split_key, test_size, seed)
     api, repo_id, url, previous = publishing.open_repo(found_token, repo_id, private=private, revision=revision)
-    paths = tuple(ray_source.expand_paths(source))
+    paths = tuple(source_files.expand_paths(source, filesystem=filesystem))
     with tempfile.TemporaryDirectory(prefix="whileai-ray-publish-", dir=staging) as tmp:
         blocks = Blocks(paths, options.strip_think, options.max_tool_output_chars, split_key, held, names, tmp)
         built = _build(rows, blocks, Path(tmp))
         groups = _group_counts(rows, split_key, held, names) if split_key else None
         return publishing.commit_built(api, built, publishing.Publication(
             repo_id=repo_id, url=url, private=private, revision=revision, previous=previous,
-            commit_message=commit_message, sources=hash_sources(paths), split_key=split_key,
+            commit_message=commit_message, sources=hash_sources(paths, filesystem=filesystem), split_key=split_key,
             split_groups=groups), Path(tmp))
 
 
-def _held_groups(rows: Any, key: str, test_size: float | int, seed: int) -> pa.Array:
+def _held_groups(rows: Any, key: str, test_size: float, seed: int) -> pa.Array:
     keys = pa.array(rows.unique(key))
     return splits.held_out(keys, key, test_size=test_size, seed=seed)
 

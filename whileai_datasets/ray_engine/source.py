@@ -19,7 +19,6 @@ is counted only when there is an error to report.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -33,11 +32,20 @@ import pyarrow.parquet as pq
 from ray.data import Datasource, ReadTask
 from ray.data.block import BlockMetadata
 
-from whileai_datasets import _files
+from whileai_datasets import _storage
 from whileai_datasets._gc import gc_paused
-from whileai_datasets.errors import ExportFormatError, WhileaiError
+from whileai_datasets.errors import WhileaiError
 from whileai_datasets.ray_engine import json_arrays
-from whileai_datasets.reading import file_kind, read_errors
+from whileai_datasets.ray_engine.source_files import (
+    compression,
+    is_json_array,
+    is_parquet,
+    open_file,
+    open_stream,
+    reopen_decoded,
+    row_context,
+)
+from whileai_datasets.reading import read_errors
 from whileai_datasets.reading.reader import BadRows, parquet_rows, parse_line
 from whileai_datasets.rows.canonical import Chunk, Normalizer, Options
 from whileai_datasets.rows.normalize import RowContext
@@ -60,67 +68,27 @@ LOCATED = 5
 RANGE_BYTES = 16 << 20
 BLOCK_BYTES = 8 << 20
 
-_SUFFIXES = (".jsonl", ".json", ".ndjson", ".parquet")
-_COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd", ".lz4": "lz4", ".xz": "xz"}
-
-
-def expand_paths(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
-    """The files of ``source``: a file, a directory (its data files, sorted), a
-    glob pattern (sorted), or a list of those, in the order given."""
-    items = [source] if isinstance(source, (str, os.PathLike)) else list(source)
-    paths: list[str] = []
-    for item in items:
-        path = os.fspath(item)
-        if os.path.isdir(path):
-            found = sorted(os.path.join(path, n) for n in os.listdir(path) if _is_data_file(n))
-        elif glob.has_magic(path):
-            found = sorted(p for p in glob.glob(path) if os.path.isfile(p))
-        else:
-            found = [path] if os.path.isfile(path) else []
-        if not found:
-            _files.refuse_uri(path)
-            raise ExportFormatError(
-                "no such file (or no .jsonl/.parquet file in that directory or pattern)",
-                location=path,
-                hint="Pass existing JSONL or Parquet exports: a file, a directory, a glob or a list.",
-            )
-        paths.extend(found)
-    return paths
-
-
-def _is_data_file(name: str) -> bool:
-    lower = name.lower()
-    for suffix in _COMPRESSIONS:
-        lower = lower.removesuffix(suffix)
-    return lower.endswith(_SUFFIXES)
-
-
-def _compression(path: str) -> str | None:
-    return next((c for s, c in _COMPRESSIONS.items() if path.lower().endswith(s)), None)
-
-
-def _is_parquet(path: str) -> bool:
-    return file_kind.is_parquet_path(path)
-
 
 class WhileaiFiles(Datasource):
     """Raw blocks of whileai JSONL (plain or compressed) and Parquet files."""
 
-    def __init__(self, paths: Sequence[str], *, range_bytes: int = RANGE_BYTES, block_bytes: int = BLOCK_BYTES) -> None:
+    def __init__(self, paths: Sequence[str], *, range_bytes: int = RANGE_BYTES, block_bytes: int = BLOCK_BYTES,
+                 storage: _storage.Storage = _storage.LOCAL) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.paths = list(paths)
+        self.storage = storage
         self.range_bytes = max(1, range_bytes)
         self.block_bytes = max(1, block_bytes)
 
     def estimate_inmemory_data_size(self) -> int | None:
-        return sum(os.path.getsize(p) for p in self.paths)
+        return sum(self.storage.size(p) for p in self.paths)
 
     def get_read_tasks(
         self, parallelism: int, per_task_row_limit: int | None = None, data_context: Any = None
     ) -> list[ReadTask]:
         tasks = []
         for path, plans in self.plans():
-            share = os.path.getsize(path) // max(len(plans), 1)
+            share = self.storage.size(path) // max(len(plans), 1)
             for read in plans:
                 meta = BlockMetadata(num_rows=None, size_bytes=share, input_files=(path,), exec_stats=None)
                 tasks.append(ReadTask(read, meta, per_task_row_limit=per_task_row_limit))
@@ -129,16 +97,18 @@ class WhileaiFiles(Datasource):
     def plans(self) -> list[tuple[str, list[Any]]]:
         """Per file, its read functions: byte ranges, one stream, or runs of row groups."""
         out = []
+        store = self.storage
         for index, path in enumerate(self.paths):
-            if _is_parquet(path):
-                plans = [partial(_read_parquet, index, path, groups) for groups in self._row_groups(path)]
-            elif _is_json_array(path):
-                plans = [partial(_read_array, index, path, self.block_bytes)]
-            elif _compression(path):
-                plans = [partial(_read_stream, index, path, self.block_bytes)]
+            if is_parquet(path, store):
+                plans = [partial(_read_parquet, index, path, groups, store) for groups in self._row_groups(path)]
+            elif is_json_array(path, store):
+                plans = [partial(_read_array, index, path, self.block_bytes, store)]
+            elif compression(path):
+                plans = [partial(_read_stream, index, path, self.block_bytes, store)]
             else:
-                starts = range(0, max(os.path.getsize(path), 1), self.range_bytes)
-                plans = [partial(_read_range, index, path, s, s + self.range_bytes, self.block_bytes) for s in starts]
+                starts = range(0, max(store.size(path), 1), self.range_bytes)
+                plans = [partial(_read_range, index, path, s, s + self.range_bytes, self.block_bytes, store)
+                         for s in starts]
             out.append((path, plans))
         return out
 
@@ -147,7 +117,8 @@ class WhileaiFiles(Datasource):
 
     def _row_groups(self, path: str) -> list[list[int]]:
         """Row groups of a Parquet file in runs of about ``range_bytes``."""
-        meta = pq.ParquetFile(path).metadata
+        with self.storage.open(path) as handle:
+            meta = pq.ParquetFile(handle).metadata
         runs: list[list[int]] = [[]]
         size = 0
         for i in range(meta.num_row_groups):
@@ -176,10 +147,11 @@ def _lines_block(data: bytes, start: int, index: int) -> pa.Table:
     )
 
 
-def _read_range(index: int, path: str, start: int, end: int, block_bytes: int) -> Iterator[pa.Table]:
+def _read_range(index: int, path: str, start: int, end: int, block_bytes: int,
+                store: _storage.Storage = _storage.LOCAL) -> Iterator[pa.Table]:
     """The lines of ``path`` that start in ``[start, end)``, a block at a time
     (one empty block when none does: a long line can span a whole range)."""
-    with open(path, "rb") as handle:
+    with store.open(path) as handle:
         if start:
             handle.seek(start - 1)
             if handle.read(1) != b"\n":
@@ -202,41 +174,27 @@ def _read_range(index: int, path: str, start: int, end: int, block_bytes: int) -
             yield _lines_block(b"", pos, index)
 
 
-def _is_json_array(path: str) -> bool:
-    return json_arrays.holds_array(path, partial(_open_file, path))
-
-
-def _read_array(index: int, path: str, block_bytes: int) -> Iterator[pa.Table]:
+def _read_array(index: int, path: str, block_bytes: int,
+                store: _storage.Storage = _storage.LOCAL) -> Iterator[pa.Table]:
     """The elements of a JSON array file (plain or compressed), a block at a time."""
     name = os.path.basename(path)
-    with read_errors.read_failures(name, path, partial(_open_file, path)), _open_file(path) as handle:
+    opener = partial(open_file, path, store)
+    with read_errors.read_failures(name, path, opener), opener() as handle:
         for texts, indices, refusals in json_arrays.element_blocks(handle, name, block_bytes):
             files, positions = pa.array(np.full(len(texts), index, np.int32)), pa.array(indices, pa.int64())
             columns = [files, positions, pa.array(texts, pa.large_binary()), pa.array(refusals, pa.string())]
             yield pa.table(columns, names=[FILE, POS, LINE, REFUSAL])
 
 
-def _open_file(path: str) -> Any:
-    """``path``'s bytes, decompressed."""
-    return _open_stream(path) if _compression(path) else open(path, "rb")
-
-
-def _open_stream(path: str) -> Any:
-    compression = _compression(path)
-    if compression == "xz":
-        import lzma
-
-        return lzma.open(path, "rb")
-    return pa.input_stream(path, compression=compression)
-
-
-def _read_stream(index: int, path: str, block_bytes: int) -> Iterator[pa.Table]:
+def _read_stream(index: int, path: str, block_bytes: int,
+                 store: _storage.Storage = _storage.LOCAL) -> Iterator[pa.Table]:
     """The lines of a compressed file, a block at a time (positions are offsets
     in the decompressed stream)."""
     pos = 0
     tail = b""
     name = os.path.basename(path)
-    with read_errors.read_failures(name, path, partial(read_errors.decoded_stream, path)), _open_stream(path) as stream:
+    with read_errors.read_failures(name, path, partial(reopen_decoded, path, store)), \
+            open_stream(path, store) as stream:
         while True:
             chunk = stream.read(block_bytes)
             data = tail + chunk
@@ -249,9 +207,10 @@ def _read_stream(index: int, path: str, block_bytes: int) -> Iterator[pa.Table]:
                 return
 
 
-def _read_parquet(index: int, path: str, groups: list[int]) -> Iterator[pa.Table]:
+def _read_parquet(index: int, path: str, groups: list[int],
+                  store: _storage.Storage = _storage.LOCAL) -> Iterator[pa.Table]:
     """The rows of some row groups of a Parquet file, with their row numbers."""
-    parquet = pq.ParquetFile(path)
+    parquet = pq.ParquetFile(store.open(path) if _storage.is_uri(path) else path)
     meta = parquet.metadata
     pos = sum(meta.row_group(i).num_rows for i in range(groups[0])) if groups else 0
     batches = parquet.iter_batches(row_groups=groups) if groups else iter(())
@@ -270,25 +229,6 @@ def _keyed(table: pa.Table, index: int, pos: int) -> pa.Table:
     return table.append_column(POS, pa.array(np.arange(pos, pos + n, dtype=np.int64)))
 
 
-def locate(path: str, pos: int) -> tuple[int, int]:
-    """``(line, row)`` of the JSONL line at byte ``pos``: the builder's line
-    number (1-based) and row number (non-blank lines before it). Error path only."""
-    line = row = 0
-    with _open_file(path) as stream:
-        read = 0
-        tail = b""
-        while read < pos:
-            chunk = stream.read(min(1 << 20, pos - read))
-            if not chunk:
-                break
-            read += len(chunk)
-            parts = (tail + chunk).split(b"\n")
-            tail = parts.pop()
-            line += len(parts)
-            row += sum(1 for p in parts if p.strip())
-    return line + 1, row
-
-
 @dataclass(frozen=True)
 class Normalize:
     """Raw blocks (``WhileaiFiles``) into canonical rows, for ``map_batches``.
@@ -305,6 +245,7 @@ class Normalize:
     config: str = "default"
     options: Options = field(default_factory=Options)
     report: Any = None
+    storage: _storage.Storage = _storage.LOCAL
 
     def __call__(self, block: pa.Table) -> pa.Table:
         try:
@@ -375,18 +316,7 @@ class Normalize:
     def _context(self, file: int, pos: int, located: bool = True) -> RowContext:
         if not located:  # past a block's first LOCATED skipped rows: counted, never shown
             return RowContext(os.path.basename(self.paths[int(file)]), None, int(pos))
-        return row_context(self.paths[int(file)], int(pos))
-
-
-def row_context(path: str, pos: int) -> RowContext:
-    """The builder's context of the row at ``pos`` (a row key) of ``path``: its file and row
-    number (Parquet), line and array index (a JSON array) or line and row (JSONL). Error path only."""
-    name = os.path.basename(path)
-    if _is_parquet(path):
-        return RowContext(name, None, pos)
-    if _is_json_array(path):
-        return json_arrays.element_context(partial(_open_file, path), name, pos)
-    return RowContext(name, *locate(path, pos))
+        return row_context(self.paths[int(file)], int(pos), self.storage)
 
 
 _NORMALIZERS: dict[tuple[Any, ...], Normalizer] = {}
