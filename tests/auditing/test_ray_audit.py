@@ -140,8 +140,8 @@ def test_a_glob_of_two_files_and_a_tokenizer_directory(tmp_path: Path, tokenizer
 @pytest.mark.parametrize("suffix", [".jsonl", ".json"])
 def test_rows_it_cannot_read_are_unreadable_and_the_lines_after_them_are_right(tmp_path: Path, suffix: str) -> None:
     """Without a tokenizer: the message-level figures only. Rows under keys we do not read are counted
-    with the reader's own locations; in JSONL the rows after them keep their lines (a ``.json`` array
-    has none)."""
+    with the reader's own locations; the rows after them keep their lines (in a ``.json`` array, the line
+    its element opens on)."""
     rows = [_shapes(i) if i % 7 else {"question": f"q{i}", "reply": "r"} for i in range(150)]
     source = tmp_path / f"rows{suffix}"
     if suffix == ".json":
@@ -154,7 +154,9 @@ def test_rows_it_cannot_read_are_unreadable_and_the_lines_after_them_are_right(t
     assert unread["rows"] == 22 and unread["first"][0]["at"] == (
         "rows.jsonl line 1 (row 0)" if suffix == ".jsonl" else "rows.json line 2 (array index 0)")
     after = data["findings"]["no_assistant"]["first"][1]  # source row 10, the 9th row read
-    assert (after["row"], after["line"]) == (8, 11 if suffix == ".jsonl" else None)
+    # indent=1 opens each array element on a line of its own: " {"
+    opens = [n for n, line in enumerate(source.read_text().splitlines(), 1) if line == " {"]
+    assert (after["row"], after["line"]) == (8, 11 if suffix == ".jsonl" else opens[10])
     ours = audit_on_ray(str(source), tokenizer=None, template=None, options=_options(), **BLOCKS)
     assert ours.to_dict() == data
 
