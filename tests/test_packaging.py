@@ -92,6 +92,12 @@ def test_the_package_folder_links_to_the_top_level_folders() -> None:
 
 
 @pytest.mark.slow
+def _fresh_env() -> dict[str, str]:
+    """This process's environment for the fresh venv's Python, without PYTHONPATH: a source tree put on the
+    path by whoever runs the suite would shadow the install under test."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 def test_wheel_installs_and_loads_in_a_fresh_venv(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     subprocess.run(
@@ -108,7 +114,7 @@ def test_wheel_installs_and_loads_in_a_fresh_venv(tmp_path: Path) -> None:
     data = ROOT / "tests" / "data" / "otel.jsonl"
     done = subprocess.run(
         [str(python), "-c", CHECK, str(data), str(tmp_path / "cache")],
-        check=True, capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        env=_fresh_env(), check=True, capture_output=True, text=True, timeout=600, cwd=tmp_path,
     )
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["rows"] == 1
@@ -123,8 +129,8 @@ def test_wheel_installs_and_loads_in_a_fresh_venv(tmp_path: Path) -> None:
     )
     assert "rows        72" in demo.stdout
     # from the repository root, the source folder shadows the install: it must be complete
-    root = subprocess.run([str(python), "-c", FROM_ROOT], check=True, capture_output=True, text=True, timeout=600,
-                          cwd=ROOT)
+    root = subprocess.run([str(python), "-c", FROM_ROOT], env=_fresh_env(), check=True, capture_output=True,
+                          text=True, timeout=600, cwd=ROOT)
     found = _last_json(root.stdout)
     assert found["package"] == str(ROOT / "whileai_datasets" / "__init__.py")
     assert found["builder"] == str(ROOT / "whileai_datasets" / "builders" / "whileai_export.py")
@@ -136,7 +142,7 @@ def test_wheel_installs_and_loads_in_a_fresh_venv(tmp_path: Path) -> None:
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(sdist)],
                    check=True, capture_output=True, timeout=1200)
     again = subprocess.run([str(python), "-c", CHECK, str(data), str(tmp_path / "cache")],
-                           check=True, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+                           env=_fresh_env(), check=True, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert _last_json(again.stdout)["rows"] == 1
 
 
@@ -149,8 +155,8 @@ def test_an_editable_install_imports_the_top_level_folders(tmp_path: Path) -> No
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(ROOT)],
                    check=True, capture_output=True, timeout=1200)
     for cwd in (tmp_path, ROOT):
-        done = subprocess.run([str(python), "-c", FROM_ROOT], check=True, capture_output=True, text=True,
-                              timeout=600, cwd=cwd)
+        done = subprocess.run([str(python), "-c", FROM_ROOT], env=_fresh_env(), check=True, capture_output=True,
+                              text=True, timeout=600, cwd=cwd)
         found = _last_json(done.stdout)
         assert Path(str(found["builder"])).resolve() == (ROOT / "builders" / "whileai_export.py").resolve()
         assert found["card"] is True
