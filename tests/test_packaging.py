@@ -109,8 +109,8 @@ def test_wheel_installs_and_loads_in_a_fresh_venv(tmp_path: Path) -> None:
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
     # --no-compile: the byte-compiling of every dependency is most of an install and tests nothing of ours
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-compile", str(wheel)], check=True, capture_output=True,
-                   timeout=1200)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-compile", str(wheel)], env=_fresh_env(),
+                   check=True, capture_output=True, timeout=1200)
     data = ROOT / "tests" / "data" / "otel.jsonl"
     done = subprocess.run(
         [str(python), "-c", CHECK, str(data), str(tmp_path / "cache")],
@@ -140,7 +140,7 @@ def test_wheel_installs_and_loads_in_a_fresh_venv(tmp_path: Path) -> None:
                    check=True, capture_output=True, timeout=600)
     sdist = next(dist.glob("whileai_datasets-*.tar.gz"))
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(sdist)],
-                   check=True, capture_output=True, timeout=1200)
+                   env=_fresh_env(), check=True, capture_output=True, timeout=1200)
     again = subprocess.run([str(python), "-c", CHECK, str(data), str(tmp_path / "cache")],
                            env=_fresh_env(), check=True, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert _last_json(again.stdout)["rows"] == 1
@@ -152,7 +152,7 @@ def test_an_editable_install_imports_the_top_level_folders(tmp_path: Path) -> No
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
     _inherit_packages(python)  # the dependencies are already installed where this test runs
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(ROOT)],
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(ROOT)], env=_fresh_env(),
                    check=True, capture_output=True, timeout=1200)
     for cwd in (tmp_path, ROOT):
         done = subprocess.run([str(python), "-c", FROM_ROOT], env=_fresh_env(), check=True, capture_output=True,

@@ -440,3 +440,29 @@ def test_a_compressed_file_cut_short_fails_with_the_builders_kind_of_error(rows_
     ):
         ray_engine.export_training(str(cut), str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
+
+
+def test_unread_keys_are_said_as_the_local_export_says_them(tmp_path: Path) -> None:
+    """A misspelt message key in rows spread over several blocks: one ``UnreadKeysWarning`` from the Ray export,
+    with the local export's counts, first locations (file, line, row) and guesses."""
+    rows = generated_rows(4)
+    misspelt = {i: row for i, row in enumerate(rows) if row.get("messages") and row["messages"][-1].get("content")}
+    marked = sorted(misspelt)[3::40]  # several rows, in several blocks
+    for i in marked:
+        message = dict(rows[i]["messages"][-1])
+        message["contnet"] = message.pop("content")
+        rows[i] = {**rows[i], "messages": [*rows[i]["messages"][:-1], message]}
+    source = tmp_path / "rows.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    with pytest.warns(whileai_datasets.UnreadKeysWarning) as local:
+        whileai_datasets.export_dataset(str(source), str(tmp_path / "local.jsonl"), validate=False)
+    with pytest.warns(whileai_datasets.UnreadKeysWarning) as ours:
+        ray_engine.export_training(source, tmp_path / "ray.jsonl", validate=False, **SMALL)
+    local_unread, ray_unread = ([w for w in caught if w.category is whileai_datasets.UnreadKeysWarning]
+                                for caught in (local, ours))
+    assert len(parts(str(tmp_path / "ray.jsonl"))) > 1 and len(ray_unread) == 1
+    said, expected = str(ray_unread[0].message), str(local_unread[0].message)
+    assert said.startswith(f"{source}: ") and ray_unread[0].filename == __file__
+    assert f"message key 'contnet' in {len(marked)} message(s) (first: rows.jsonl line {marked[0] + 1} " \
+           f"(row {marked[0]})" in said
+    assert said.split(": ", 1)[1] == expected.split(": ", 1)[1]  # all but where: the local names its split

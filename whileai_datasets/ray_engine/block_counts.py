@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +28,8 @@ from whileai_datasets._options import TrainingOptions
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import WhileaiError
 from whileai_datasets.export import reports
-from whileai_datasets.ray_engine import source
+from whileai_datasets.ray_engine import source, source_files
+from whileai_datasets.rows.unread_keys import Unread
 from whileai_datasets.transforms import gates
 
 
@@ -113,6 +114,7 @@ class Collector:
     def __init__(self) -> None:
         self._parts: dict[Any, tuple[Any, Any, dict[str, Any]]] = {}
         self._errors: list[WhileaiError] = []
+        self._unread: dict[Any, dict[str, Any]] = {}
 
     def add(self, first: Any, last: Any, part: dict[str, Any]) -> None:
         self._parts[first] = (first, last, part)  # keyed: a retried task counts once
@@ -123,6 +125,12 @@ class Collector:
 
     def parts(self) -> list[tuple[Any, Any, dict[str, Any]]]:
         return list(self._parts.values())
+
+    def add_unread(self, first: Any, found: dict[str, Any]) -> None:
+        self._unread[first] = found  # keyed like the parts: a retried task counts once
+
+    def unread(self) -> list[tuple[Any, dict[str, Any]]]:
+        return list(self._unread.items())
 
     def errors(self) -> list[WhileaiError]:
         return list(self._errors)
@@ -148,6 +156,21 @@ class Reporter:
 
     def add(self, first_last: tuple[Any, Any], part: dict[str, Any]) -> None:
         ray.get(self.collector.add.remote(first_last[0], first_last[1], part))
+
+    def unread(self, first: tuple[int, int], found: dict[str, Any]) -> None:
+        ray.get(self.collector.add_unread.remote(first, found))
+
+
+def unread_keys(collector: Any, paths: Sequence[str], storage: Any) -> Unread:
+    """The unread keys the blocks sent (``source.Normalize``), added up in file order, each first one
+    located as the local reader locates it (file, line, row)."""
+    total = Unread()
+    for _, found in sorted(ray.get(collector.unread.remote()), key=lambda item: item[0]):
+        total.merge(found)
+    for entry in total.keys.values():
+        where = source_files.row_context(paths[entry[1]], entry[3], storage)
+        entry[1:4] = [where.source, where.line, where.row]
+    return total
 
 
 @contextlib.contextmanager

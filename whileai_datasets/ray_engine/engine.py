@@ -15,6 +15,7 @@ import ray.data
 from whileai_datasets import _storage
 from whileai_datasets._options import TrainingOptions, check_choice, choices
 from whileai_datasets._typing import ExportFormat, MaskMode
+from whileai_datasets.builders import unread
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError, OptionError, WhileaiError
 from whileai_datasets.export import overwrite, pipeline, refusals, reports
@@ -211,6 +212,8 @@ def run_training(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str
                          (range_bytes, block_bytes), storage)
             rows.write_datasink(ray_output.Parts(staging.path, suffix, storage))
         parts = ray.get(collector.parts.remote())
+        unread.warn(block_counts.unread_keys(collector, paths, storage), _where(source), kept=False,
+                    stacklevel=3)  # export_training's caller
         report = block_counts.report(parts, options)
         refusals.gate(report, options.validate)
         ray_output.commit(staging)
@@ -220,6 +223,13 @@ def run_training(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str
     report["path"] = dest
     report["n_written"] = report["n"]
     return report
+
+
+def _where(source: Any) -> str:
+    """The source as a warning names it: the path or pattern given, or how many were given."""
+    if isinstance(source, (str, os.PathLike)):
+        return os.fspath(source)
+    return f"{len(source)} sources"
 
 
 def _rows(

@@ -49,6 +49,7 @@ from whileai_datasets.reading import read_errors
 from whileai_datasets.reading.reader import BadRows, parquet_rows, parse_line
 from whileai_datasets.rows.canonical import Chunk, Normalizer, Options
 from whileai_datasets.rows.normalize import RowContext
+from whileai_datasets.rows.unread_keys import Unread
 from whileai_datasets.transforms import gates
 
 #: Private columns: the row key (file index, position) and raw-row facts.
@@ -297,11 +298,26 @@ class Normalize:
                 leaks.append(_leak(raw))
                 scenario.append(isinstance(raw, dict) and "scenario_id" in raw)
         table = chunk.table()
+        self._send_unread(normalizer, files, positions)
         picked = pa.array(np.flatnonzero(keep))
         table = table.append_column(FILE, block.column(FILE).take(picked))
         table = table.append_column(POS, block.column(POS).take(picked))
         table = table.append_column(LEAK, pa.array(leaks, pa.string()))
         return table.append_column(HAS_SCENARIO, pa.array(scenario, pa.bool_()))
+
+    def _send_unread(self, normalizer: Normalizer, files: Any, positions: Any) -> None:
+        """The keys this block's rows held that no shape read, to the collector (``Reporter.unread``), each
+        first seen at ``[count, file index, None, row key, path]``: the driver locates the few it reports
+        (``block_counts.unread_keys``), where a worker would read its file up to each of them."""
+        unread = getattr(self.report, "unread", None)
+        if unread is None or not normalizer.unread or not len(files):
+            return
+        index = {os.path.basename(self.paths[int(f)]): int(f) for f in np.unique(files)}
+        found = normalizer.unread.to_dict()
+        normalizer.unread = Unread()  # the process's cached normalizer: the next block's keys only
+        for entry in found["keys"].values():
+            entry[1], entry[2] = index[entry[1]], None
+        unread((int(files[0]), int(positions[0])), found)
 
     def _add(self, chunk: Chunk, row: Any, file: int, pos: int, jsonl: bool) -> None:
         name = os.path.basename(self.paths[file])
