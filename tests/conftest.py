@@ -137,13 +137,3 @@ def load(tmp_path: Path) -> Callable[..., Any]:
 def _quiet_progress(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (its own hook of this name)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """How the default run's two workers share the tests (``--dist loadgroup`` in pyproject): a test file stays
-    on one worker, so its module fixtures are built once; every Ray and trainer test goes to one worker, one
-    at a time, so ``python -m pytest -m ray`` never starts two Ray runtimes at once (nor two trainer venvs)."""
-    for item in items:
-        alone = item.get_closest_marker("ray") or item.get_closest_marker("trainers")
-        item.add_marker(pytest.mark.xdist_group("one-at-a-time" if alone else item.nodeid.split("::")[0]))

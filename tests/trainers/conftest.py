@@ -1,7 +1,7 @@
 """Fixtures of the trainer tests: the local hub and its users (from tests/hub), one cached venv per trainer.
 
 These tests are marked `trainers` and left out of the default run (pyproject's addopts); run them
-with `python -m pytest -m trainers`. Each trainer's venv is built on first use (see venvs.py) and
+with `python -m pytest -m trainers -n 0`. Each trainer's venv is built on first use (see venvs.py) and
 reused while its pins stay the same; the terminal summary says which were built and how long it took.
 """
 
