@@ -251,3 +251,16 @@ def test_findings_on_a_json_array_file_name_the_line_each_row_starts_on(tmp_path
     first = _audit(source).to_dict()["findings"]["missing_system"]["first"]
     assert [(entry["row"], entry["line"]) for entry in first] == [(0, starts[0]), (1, starts[1]), (3, starts[3])]
     assert all(entry["file"] == str(source) for entry in first)
+
+
+def test_role_shares_count_the_text_of_content_parts_as_of_string_content() -> None:
+    """A conversation given as text parts has the role shares of the same conversation given as strings
+    (before, its content counted 0 characters for every role)."""
+    as_strings = [{"messages": [{"role": "user", "content": "Where is order 5?"},
+                                {"role": "assistant", "content": "It ships today."}]}]
+    as_parts = [{"messages": [{"role": "user", "content": [{"type": "text", "text": "Where is "},
+                                                           {"type": "text", "text": "order 5?"}]},
+                              {"role": "assistant", "content": [{"type": "text", "text": "It ships today."}]}]}]
+    roles = audit(as_parts).to_dict()["roles"]
+    assert roles == audit(as_strings).to_dict()["roles"]
+    assert (roles["user"]["chars"], roles["assistant"]["chars"]) == (len("Where is order 5?"), len("It ships today."))

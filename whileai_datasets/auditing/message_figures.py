@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from whileai_datasets._options import TrainingOptions
 from whileai_datasets.chat_template.masks.tool_ids import NINE
 from whileai_datasets.columnar import _arrow
+from whileai_datasets.columnar._parts import flat_parts
 from whileai_datasets.export.loss_facts import row_flags
 from whileai_datasets.transforms import think, tool_output
 
@@ -59,10 +60,20 @@ class Messages:
         return ~_arrow.null_mask(pc.struct_field(self.flat, name))
 
     def content_chars(self) -> np.ndarray:
+        """Per message: the characters of its text, whether content is a string or a list of parts."""
+        chars = np.zeros(len(self.flat), dtype=np.int64)
         content = pc.struct_field(self.flat, "content")
-        if not (pa.types.is_string(content.type) or pa.types.is_large_string(content.type)):
-            return np.zeros(len(self.flat), dtype=np.int64)
-        return np.asarray(pc.fill_null(pc.utf8_length(content), 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        if pa.types.is_string(content.type) or pa.types.is_large_string(content.type):
+            chars += _char_counts(content)
+        parts = flat_parts(self.flat)
+        if parts is not None:
+            chars += np.bincount(parts.owner, weights=_char_counts(parts.field("text")),
+                                 minlength=len(self.flat)).astype(np.int64)
+        return chars
+
+
+def _char_counts(text: pa.Array) -> np.ndarray:
+    return np.asarray(pc.fill_null(pc.utf8_length(text), 0).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def source_flags(table: pa.Table, options: TrainingOptions) -> dict[str, Any]:
