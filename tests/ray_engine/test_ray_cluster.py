@@ -22,7 +22,6 @@ import pytest
 
 from tests.support import ray_cluster
 from tests.conftest import SYSTEM_PROMPT, TOOLS, seeded_rows, write_jsonl
-from tests.support.tiny_lm import train_tokenizer, trl_template
 
 pytest.importorskip("ray.data")
 
@@ -48,13 +47,6 @@ def rows_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # copies with their scenarios renamed, so that groups of several sizes span the blocks
     rows = [{**row, "scenario_id": f"{row.get('scenario_id')}-{c % 3}"} for c in range(8) for row in base]
     return write_jsonl(tmp_path_factory.mktemp("cluster") / "run.jsonl", rows)
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(rows_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("tokenizer")
-    train_tokenizer(rows_file.read_text().splitlines(), chat_template=trl_template("qwen2_5")).save_pretrained(folder)
-    return folder
 
 
 def left_behind(folder: Path, keep: set[str]) -> list[str]:

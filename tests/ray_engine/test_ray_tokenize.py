@@ -12,7 +12,6 @@ import pytest
 
 from tests.support import ray_session
 from tests.conftest import SYSTEM_PROMPT, TOOLS, seeded_rows, write_jsonl
-from tests.support.tiny_lm import train_tokenizer, trl_template
 
 pytest.importorskip("ray.data")
 
@@ -32,13 +31,6 @@ ray_runtime = pytest.fixture(scope="module", autouse=True)(ray_session.local_run
 def rows_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rows = seeded_rows(seed=4, mode="rl", repeats=3, budget=40)
     return write_jsonl(tmp_path_factory.mktemp("ray-tok") / "rows.jsonl", rows)
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(rows_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("tokenizer")
-    train_tokenizer(rows_file.read_text().splitlines(), chat_template=trl_template("qwen2_5")).save_pretrained(folder)
-    return folder
 
 
 def _local(rows_file: Path, tokenizer_dir: Path, cache: Path) -> pa.Table:

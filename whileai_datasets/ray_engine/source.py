@@ -266,6 +266,9 @@ class Normalize:
         if FILE not in block.column_names:  # Ray hands on empty blocks without their columns
             return block
         normalizer = _normalizer(self.config, self.options)
+        if getattr(self.report, "unread", None) is not None:
+            normalizer.unread = Unread()  # the process's cached normalizer: this block's keys only, even after
+            #                                a block of this process failed before sending its own
         files = block.column(FILE).to_numpy()
         positions = block.column(POS).to_numpy()
         rows = block.column(LINE).to_pylist() if LINE in block.column_names else _parquet_rows(block)
@@ -314,7 +317,6 @@ class Normalize:
             return
         index = {os.path.basename(self.paths[int(f)]): int(f) for f in np.unique(files)}
         found = normalizer.unread.to_dict()
-        normalizer.unread = Unread()  # the process's cached normalizer: the next block's keys only
         for entry in found["keys"].values():
             entry[1], entry[2] = index[entry[1]], None
         unread((int(files[0]), int(positions[0])), found)
