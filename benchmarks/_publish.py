@@ -39,17 +39,22 @@ def child(n: int, engine: str, repo: str, object_store_mb: int = 0) -> None:
     from benchmarks._memory import TotalPeak
 
     peak = TotalPeak()
-    if engine == "ray":
+    if engine in ("ray", "ray-staged"):
         import ray
 
+        from whileai_datasets import TrainingOptions
+        from whileai_datasets.hub import HoldOut
         from whileai_datasets.ray_engine.publish import publish_rollouts
 
         store = {"object_store_memory": object_store_mb * 2**20} if object_store_mb else {}
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, **store)
         load, start = os.getloadavg(), time.perf_counter()
         peak.mark()
-        result = publish_rollouts(str(make_unique_file(None, n)), repo, system_prompt=SYSTEM_PROMPT, tools=TOOLS,
-                                  split_key="scenario_id", token=TOKEN, strip_think=False)  # as `publish` of _load
+        options = TrainingOptions.whileai_export(system_prompt=SYSTEM_PROMPT, tools=TOOLS, strip_think=False)
+        # ray: the shards come back through the object store; ray-staged: the workers write them to a folder
+        staging = tempfile.mkdtemp(prefix="staging-", dir=DATA_DIR) if engine == "ray-staged" else None
+        result = publish_rollouts(str(make_unique_file(None, n)), repo, options, hold_out=HoldOut("scenario_id"),
+                                  token=TOKEN, staging=staging)  # as `publish` of _load
     else:
         from whileai_datasets.hub import publish, split_by
 
@@ -59,8 +64,10 @@ def child(n: int, engine: str, repo: str, object_store_mb: int = 0) -> None:
         result = publish(split_by(ds, "scenario_id"), repo, token=TOKEN, split_key="scenario_id")
     seconds, cpu = time.perf_counter() - start, peak.cpu_seconds
     timeline, after = peak.timeline(), os.getloadavg()
-    if engine == "ray":
+    if engine in ("ray", "ray-staged"):
         ray.shutdown()
+        if staging is not None:
+            os.rmdir(staging)  # empty: the staged shards went into the commit
     import whileai_datasets.hub.publishing as used
 
     print(json.dumps({"package": used.__file__, "seconds": seconds, "cpu_seconds": cpu, "peak_mb": peak.mb,
@@ -108,7 +115,7 @@ def _measure(n: int, engine: str, repo: str, endpoint: str, home: Path, object_s
     if engine == "old":
         env["BENCH_PUBLISH_PACKAGE"] = str(_old_source())
     command = [sys.executable, str(ROOT / "benchmarks" / "bench_publish.py"), "--child", str(n),
-               "ray" if engine == "ray" else "local", repo, str(object_store_mb)]
+               engine if engine.startswith("ray") else "local", repo, str(object_store_mb)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode:
         raise RuntimeError(f"{engine} {n}: {done.stderr[-3000:]}")
@@ -119,7 +126,7 @@ def _measure(n: int, engine: str, repo: str, endpoint: str, home: Path, object_s
 
 
 def run_publishes(sizes: list[int], *, old: bool, ray: bool, local: bool = True, object_store_mb: int = 0,
-                  compare: bool = True) -> None:
+                  compare: bool = True, ray_staged: bool = False) -> None:
     """Publish each size with each engine, one fresh process at a time; with both engines, check their
     repos hold the same rows (`_repo_rows`)."""
     import psutil
@@ -131,7 +138,7 @@ def run_publishes(sizes: list[int], *, old: bool, ray: bool, local: bool = True,
             for n in sizes:
                 _load(n)  # parse and cache outside the clock
                 engines = [*(["new"] if local else []), *(["old"] if old and n <= OLD_LIMIT else []),
-                           *(["ray"] if ray else [])]
+                           *(["ray"] if ray else []), *(["ray-staged"] if ray and ray_staged else [])]
                 for engine in engines:
                     served = psutil.Process(server.pid).cpu_times()
                     got = _measure(n, engine, f"bench/{engine}-{n}", endpoint, Path(tmp) / engine, object_store_mb)
@@ -141,6 +148,12 @@ def run_publishes(sizes: list[int], *, old: bool, ray: bool, local: bool = True,
                     _print_run(engine, n, got)
                 if compare and local and ray:
                     _compare(endpoint, f"bench/new-{n}", f"bench/ray-{n}", Path(tmp) / "compare")
+                if ray_staged:
+                    staged, shipped = results["ray-staged", n], results["ray", n]
+                    print(f"at {n} rows: Ray publish, shards through the object store / written to a shared folder: "
+                          f"time {shipped['seconds'] / staged['seconds']:.2f}x, CPU "
+                          f"{shipped['cpu_seconds'] / staged['cpu_seconds']:.2f}x, peak RSS {staged['peak_mb']:.0f} MB "
+                          f"-> {shipped['peak_mb']:.0f} MB", flush=True)
         finally:
             server.terminate()
             server.wait(timeout=30)

@@ -1,6 +1,6 @@
 """What the durable write (fsync of the file and its folder before "done") costs.
 
-The export's writer (``export.writer.Writer``) writes the same encoded rows
+The export's writer (``shaping.writer.Writer``) writes the same encoded rows
 with and without the flushes (``_files.fsync_path`` made a no-op), alternating,
 JSONL (the O_DIRECT path where the file system takes it) and Parquet (buffered),
 into one folder on the disk under test. Prints seconds per method and the
@@ -20,7 +20,7 @@ from unittest import mock
 import pyarrow as pa
 
 from whileai_datasets import _files
-from whileai_datasets.export import writer as export_writer
+from whileai_datasets.shaping import writer as export_writer
 
 
 def _payload(megabytes: int) -> tuple[pa.Array, pa.Table]:

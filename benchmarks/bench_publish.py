@@ -25,6 +25,8 @@ archive main``) at the sizes up to 100k, side by side; ``--ray`` publishes the s
 ``ray_engine.publish_rollouts`` on a local Ray runtime of 2 CPUs (object store
 ``--object-store-mb``, default 512) and then checks that the local and the Ray repo of each size
 hold the same rows: per config and split, the row count and a sha256 of the rows in order.
+``--ray-staged`` also runs the Ray publish with ``staging=`` (the workers write the shards to a folder) and
+prints its ratio to the default one (the shards come back to the driver through the object store).
 
     python benchmarks/bench_publish.py --publish 100000 --old
     python benchmarks/bench_publish.py --publish 100000 1000000 --ray
@@ -95,6 +97,9 @@ def main() -> None:
     parser.add_argument("--object-store-mb", type=int, default=512,
                         help="with --ray: the Ray object store's size (MB; 0: Ray's default, 30%% of memory)")
     parser.add_argument("--no-compare", action="store_true", help="with --ray: skip the row check of the two repos")
+    parser.add_argument("--ray-staged", action="store_true",
+                        help="with --ray: also the Ray publish whose workers write the shards to a shared folder "
+                             "(staging=), beside the default one whose shards come back through the object store")
     parser.add_argument("--child", nargs=4, metavar=("N", "ENGINE", "REPO", "STORE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -106,7 +111,7 @@ def main() -> None:
         from benchmarks._publish import run_publishes
 
         run_publishes(args.publish, old=args.old, ray=args.ray or args.ray_only, local=not args.ray_only,
-                      object_store_mb=args.object_store_mb, compare=not args.no_compare)
+                      object_store_mb=args.object_store_mb, compare=not args.no_compare, ray_staged=args.ray_staged)
         return
 
     import datasets

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import seeded_rows, write_jsonl
-from whileai_datasets import OptionError, TrainingOptions, audit, cli, export_dataset
+from whileai_datasets import OptionError, TrainingOptions, audit, cli, export_dataset, publish_rollouts
 from whileai_datasets import transforms as wai_transforms
 from whileai_datasets.tokenize.token_masks import tokenize
 
@@ -27,6 +27,8 @@ BAD = {
     "max_length": (0, "0", r" must be a whole number, 1 or more, or None, got int 0\. "),
     "unroll": ("no", None, r" must be True or False, got str 'no'\. "),
     "max_tool_output_chars": (-1, "-1", r" must be a whole number, 0 or more, or None, got int -1\. "),
+    "engine": ("spark", None, r" must be one of 'local', 'ray', got 'spark'\. 'local' runs in this process, 'ray' on "
+                              r"Ray Data \(a cluster, or a local runtime\)\.$"),
 }
 
 
@@ -46,15 +48,20 @@ def _python_entry_points(rows_file: Path, out: Path, load: Callable[..., Any]) -
     def tokenized(**given: Any) -> Any:
         return tokenize(object(), "{{ 1 }}", **given)
 
+    def published(**given: Any) -> Any:  # refused before the files are read or the Hub is asked
+        return publish_rollouts(str(rows_file), "me/never", **given)
+
     return {
         "mask_mode": {"load_dataset": lambda **g: load(rows_file, **g), "export_dataset": export, "audit": audited,
-                      "TrainingOptions": TrainingOptions, "loss_mask(mode=)": lambda mask_mode: wai_transforms.loss_mask(mask_mode)},
+                      "publish_rollouts": published, "TrainingOptions": TrainingOptions, "loss_mask(mode=)": lambda mask_mode: wai_transforms.loss_mask(mask_mode)},
         "format": {"export_dataset": export, "audit": audited, "TrainingOptions": TrainingOptions},
         "on_bad_row": {"load_dataset": lambda **g: load(rows_file, **g), "export_dataset": export, "audit": audited,
-                       "tokenize": tokenized},
+                       "tokenize": tokenized, "publish_rollouts": published},
         "max_length": {"audit": audited, "tokenize": tokenized, "TrainingOptions": TrainingOptions},
         "unroll": {"export_dataset": export, "audit": audited, "TrainingOptions": TrainingOptions},
-        "max_tool_output_chars": {"export_dataset": export, "audit": audited, "TrainingOptions": TrainingOptions},
+        "max_tool_output_chars": {"export_dataset": export, "audit": audited, "publish_rollouts": published,
+                                  "TrainingOptions": TrainingOptions},
+        "engine": {"export_dataset": export, "audit": audited, "publish_rollouts": published},
     }
 
 

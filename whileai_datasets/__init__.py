@@ -41,7 +41,7 @@ from whileai_datasets.errors import (
     WhileaiError,
     WriteError,
 )
-from whileai_datasets.export import export_dataset, export_preference, export_training
+from whileai_datasets.export import export_dataset, export_preference, export_training, publish_rollouts
 from whileai_datasets.hub import publish, split_by
 from whileai_datasets.rows.schema import EXPORT_FEATURES, PREFERENCE_FEATURES, RAW_FEATURES
 from whileai_datasets.tokenize import TrainerCutWarning, check_max_length, mask_report
@@ -80,6 +80,7 @@ __all__ = [
     "export_training",
     "mask_report",
     "publish",
+    "publish_rollouts",
     "split_by",
     "stamp_groups",
 ]

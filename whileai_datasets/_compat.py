@@ -62,3 +62,16 @@ def _hub_client_error() -> type[BaseException]:
 
 #: The base error of the HTTP client huggingface_hub sends its requests with (a lost connection, a timeout).
 HUB_CLIENT_ERROR: type[BaseException] = _hub_client_error()
+
+
+def require_ray(where: str) -> None:
+    """Ray Data importable, or ``UnsupportedVersionError`` naming the option that asked for it (`where`:
+    ``engine='ray'``, ``--engine ray``) and the extra that installs it."""
+    try:
+        import ray.data  # noqa: F401
+    except ImportError:
+        raise UnsupportedVersionError(
+            f"{where} needs Ray Data, which is not installed",
+            location=where,
+            hint="pip install 'whileai-datasets[ray]'",
+        ) from None

@@ -33,7 +33,7 @@ _CHOICE_HINTS: dict[Any, str] = {
     MessageWeights: "'assistant' for OpenAI and Fireworks files, 'all' for Together's.",
     OnBadRow: "'raise' stops at the first bad row, 'skip' leaves bad rows out and counts them.",
     TrlKind: "'training' for whole conversations, 'completion' for prompt/completion, 'preference' for pairs.",
-    Engine: "'local' counts in this process, 'ray' in Ray Data actors.",
+    Engine: "'local' runs in this process, 'ray' on Ray Data (a cluster, or a local runtime).",
 }
 
 #: What to pass instead of a bad count, for the counts more than one entry point takes.

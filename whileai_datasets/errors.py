@@ -8,8 +8,14 @@ glued together by hand at the raise site.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 from concurrent.futures.process import BrokenProcessPool
+
+#: The folders this package's code runs from (``builders`` is a link: its own folder too).
+_PACKAGE_DIRS = tuple({os.path.join(folder, "") for here in (os.path.dirname(os.path.abspath(__file__)),)
+                       for folder in (here, os.path.realpath(here), os.path.realpath(os.path.join(here, "builders")))})
 
 
 class WhileaiError(Exception):
@@ -102,3 +108,14 @@ def causes(err: BaseException) -> Iterator[BaseException]:
         seen.add(id(current))
         yield current
         current = current.__cause__ or current.__context__
+
+
+def stacklevel_outside() -> int:
+    """The ``stacklevel`` that points a warning its caller raises at the first frame outside this package: the
+    user's call, however many of the package's functions lie between (``export_dataset(engine="ray")`` runs
+    the Ray export three calls down)."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIRS):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -29,6 +29,8 @@ CLI_FLAGS: dict[str, str | dict[Any, str] | None] = {
     "max_tool_output_chars": "--max-tool-output-chars",
     "format": "--format",
     "push_to": "--push-to",
+    "engine": "--engine",
+    "weights": "--weights",
     "validate": {False: "--no-validate"},
     "strip_think": {False: "--keep-think"},
     "drop_ties": {False: "--keep-ties"},

@@ -215,3 +215,27 @@ def test_bad_options_are_refused_before_any_ray_task(rows_file: Path, tokenizer:
         audit(str(rows_file.parent / "missing-*.jsonl"), engine="ray")
     with pytest.raises(ValueError, match=r"'me/support-sft' names a Hub repo.*engine='local'"):
         audit("me/support-sft", engine="ray")
+
+
+def test_unread_keys_are_said_as_the_local_audit_says_them(tmp_path: Path) -> None:
+    """A misspelt message key in rows of several blocks: ``audit(engine="ray")`` warns once, with the local audit's
+    counts, first location and guess, pointed at the caller's line."""
+    import whileai_datasets
+
+    rows = [_shapes(i) for i in range(240)]
+    marked = list(range(5, 240, 37))
+    for i in marked:
+        rows[i] = {"messages": [{"role": "user", "contnet": f"hello {i}"}, {"role": "assistant", "content": "four"}]}
+    source = write_jsonl(tmp_path / "rows.jsonl", [json.dumps(row) for row in rows])
+    with pytest.warns(whileai_datasets.UnreadKeysWarning) as local:
+        audit(str(source))
+    with pytest.warns(whileai_datasets.UnreadKeysWarning) as ours:
+        audit(str(source), engine="ray")
+    local_unread, ray_unread = ([w for w in caught if w.category is whileai_datasets.UnreadKeysWarning]
+                                for caught in (local, ours))
+    assert len(ray_unread) == 1 and ray_unread[0].filename == __file__
+    said, expected = str(ray_unread[0].message), str(local_unread[0].message)
+    assert said.startswith(f"{source}: ")
+    assert f"message key 'contnet' in {len(marked)} message(s) (first: rows.jsonl line {marked[0] + 1} " \
+           f"(row {marked[0]})" in said
+    assert said.split(": ", 1)[1] == expected.split(": ", 1)[1]  # all but where: the local names its split

@@ -40,7 +40,9 @@ def test_same_names_and_signatures_as_whileai() -> None:
     import whileai.simulations as wai
 
     assert whileai_datasets.export_dataset is whileai_datasets.export_training
-    added = {"export_dataset": ["weights", "on_bad_row", "filesystem"], "export_preference": []}  # our own options, after all of whileai's
+    # our own options, after all of whileai's, with their defaults
+    added = {"export_dataset": [("weights", None), ("on_bad_row", None), ("filesystem", None), ("engine", "local")],
+             "export_preference": []}
     for name in ("export_dataset", "export_preference"):
         ours = list(inspect.signature(getattr(whileai_datasets, name)).parameters.values())
         theirs = inspect.signature(getattr(wai, name)).parameters
@@ -48,7 +50,7 @@ def test_same_names_and_signatures_as_whileai() -> None:
             (p.name, p.kind, p.default) for p in theirs.values()
         ]
         assert [(p.name, p.kind, p.default) for p in ours[len(theirs) :]] == [
-            (extra, inspect.Parameter.KEYWORD_ONLY, None) for extra in added[name]
+            (extra, inspect.Parameter.KEYWORD_ONLY, default) for extra, default in added[name]
         ]
 
 

@@ -29,7 +29,7 @@ import pytest
 from tests.support.export_runs import ROOT, Driver, export_argv, sample_file, temps
 from whileai_datasets import _files
 from whileai_datasets.errors import WriteError
-from whileai_datasets.export import writer as export_writer
+from whileai_datasets.shaping import writer as export_writer
 
 # ------------------------------------------------------------ a small file system
 

@@ -124,6 +124,12 @@ def export_and_push(source: str, output: str, repo_id: str) -> dict[str, Any]:
     return dict(report["hub"])
 
 
+def publish_from_python(source: str, repo_id: str) -> dict[str, Any]:
+    import whileai_datasets as package
+
+    return dict(package.publish_rollouts(source, repo_id, mask_mode="final"))
+
+
 def repo_view(repo_id: str, token: str) -> dict[str, Any]:
     """What a reader sees: the files, the card's configs and headings, the default config's rows."""
     from datasets import load_dataset
@@ -137,23 +143,28 @@ def repo_view(repo_id: str, token: str) -> dict[str, Any]:
             "rows": list(rows.select_columns(["prompt", "completion"]))}
 
 
-def test_push_and_export_push_to_make_the_same_repo(alice, tmp_path):
+def test_push_publish_rollouts_and_export_push_to_make_the_same_repo(alice, tmp_path):
     from tests.conftest import seeded_rows, write_jsonl
 
     source = write_jsonl(tmp_path / "run.jsonl", seeded_rows(seed=2, mode="rl", budget=12))
     alice.login()
-    exported, pushed = f"alice/exported-{tmp_path.name[-8:]}", f"alice/pushed-{tmp_path.name[-8:]}"
+    name = tmp_path.name[-8:]
+    exported, pushed, python = f"alice/exported-{name}", f"alice/pushed-{name}", f"alice/python-{name}"
     alice.run(export_and_push, source=str(source), output=str(tmp_path / "train.jsonl"), repo_id=exported)
     done = alice.run(push, argv=[str(source), pushed, "--mask-mode", "final"])
+    published = alice.run(publish_from_python, source=str(source), repo_id=python)
 
-    one, other = alice.run_each(*((repo_view, {"repo_id": repo, "token": alice.token}) for repo in (exported, pushed)))
+    one, *others = alice.run_each(*((repo_view, {"repo_id": repo, "token": alice.token})
+                                    for repo in (exported, pushed, python)))
     assert done["code"] == 0, done["stderr"]
-    assert one["files"] == other["files"]
+    assert published["repo_id"] == python and published["private"] is True
     assert [c["config_name"] for c in one["configs"]] == ["default", "canonical", "messages", "sharegpt"]
-    assert one["configs"] == other["configs"]
-    assert one["headings"] == other["headings"]
-    assert one["rows"] == other["rows"]
     assert all(len(row["completion"]) == 1 for row in one["rows"])
+    for other in others:
+        assert one["files"] == other["files"]
+        assert one["configs"] == other["configs"]
+        assert one["headings"] == other["headings"]
+        assert one["rows"] == other["rows"]
 
 
 def read_card_and_plots(repo_id: str, token: str) -> dict[str, Any]:

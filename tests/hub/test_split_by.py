@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from datasets import Dataset, DatasetDict, Features, Json, Value
 
 from whileai_datasets.errors import ExportFormatError, PublishError, SchemaError
-from whileai_datasets.hub import publish, split_by
+from whileai_datasets.hub import HoldOut, publish, split_by
 
 
 def _rows(keys: Sequence[str | None]) -> Dataset:
@@ -50,6 +51,19 @@ def test_split_by_is_deterministic_for_a_seed_and_keeps_row_order():
     assert _col(first["holdout"], "i") == _col(again["holdout"], "i")
     assert _col(first["train"], "i") == sorted(_col(first["train"], "i"))
     assert len(other_seeds) > 1
+
+
+def test_a_hold_out_holds_out_the_groups_split_by_holds_out():
+    """The Ray publish picks its held-out groups from the distinct keys alone (`HoldOut.held`), before any row is
+    split: the same groups as `split_by` over the rows, for every seed, in any order of the keys."""
+    ds = _rows([f"s{i % 13}" for i in range(60)])
+    for seed in range(6):
+        hold_out = HoldOut("scenario_id", test_size=0.3, seed=seed, names=("fit", "eval"))
+        parts = split_by(ds, "scenario_id", test_size=0.3, seed=seed, names=("fit", "eval"))
+        keys = pa.array([f"s{i}" for i in reversed(range(13))])
+        assert sorted(hold_out.held(keys).to_pylist()) == sorted(set(_col(parts["eval"], "scenario_id")))
+        assert {name: _col(split, "i") for name, split in hold_out.split(ds).items()} == {
+            name: _col(split, "i") for name, split in parts.items()}
 
 
 def test_split_by_reads_keys_through_a_selection():

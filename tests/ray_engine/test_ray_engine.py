@@ -108,6 +108,19 @@ def test_export_writes_the_local_rows_and_report(rows_file: Path, tmp_path: Path
     assert ours["privileged_leaks"]["n_leaked"] > 20 and ours["warnings"]
 
 
+def test_export_dataset_with_engine_ray_is_the_ray_export(rows_file: Path, tmp_path: Path) -> None:
+    """The front door's ``engine="ray"`` runs the Ray engine with the same options: the local file's bytes and
+    report (its parts concatenated), on the runtime this module started."""
+    options: dict[str, Any] = {"system_prompt": SYSTEM, "tools": TOOLS, "max_tool_output_chars": 40, "validate": False,
+                               "mask_mode": "final"}
+    local = whileai_datasets.export_dataset(str(rows_file), str(tmp_path / "local.jsonl"), **options)
+    ours = whileai_datasets.export_dataset(str(rows_file), str(tmp_path / "ray.jsonl"), engine="ray", **options)
+    assert parts(str(tmp_path / "ray.jsonl")) and ours["path"] == str(tmp_path / "ray.jsonl")
+    assert part_lines(str(tmp_path / "ray.jsonl")) == (tmp_path / "local.jsonl").read_bytes()
+    assert without_path(ours) == without_path(local)
+    assert ours["mask_mode"] == "final"
+
+
 def test_unrolled_openai_export_writes_the_local_jsonl_bytes(rows_file: Path, tmp_path: Path) -> None:
     """The local JSONL export of unrolled samples puts their per-sample keys first (messages, loss_mask,
     tools, lineage, unroll): the parts do too."""
@@ -466,3 +479,7 @@ def test_unread_keys_are_said_as_the_local_export_says_them(tmp_path: Path) -> N
     assert f"message key 'contnet' in {len(marked)} message(s) (first: rows.jsonl line {marked[0] + 1} " \
            f"(row {marked[0]})" in said
     assert said.split(": ", 1)[1] == expected.split(": ", 1)[1]  # all but where: the local names its split
+    with pytest.warns(whileai_datasets.UnreadKeysWarning) as front:  # the front door's engine="ray", three calls up
+        whileai_datasets.export_dataset(str(source), str(tmp_path / "front.jsonl"), validate=False, engine="ray")
+    front_unread = [w for w in front if w.category is whileai_datasets.UnreadKeysWarning]
+    assert len(front_unread) == 1 and front_unread[0].filename == __file__ and str(front_unread[0].message) == said

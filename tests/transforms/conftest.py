@@ -272,7 +272,7 @@ def with_tools(table: Any, tools: list[dict[str, Any]] | None = TOOLS) -> Any:
 def written(table: Any, *, preference: bool = False) -> list[dict[str, Any]]:
     """The rows as the JSONL writer writes them, parsed back."""
     from whileai_datasets.columnar import _json
-    from whileai_datasets.export import writer
+    from whileai_datasets.shaping import writer
 
     rules = writer.PREFERENCE_NULLS if preference else writer.TRAINING_NULLS
     return [json.loads(line) for line in _json.encode_rows(table, keep_null=rules).to_pylist()]

@@ -1,7 +1,7 @@
 """The audit's counting, one chunk at a time, and what it needs set up first.
 
 ``Run`` counts one chunk of canonical rows: the messages (``message_figures``), the export's
-pipeline (``export.pipeline.training_chunk``) and, given a tokenizer, ``tokenize``'s columns
+pipeline (``shaping.pipeline.training_chunk``) and, given a tokenizer, ``tokenize``'s columns
 (``token_figures``), into an ``Audit``'s flat-memory counters. The local audit (``runner``) runs it over
 every chunk of its source; the Ray one (``on_ray``) runs it in actors, block by block, and adds the
 blocks up. ``checked_options`` and ``prepare`` are the checks and set-up both share.
@@ -25,8 +25,8 @@ from whileai_datasets.auditing import message_figures, template_drops, token_fig
 from whileai_datasets.auditing.audit_report import Audit
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import SchemaError
-from whileai_datasets.export import pipeline, reports
 from whileai_datasets.hub import trainer_gaps
+from whileai_datasets.shaping import pipeline, reports
 from whileai_datasets.tokenize.long_values import cap_untrained, reach_chars
 from whileai_datasets.tokenize.row_failures import CAUSES, by_cause
 from whileai_datasets.tokenize.token_masks import BadMaskRowsWarning, Tokenize

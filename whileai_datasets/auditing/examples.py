@@ -23,7 +23,8 @@ from whileai_datasets.auditing.html import RowExample
 from whileai_datasets.auditing.message_figures import source_flags
 from whileai_datasets.auditing.template_drops import TemplateFacts, resolve, template_facts
 from whileai_datasets.errors import SchemaError, TemplateError
-from whileai_datasets.export import pipeline, sources
+from whileai_datasets.export import sources
+from whileai_datasets.shaping import pipeline
 from whileai_datasets.tokenize.token_masks import Tokenize
 from whileai_datasets.tokenize.views import table_views
 

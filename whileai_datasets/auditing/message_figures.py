@@ -20,7 +20,7 @@ from whileai_datasets._options import TrainingOptions
 from whileai_datasets.chat_template.masks.tool_ids import NINE
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.columnar._parts import flat_parts
-from whileai_datasets.export.loss_facts import row_flags
+from whileai_datasets.shaping.loss_facts import row_flags
 from whileai_datasets.transforms import think, tool_output
 
 #: Roles whose content characters are counted (per-role shares of the trained rows' text).
@@ -79,7 +79,7 @@ def _char_counts(text: pa.Array) -> np.ndarray:
 def source_flags(table: pa.Table, options: TrainingOptions) -> dict[str, Any]:
     """Per row of canonical rows as read: the flags and amounts the audit counts.
 
-    ``export.loss_facts.row_flags`` (``no_messages``, ``only_system``, ``no_assistant``,
+    ``shaping.loss_facts.row_flags`` (``no_messages``, ``only_system``, ``no_assistant``,
     ``duplicate_system``, ``missing_system``, ``has_system``, ``assistant_turns``) plus ``think``
     (assistant messages holding a ``<think>`` block), ``emptied_by_think`` (assistant turns that were only
     a think block: stripping leaves them empty), ``final_not_last``, ``has_tools``, ``reasoning`` and

@@ -28,14 +28,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from whileai_datasets import _compat
 from whileai_datasets._options import TrainingOptions
 from whileai_datasets._storage import Storage
 from whileai_datasets.auditing import counting
 from whileai_datasets.auditing.audit_report import Audit
 from whileai_datasets.auditing.locations import count_unreadable, counts_lines, lines_of, named_rows
 from whileai_datasets.auditing.tally import FIRST_LOCATIONS, WORST_ROWS
+from whileai_datasets.builders import unread
 from whileai_datasets.columnar import _arrow
-from whileai_datasets.errors import ExportFormatError, TemplateError, UnsupportedVersionError, WhileaiError
+from whileai_datasets.errors import ExportFormatError, TemplateError, WhileaiError, stacklevel_outside
 from whileai_datasets.export.sources import CHUNK_ROWS
 from whileai_datasets.hub import trainer_gaps
 from whileai_datasets.reading.reader import BadRows
@@ -73,10 +75,12 @@ def audit_on_ray(source: Any, *, tokenizer: Any, template: Any, options: Trainin
     ``range_bytes``, ``block_bytes``: as ``read_whileai``; a block is what one actor counts at a time.
     ``filesystem``: as ``read_whileai``: opens URI sources (``s3://bucket/prefix/``).
     """
-    ray = _ray()  # imported, not started: bad input is refused first
-    from whileai_datasets.ray_engine import block_counts
+    _compat.require_ray("engine='ray'")  # imported, not started: bad input is refused first
+    import ray
+
+    from whileai_datasets.ray_engine import block_counts, source_files
     from whileai_datasets.ray_engine import source as ray_source
-    from whileai_datasets.ray_engine import source_files
+    from whileai_datasets.ray_engine.engine import where_read
     from whileai_datasets.ray_engine.tokenizing import build_tokenizer
 
     if not isinstance(source, (str, os.PathLike)):
@@ -109,20 +113,11 @@ def audit_on_ray(source: Any, *, tokenizer: Any, template: Any, options: Trainin
                     totals.add(block)
                     if progress is not None:
                         progress(block.rows + int(block.bad["count"]), None)
+        unread.warn(block_counts.unread_keys(collector, paths, storage), where_read(source), kept=False,
+                    stacklevel=stacklevel_outside())
     finally:
         ray.kill(collector)
     return totals.finish(tools_json, facts, list(paths))
-
-
-def _ray() -> Any:
-    try:
-        import ray
-        import ray.data
-    except ImportError:
-        raise UnsupportedVersionError("engine='ray' needs Ray Data, which is not installed", location="engine",
-                                      hint="pip install 'whileai-datasets[ray]', or audit with engine='local'."
-                                      ) from None
-    return ray
 
 
 def _pool(ray: Any) -> int:
@@ -142,8 +137,8 @@ class AuditBlocks:
         built = build_tokenizer(tokenizer) if tokenizer is not None else None
         self.transform = counting.transform_of(built, chat, options)
         system = str(options.system_prompt or "")
-        self.normalize = ray_source.Normalize(paths, "default", Options(system_prompt=system),
-                                              storage=storage or Storage())
+        self.normalize = ray_source.Normalize(paths, "default", Options(system_prompt=system), report=reporter,
+                                              storage=storage or Storage())  # told the block's unread keys
         self.options, self.on_bad_row, self.tools_json = options, on_bad_row, tools_json
         self.facts, self.reporter = facts, reporter
 

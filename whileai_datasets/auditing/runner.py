@@ -1,6 +1,6 @@
 """``audit(source, ...)``: the export's own pipeline and ``tokenize``, run once over a dataset, counted.
 
-The rows go through what ``export_dataset`` does to them (``export.pipeline.training_chunk``: think
+The rows go through what ``export_dataset`` does to them (``shaping.pipeline.training_chunk``: think
 blocks stripped, tool output cut, the mask recomputed, unrolled), a chunk at a time, then through
 ``tokenize`` with ``max_length``; only counters, histograms and the first few row numbers are kept, so
 memory stays flat in the row count. No row is changed or written.

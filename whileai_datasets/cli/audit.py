@@ -103,7 +103,7 @@ def _on_bad_row(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from whileai_datasets.auditing import audit
-    from whileai_datasets.export.overwrite import refuse_overwrite
+    from whileai_datasets.shaping.overwrite import refuse_overwrite
 
     if args.html:  # before anything is read: the page may not be written over an input
         refuse_overwrite(args.html, [args.source, args.template, args.tools, args.system_prompt_file])

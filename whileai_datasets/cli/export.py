@@ -115,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> dict[str, Any]:
-    from whileai_datasets.export import exporters, overwrite
+    from whileai_datasets.export import exporters
+    from whileai_datasets.shaping import overwrite
 
     # before anything is read: OUT must not be IN, the system prompt file or the tools file
     ray = getattr(args, "engine", "local") == "ray"

@@ -17,16 +17,17 @@ from typing import Any
 from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
 
 from whileai_datasets import _storage
+from whileai_datasets._options import TrainingOptions
 from whileai_datasets.cli import bad_rows as bad_rows_cli
 from whileai_datasets.cli import export as export_cli
 from whileai_datasets.cli import ray_options as ray_cli
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import PublishError, WhileaiError
-from whileai_datasets.export.reports import first_role_count
+from whileai_datasets.export import rollouts
+from whileai_datasets.export.rollouts import publish_rollouts
 from whileai_datasets.hub import publish, split_by
 from whileai_datasets.hub.reading import chunks
-from whileai_datasets.transforms.think import strip_think
-from whileai_datasets.transforms.tool_output import truncate_tool_output
+from whileai_datasets.shaping.reports import first_role_count
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -120,15 +121,17 @@ def _push_on_ray(args: argparse.Namespace) -> Any:
             source is not None and source.is_dir() and (source / "state.json").exists()):
         raise PublishError("--engine ray reads whileai rollouts (.jsonl), and SOURCE holds exported rows",
                            location=str(args.source), hint="Publish exported rows with --engine local")
-    system, tools = export_cli.row_inputs(args)
     with ray_cli.runtime(args.ray_address):
-        from whileai_datasets.ray_engine.publish import publish_rollouts
+        return publish_rollouts(str(args.source), args.repo_id, **_rollout_options(args), split_key=args.split_by,
+                                test_size=args.test_size, seed=args.seed, private=not args.public,
+                                revision=args.revision, commit_message=args.message, engine="ray")
 
-        return publish_rollouts(
-            str(args.source), args.repo_id, system_prompt=system, tools=tools, mask_mode=args.mask_mode,
-            strip_think=not args.keep_think, max_tool_output_chars=args.max_tool_output_chars,
-            split_key=args.split_by, test_size=args.test_size, seed=args.seed, private=not args.public,
-            revision=args.revision, commit_message=args.message)
+
+def _rollout_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options that shape raw rollouts, from the command line (``publish_rollouts``' keywords)."""
+    system, tools = export_cli.row_inputs(args)
+    return {"system_prompt": system, "tools": tools, "mask_mode": args.mask_mode, "strip_think": not args.keep_think,
+            "max_tool_output_chars": args.max_tool_output_chars}
 
 
 def _print(result: Any, as_json: bool) -> None:
@@ -164,18 +167,11 @@ def _rows(args: argparse.Namespace) -> Dataset | DatasetDict:
                                location=str(args.source), hint="Pass the whileai .jsonl rollouts as SOURCE, or drop "
                                "the flag (apply it when exporting)")
         return load_source(args.source, mask_mode=args.mask_mode)
-    system, tools = export_cli.row_inputs(args)
-    ds = load_source(args.source, mask_mode=args.mask_mode, system_prompt=system, tools=tools,
-                     on_bad_row=args.on_bad_row)
-    assert isinstance(ds, Dataset)
-    if system is None:
+    options = TrainingOptions.whileai_export(**_rollout_options(args))
+    ds = rollouts.rollout_rows([str(args.source)], options, on_bad_row=args.on_bad_row)
+    if options.system_prompt is None:
         _warn_without_system(ds)
-    ds = ds.with_format("arrow")
-    if not args.keep_think:
-        ds = ds.map(strip_think, batched=True, desc="strip_think")
-    if args.max_tool_output_chars is not None:
-        ds = ds.map(truncate_tool_output(args.max_tool_output_chars), batched=True, desc="truncate_tool_output")
-    return ds.with_format(None)
+    return ds
 
 
 def _warn_without_system(ds: Dataset) -> None:

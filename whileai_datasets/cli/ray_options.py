@@ -16,10 +16,10 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from whileai_datasets import _compat
 from whileai_datasets._options import TrainingOptions, choices
 from whileai_datasets._typing import Engine
-from whileai_datasets.errors import ExportFormatError, UnsupportedVersionError
-
+from whileai_datasets.errors import ExportFormatError
 
 #: What ``--engine ray`` changes for the ``export`` command.
 EXPORT_NOTE = "With ray, OUT is a directory of part files (Parquet; JSONL when OUT ends in .jsonl)"
@@ -64,9 +64,9 @@ def run_ray_export(args: argparse.Namespace, options: TrainingOptions) -> dict[s
                 "with whileai_datasets.publish.",
             )
     with runtime(args.ray_address):
-        from whileai_datasets.ray_engine.engine import run_training
+        from whileai_datasets.export.exporters import run_training
 
-        return run_training(str(args.source), str(args.output), options)
+        return run_training(str(args.source), str(args.output), options, engine="ray")
 
 
 @contextlib.contextmanager
@@ -105,13 +105,7 @@ def stdout_to_stderr() -> Iterator[None]:
 
 
 def _import_ray() -> Any:
-    try:
-        import ray
-        import ray.data
-    except ImportError:
-        raise UnsupportedVersionError(
-            "--engine ray needs Ray Data, which is not installed",
-            location="--engine ray",
-            hint="pip install 'whileai-datasets[ray]'",
-        ) from None
+    _compat.require_ray("--engine ray")
+    import ray
+
     return ray

@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     from whileai_datasets import _files
     from whileai_datasets.auditing.examples import out_of_range, row_examples
     from whileai_datasets.auditing.html import rows_page
-    from whileai_datasets.export.overwrite import refuse_overwrite
+    from whileai_datasets.shaping.overwrite import refuse_overwrite
 
     refuse_overwrite(args.html, [args.source, args.tools, args.template, args.system_prompt_file])
     from whileai_datasets.export import sources

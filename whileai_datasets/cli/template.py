@@ -43,7 +43,7 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _patch(args: argparse.Namespace, out: TextIO) -> int:
-    from whileai_datasets.export.overwrite import refuse_overwrite
+    from whileai_datasets.shaping.overwrite import refuse_overwrite
 
     refuse_overwrite(args.out, _template_files(Path(args.source)))
     template = ChatTemplate.from_file(args.source, variant=args.variant)

@@ -24,7 +24,7 @@ count. Differences, on purpose:
 * Rows that train nothing (only a system message, no assistant turn) are written as whileai writes
   them, but not in silence: the report gains ``rows_without_loss`` (only when there are some) and a
   ``NothingToTrainWarning`` names the cause and the first row; rows opening with two system messages
-  warn (``DuplicateSystemWarning``). See ``export.loss_facts``.
+  warn (``DuplicateSystemWarning``). See ``shaping.loss_facts``.
 * ``push_to`` publishes the exported rows with ``whileai_datasets.hub.publish``
   (a private repo whose default config a trainer trains exactly, with the
   canonical rows beside it and a dataset card) where whileai uploads the file.
@@ -44,13 +44,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from whileai_datasets import _files, _storage, option_names
+from whileai_datasets import _compat, _files, _storage, option_names
 from whileai_datasets._options import TrainingOptions, check_choice, check_flag
-from whileai_datasets._typing import ExportFormat, MaskMode, MessageWeights, OnBadRow
+from whileai_datasets._typing import Engine, ExportFormat, MaskMode, MessageWeights, OnBadRow
 from whileai_datasets.columnar import _arrow
-from whileai_datasets.errors import ExportFormatError
-from whileai_datasets.export import loss_facts, overwrite, pipeline, pushing, refusals, reports, sources
-from whileai_datasets.export import writer as export_writer
+from whileai_datasets.errors import ExportFormatError, OptionError
+from whileai_datasets.export import pushing, sources
+from whileai_datasets.shaping import loss_facts, overwrite, pipeline, refusals, reports
+from whileai_datasets.shaping import writer as export_writer
 from whileai_datasets.transforms import gates, think, wire
 from whileai_datasets.transforms import groups as grouping
 
@@ -77,6 +78,7 @@ def export_training(
     weights: MessageWeights | None = None,
     on_bad_row: OnBadRow | None = None,
     filesystem: Any = None,
+    engine: Engine = "local",
 ) -> dict[str, Any]:
     """Write training rows as whileai's ``export_dataset`` does, gated, and return its report.
 
@@ -111,6 +113,12 @@ def export_training(
             ``output`` (``s3://bucket/key``); by default the URI's scheme picks one, with credentials
             from the environment. A URI source is copied to a temp folder and read from there; a URI
             output is written locally, then uploaded whole.
+        engine: ``"local"`` (this process, chunk by chunk) or ``"ray"``: Ray Data reads, shapes and
+            writes the rows in its tasks, on the runtime ``ray.init`` connected to (a local one
+            otherwise), with the same options, rows and report (``ray_engine.export_training``, whose
+            block sizes and row keys are the engine's own knobs). ``output`` is then a directory of
+            part files (Parquet; JSONL when it ends in ``.jsonl``) that concatenate to the local
+            engine's file; ``push_to``, ``weights`` and ``on_bad_row="skip"`` are the local engine's.
     Returns:
         whileai's report: ``n``, ``format``, ``with_system``, ``with_tools``,
         ``groups``, ``tool_call_roundtrip``, ``mask_mode``, ``unrolled``,
@@ -131,20 +139,25 @@ def export_training(
         ValueError: a gate refused the rows (``validate=True``), a row has no messages, or ``push_to``
             without an output.
         PublishError: the Hub refused the upload (``push_to``).
+        UnsupportedVersionError: ``engine="ray"`` without Ray Data installed.
     """
     options = TrainingOptions(
         system_prompt=system_prompt, tools=tools, strip_think=strip_think, validate=validate, mask_mode=mask_mode,
         unroll=unroll, max_tool_output_chars=max_tool_output_chars, format=format, weights=weights)
-    return run_training(source, output, options, push_to=push_to, on_bad_row=on_bad_row, filesystem=filesystem)
+    return run_training(source, output, options, engine=engine, push_to=push_to, on_bad_row=on_bad_row,
+                        filesystem=filesystem)
 
 
 export_dataset = export_training
 
 
-def run_training(source: Any, output: str | None, options: TrainingOptions, *, push_to: str | None = None,
-                 on_bad_row: OnBadRow | None = None, progress: Progress | None = None,
+def run_training(source: Any, output: str | None, options: TrainingOptions, *, engine: Engine = "local",
+                 push_to: str | None = None, on_bad_row: OnBadRow | None = None, progress: Progress | None = None,
                  filesystem: Any = None) -> dict[str, Any]:
-    """``export_training`` with its options made, and a progress callback (source rows done per chunk)."""
+    """``export_training`` with its options made, and a progress callback (source rows done per chunk; the
+    local engine's)."""
+    if check_choice(engine, "engine", Engine) == "ray":
+        return _on_ray(source, output, options, push_to=push_to, on_bad_row=on_bad_row, filesystem=filesystem)
     bad_rows = "raise" if on_bad_row is None else check_choice(on_bad_row, "on_bad_row", OnBadRow)
     if _storage.is_uri(source) or _storage.is_uri(output):
         return _on_objects(source, output, options, push_to=push_to, on_bad_row=on_bad_row, progress=progress,
@@ -170,6 +183,36 @@ def run_training(source: Any, output: str | None, options: TrainingOptions, *, p
         report["hub"] = pushing.push_rows(report["path"], push_to, report, src.chunks(),
                                           _canonical_rows(src, groups, options))
     return report
+
+
+def _on_ray(source: Any, output: str | None, options: TrainingOptions, *, push_to: str | None,
+            on_bad_row: OnBadRow | None, filesystem: Any) -> dict[str, Any]:
+    """``export_training(engine="ray")``: what the Ray engine does not take is refused by name, before Ray starts."""
+    refuse_on_ray({"push_to": push_to, "weights": options.weights, "on_bad_row": on_bad_row},
+                  push_to="publish the rollouts with publish_rollouts(source, repo_id, engine='ray')")
+    if output is None:
+        raise OptionError(f"{option_names.spell('engine', 'ray')} writes a directory of part files, and no output "
+                          "was given", location="output",
+                          hint="Pass output='out/' (Parquet parts; 'out.jsonl' for JSONL parts).")
+    _compat.require_ray(option_names.spell("engine", "ray"))
+    from whileai_datasets.ray_engine.engine import run_training as run_on_ray
+
+    return run_on_ray(source, output, options, filesystem=filesystem)
+
+
+def refuse_on_ray(given: dict[str, Any], **alternatives: str) -> None:
+    """``OptionError`` for the first of `given` (option name: value) that is set and that the Ray engine does
+    not take; ``on_bad_row`` is checked, and taken when it is ``"raise"`` (Ray stops at an unreadable row).
+    `alternatives`: per option, what to do instead of the local engine."""
+    for name, value in given.items():
+        if name == "on_bad_row" and value is not None and check_choice(value, name, OnBadRow) == "raise":
+            continue
+        if value is not None and value is not False:
+            instead = alternatives.get(name, "fix or drop the unreadable rows first" if name == "on_bad_row"
+                                       else f"drop {option_names.spell(name)}")
+            raise OptionError(f"{option_names.spell(name, value)} is not available with "
+                              f"{option_names.spell('engine', 'ray')}", location=name,
+                              hint=f"Run it with {option_names.spell('engine', 'local')}, or {instead}.")
 
 
 def _on_objects(source: Any, output: str | None, options: TrainingOptions, *, filesystem: Any,

@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from whileai_datasets.hub.publishing import PublishResult, publish
-from whileai_datasets.hub.splits import split_by
+from whileai_datasets.hub.splits import HoldOut, split_by
 
-__all__ = ["PublishResult", "publish", "split_by"]
+__all__ = ["HoldOut", "PublishResult", "publish", "split_by"]

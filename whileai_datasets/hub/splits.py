@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -39,6 +40,25 @@ def split_by(ds: Dataset, key: str = "scenario_id", *, test_size: float | int = 
     keys = _key_column(ds, key)
     held = pc.is_in(keys, value_set=held_out(pc.unique(keys), key, test_size=test_size, seed=seed))
     return DatasetDict({names[0]: ds.select(_row_numbers(pc.invert(held))), names[1]: ds.select(_row_numbers(held))})
+
+
+@dataclass(frozen=True)
+class HoldOut:
+    """Which whole groups to hold out, as `split_by` holds them out: the values of `key` in a share
+    (`test_size`, a float) or a number (an int) of the groups, picked by `seed`, into the split `names[1]`."""
+
+    key: str = "scenario_id"
+    test_size: float | int = 0.1
+    seed: int = 0
+    names: tuple[str, str] = ("train", "holdout")
+
+    def split(self, ds: Dataset) -> DatasetDict:
+        """`ds` in the two splits (`split_by`)."""
+        return split_by(ds, self.key, test_size=self.test_size, seed=self.seed, names=self.names)
+
+    def held(self, groups: pa.Array) -> pa.Array:
+        """The values of `groups` (each distinct value of `key` once) that are held out (`held_out`)."""
+        return held_out(groups, self.key, test_size=self.test_size, seed=self.seed)
 
 
 def held_out(groups: pa.Array, key: str, *, test_size: float | int, seed: int) -> pa.Array:

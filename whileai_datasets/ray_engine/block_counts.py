@@ -27,9 +27,9 @@ import ray
 from whileai_datasets._options import TrainingOptions
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import WhileaiError
-from whileai_datasets.export import reports
 from whileai_datasets.ray_engine import source, source_files
 from whileai_datasets.rows.unread_keys import Unread
+from whileai_datasets.shaping import reports
 from whileai_datasets.transforms import gates
 
 

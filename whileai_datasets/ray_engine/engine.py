@@ -17,14 +17,13 @@ from whileai_datasets._options import TrainingOptions, check_choice, choices
 from whileai_datasets._typing import ExportFormat, MaskMode
 from whileai_datasets.builders import unread
 from whileai_datasets.columnar import _arrow
-from whileai_datasets.errors import ExportFormatError, OptionError, WhileaiError
-from whileai_datasets.export import overwrite, pipeline, refusals, reports
-from whileai_datasets.ray_engine import block_counts
+from whileai_datasets.errors import ExportFormatError, OptionError, WhileaiError, stacklevel_outside
+from whileai_datasets.ray_engine import block_counts, source_files
 from whileai_datasets.ray_engine import output as ray_output
 from whileai_datasets.ray_engine import source as ray_source
-from whileai_datasets.ray_engine import source_files
 from whileai_datasets.ray_engine.groups import GroupLookup, group_table, stamp_groups
 from whileai_datasets.rows.canonical import Options
+from whileai_datasets.shaping import overwrite, pipeline, refusals, reports
 
 #: The public row key: the file a row came from and its position in it.
 SOURCE_FILE = "source_file"
@@ -96,7 +95,15 @@ def read_whileai(
         mask_mode=mask_mode,
         keep_message_keys=keep_message_keys,
     )
-    ds = _canonical(paths, config, options, None, (range_bytes, block_bytes), _storage.Storage(filesystem))
+    return canonical_rows(paths, config, options, None, (range_bytes, block_bytes), _storage.Storage(filesystem),
+                          row_key=row_key)
+
+
+def canonical_rows(paths: Sequence[str], config: str, options: Options, report: Any, sizes: tuple[int, int],
+                   storage: Any, *, row_key: bool) -> Any:
+    """``read_whileai``'s rows of `paths`, checked, with `report` (a ``block_counts.Reporter``, or None) told
+    each block's errors and unread keys: what the engine's own jobs read through."""
+    ds = _canonical(paths, config, options, report, sizes, storage)
     return ds.map_batches(PublicKey(tuple(paths), row_key), batch_format="pyarrow", batch_size=None)
 
 
@@ -212,8 +219,8 @@ def run_training(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str
                          (range_bytes, block_bytes), storage)
             rows.write_datasink(ray_output.Parts(staging.path, suffix, storage))
         parts = ray.get(collector.parts.remote())
-        unread.warn(block_counts.unread_keys(collector, paths, storage), _where(source), kept=False,
-                    stacklevel=3)  # export_training's caller
+        unread.warn(block_counts.unread_keys(collector, paths, storage), where_read(source), kept=False,
+                    stacklevel=stacklevel_outside())
         report = block_counts.report(parts, options)
         refusals.gate(report, options.validate)
         ray_output.commit(staging)
@@ -225,7 +232,7 @@ def run_training(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str
     return report
 
 
-def _where(source: Any) -> str:
+def where_read(source: Any) -> str:
     """The source as a warning names it: the path or pattern given, or how many were given."""
     if isinstance(source, (str, os.PathLike)):
         return os.fspath(source)
@@ -257,7 +264,7 @@ def _rows(
 @dataclass(frozen=True)
 class TrainingBatches:
     """One block of canonical rows through the export's chunk pipeline
-    (``transforms._pipeline.training_chunk``): the written rows come back, the
+    (``shaping.pipeline.training_chunk``): the written rows come back, the
     block's report counts go to the collector."""
 
     options: TrainingOptions

@@ -24,7 +24,7 @@ from ray.data.datasource import Datasink
 
 from whileai_datasets import _files, _storage
 from whileai_datasets.errors import ExportFormatError
-from whileai_datasets.export import writer as export_writer
+from whileai_datasets.shaping import writer as export_writer
 
 
 @contextlib.contextmanager

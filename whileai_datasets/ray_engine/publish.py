@@ -1,13 +1,14 @@
-"""`whileai_datasets.publish` on Ray Data: the workers build and write the shards, the driver commits.
+"""`whileai_datasets.publish` on Ray Data: the workers build the shards, the driver commits.
 
 Each Ray block of canonical rows goes through the same per-chunk config builders as a local publish
-(`hub.configs.REGISTRY`, `hub.streaming`): the worker writes one Parquet shard per config and split
-of its block to a staging directory and returns the shard's name, rows and the card's counts, and
-the rows each trainer reads differently in the block (`hub.trainer_gaps`). The driver orders the
-shards by the rows they hold (file order), names them as a local publish does, places each block's
-trainer gaps at its first row in the split, writes the card and makes the one commit. So the repo has the local publish's configs, directories,
-Parquet schemas and card YAML, and the same rows in the same order. The staging directory must be
-one every node and the driver see (the same assumption as the export's inputs).
+(`hub.configs.REGISTRY`, `hub.streaming`): the worker makes one Parquet shard per config and split of
+its block and returns, per shard, its bytes (they reach the driver through Ray's object store, so the
+nodes need no shared folder; with `staging=`, a folder every node mounts, the worker writes the shard
+there instead), its rows and the card's counts, and the rows each trainer reads differently in the
+block (`hub.trainer_gaps`). The driver writes the shards to its disk as they arrive, orders them by the
+rows they hold (file order), names them as a local publish does, places each block's trainer gaps at its
+first row in the split, writes the card and makes the one commit. So the repo has the local publish's
+configs, directories, Parquet schemas and card YAML, and the same rows in the same order.
 """
 
 from __future__ import annotations
@@ -26,41 +27,38 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import ray
 
+from whileai_datasets import _storage
 from whileai_datasets._options import TrainingOptions
-from whileai_datasets._typing import MaskMode
+from whileai_datasets.builders import unread
+from whileai_datasets.builders.inputs import load_tools
 from whileai_datasets.columnar import _portable
-from whileai_datasets.errors import PublishError, WhileaiError
+from whileai_datasets.errors import OptionError, PublishError, WhileaiError, stacklevel_outside
 from whileai_datasets.hub import configs as repo_configs
-from whileai_datasets.hub import publishing, splits, streaming, trainer_gaps
+from whileai_datasets.hub import publishing, streaming, trainer_gaps
 from whileai_datasets.hub.card import hash_sources
 from whileai_datasets.hub.publishing import PublishResult
-from whileai_datasets.ray_engine import block_counts
+from whileai_datasets.hub.splits import HoldOut
+from whileai_datasets.ray_engine import block_counts, source_files
 from whileai_datasets.ray_engine import output as ray_output
 from whileai_datasets.ray_engine import source as ray_source
-from whileai_datasets.ray_engine import source_files
-from whileai_datasets.ray_engine.engine import SOURCE_FILE, SOURCE_OFFSET, read_whileai
+from whileai_datasets.ray_engine.engine import SOURCE_FILE, SOURCE_OFFSET, canonical_rows, where_read
+from whileai_datasets.rows.canonical import Options
 from whileai_datasets.transforms.think import strip_think
 from whileai_datasets.transforms.tool_output import truncate_tool_output
 
 #: One row per shard a worker wrote (`config` set), and per block and split its training rows' count and
 #: trainer gaps measured from the block's first row (`config` null, `gaps` set).
 _INFO = pa.schema([("config", pa.string()), ("split", pa.string()), ("file", pa.int64()), ("offset", pa.int64()),
-                   ("local", pa.string()), ("rows", pa.int64()), ("facts", pa.string()), ("gaps", pa.string())])
+                   ("local", pa.string()), ("rows", pa.int64()), ("facts", pa.string()), ("gaps", pa.string()),
+                   ("data", pa.binary())])
 
 
 def publish_rollouts(
     source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     repo_id: str,
+    options: TrainingOptions | None = None,
     *,
-    system_prompt: str | None = None,
-    tools: Any = None,
-    mask_mode: MaskMode = "assistant",
-    strip_think: bool = True,
-    max_tool_output_chars: int | None = None,
-    split_key: str | None = None,
-    test_size: float = 0.1,
-    seed: int = 0,
-    names: tuple[str, str] = ("train", "holdout"),
+    hold_out: HoldOut | None = None,
     private: bool = True,
     token: str | None = None,
     revision: str | None = None,
@@ -72,47 +70,65 @@ def publish_rollouts(
 ) -> PublishResult:
     """Publish whileai rollouts (any row shape) to `repo_id` on Ray: what `whileai-datasets push` publishes.
 
+    ``whileai_datasets.publish_rollouts(..., engine="ray")`` calls this; call it yourself for the engine's
+    own knobs (`staging`, `range_bytes`, `block_bytes`).
+
     Args:
         source: Files as `read_whileai` takes them.
         repo_id, private, token, revision, commit_message: As `whileai_datasets.publish`.
-        system_prompt, tools, mask_mode: As the `whileai/export` builder's.
-        strip_think, max_tool_output_chars: As `export_dataset`'s.
-        split_key, test_size, seed, names: Hold out whole groups as `split_by` does (the same groups for
-            the same seed); without `split_key`, one split "train".
-        staging: Where the workers write the shards (a directory every node mounts); a temporary
-            directory otherwise (right for a local Ray runtime).
+        options: What shapes the rows (``TrainingOptions.whileai_export()`` when None, the export's
+            defaults): `system_prompt`, `tools` and `mask_mode` as the `whileai/export` builder's,
+            `strip_think` and `max_tool_output_chars` as `export_dataset`'s; the repo's configs are its own
+            wire shapes, so `unroll` and `weights` are refused.
+        hold_out: Whole groups held out as `split_by` holds them (the same groups for the same seed);
+            None: one split "train".
+        staging: A folder every node mounts, where the workers write the shards; None (the default):
+            the shards come back through Ray's object store, a block at a time, to a temporary folder of
+            the driver's (no shared folder is needed).
         range_bytes, block_bytes: As `read_whileai`; a block's rows become one shard per config and split.
         filesystem: As `read_whileai`: opens URI sources (`s3://bucket/prefix/`).
     Returns:
         `publish`'s result.
     Raises:
-        OptionError: `mask_mode`, `strip_think` or `max_tool_output_chars` has a value it cannot take.
+        OptionError: `options` sets `unroll` or `weights`, which a publish does not take.
         PublishError, ExportFormatError: as `publish` and `read_whileai`.
     """
-    options = TrainingOptions.whileai_export(system_prompt=system_prompt, mask_mode=mask_mode, strip_think=strip_think,
-                                             max_tool_output_chars=max_tool_output_chars)
+    options = TrainingOptions.whileai_export() if options is None else options
+    for name, value in (("unroll", options.unroll or None), ("weights", options.weights)):
+        if value is not None:
+            raise OptionError(f"{name}={value!r} does not apply to a publish: the repo's configs are its own shapes",
+                              location=name, hint=f"Drop {name} from the options.")
     found_token = publishing.resolve_token(token)
-    rows = read_whileai(source, system_prompt=system_prompt, tools=tools, mask_mode=options.mask_mode, row_key=True,
-                        range_bytes=range_bytes, block_bytes=block_bytes, filesystem=filesystem)
-    held = None
-    if split_key:  # the groups are needed before the blocks are split: read the rows once, keep them
-        rows = rows.materialize()
-        held = _held_groups(rows, split_key, test_size, seed)
-    api, repo_id, url, previous = publishing.open_repo(found_token, repo_id, private=private, revision=revision)
+    storage = _storage.Storage(filesystem)
     paths = tuple(source_files.expand_paths(source, filesystem=filesystem))
-    with tempfile.TemporaryDirectory(prefix="whileai-ray-publish-", dir=staging) as tmp:
-        blocks = Blocks(paths, options.strip_think, options.max_tool_output_chars, split_key, held, names, tmp)
-        built = _build(rows, blocks, Path(tmp))
-        groups = _group_counts(rows, split_key, held, names) if split_key else None
-        return publishing.commit_built(api, built, publishing.Publication(
-            repo_id=repo_id, url=url, private=private, revision=revision, previous=previous,
-            commit_message=commit_message, sources=hash_sources(paths, filesystem=filesystem), split_key=split_key,
-            split_groups=groups), Path(tmp))
-
-
-def _held_groups(rows: Any, key: str, test_size: float, seed: int) -> pa.Array:
-    keys = pa.array(rows.unique(key))
-    return splits.held_out(keys, key, test_size=test_size, seed=seed)
+    tools = load_tools(list(options.tools) if options.tools else None)
+    reading = Options(system_prompt=str(options.system_prompt or ""), tools=tools, mask_mode=options.mask_mode)
+    collector = block_counts.collector_on_this_node()
+    try:
+        with ray_output.ordered(), block_counts.surfaced(collector):
+            reporter = block_counts.Reporter(collector)
+            rows = canonical_rows(paths, "default", reading, reporter, (range_bytes, block_bytes), storage,
+                                  row_key=True)
+            held, split_key, names = None, None, ("train", "holdout")
+            if hold_out is not None:  # the groups are needed before the blocks are split: read the rows once
+                rows = rows.materialize()
+                held = hold_out.held(pa.array(rows.unique(hold_out.key)))
+                split_key, names = hold_out.key, hold_out.names
+            api, repo_id, url, previous = publishing.open_repo(found_token, repo_id, private=private,
+                                                               revision=revision)
+            with tempfile.TemporaryDirectory(prefix="whileai-ray-publish-", dir=staging) as tmp:
+                blocks = Blocks(paths, options.strip_think, options.max_tool_output_chars, split_key, held, names,
+                                tmp if staging is not None else "")
+                built = _build(rows, blocks, reporter, Path(tmp))
+                unread.warn(block_counts.unread_keys(collector, paths, storage), where_read(source), kept=False,
+                            stacklevel=stacklevel_outside())
+                groups = _group_counts(rows, split_key, held, names) if split_key else None
+                return publishing.commit_built(api, built, publishing.Publication(
+                    repo_id=repo_id, url=url, private=private, revision=revision, previous=previous,
+                    commit_message=commit_message, sources=hash_sources(paths, filesystem=filesystem),
+                    split_key=split_key, split_groups=groups), Path(tmp))
+    finally:
+        ray.kill(collector)
 
 
 def _group_counts(rows: Any, key: str, held: pa.Array, names: tuple[str, str]) -> dict[str, int]:
@@ -122,7 +138,9 @@ def _group_counts(rows: Any, key: str, held: pa.Array, names: tuple[str, str]) -
 
 @dataclass(frozen=True)
 class Blocks:
-    """One Ray block through every config: shards written under `folder`, one info row per shard back."""
+    """One Ray block through every config: one info row per shard back, the shard's Parquet bytes in it (they
+    reach the driver through Ray's object store), or with a `folder` (every node mounts it) the shard written
+    there."""
 
     paths: tuple[str, ...]
     strip_think: bool
@@ -144,7 +162,7 @@ class Blocks:
         plan = repo_configs.planned(repo_configs.Extras(split_key=self.split_key))
         infos = []
         for split, part in self._splits(rows):
-            infos += _write_block(plan, part, split, first, Path(self.folder))
+            infos += _write_block(plan, part, split, first, Path(self.folder) if self.folder else None)
         return pa.Table.from_pylist(infos, schema=_INFO)
 
     def _splits(self, rows: pa.Table) -> list[tuple[str, pa.Table]]:
@@ -155,9 +173,9 @@ class Blocks:
 
 
 def _write_block(plan: Sequence[tuple[repo_configs.ConfigSpec, repo_configs.Builder]], rows: pa.Table, split: str,
-                 first: tuple[int, int], folder: Path) -> list[dict[str, Any]]:
-    """Every config of one block's rows of a split, each written as one shard; their info rows, and the
-    block's own (its rows and trainer gaps)."""
+                 first: tuple[int, int], folder: Path | None) -> list[dict[str, Any]]:
+    """Every config of one block's rows of a split, each written as one shard (under `folder`, or as the bytes
+    of its info row); their info rows, and the block's own (its rows and trainer gaps)."""
     where = f"split {split!r}"
     canonical = repo_configs.canonical_chunk(rows, where)
     gaps = json.dumps(trainer_gaps.chunk_gaps(canonical, where))  # rows counted from the block's first
@@ -166,28 +184,43 @@ def _write_block(plan: Sequence[tuple[repo_configs.ConfigSpec, repo_configs.Buil
     for spec, builder in plan:
         table = builder.table(canonical, where)
         facts: Counter[str] = Counter(rows=table.num_rows)
-        local = ""
+        local, data = "", None
         if table.num_rows:
             if builder.facts is not None:
                 facts.update(builder.facts(table, canonical))
             table = table.replace_schema_metadata(_portable.portable_features(table.schema).arrow_schema.metadata)
-            local = str(folder / spec.directory / f"{split}-block-{first[0]:05d}-{first[1]:015d}.parquet")
-            os.makedirs(os.path.dirname(local), exist_ok=True)
-            pq.write_table(table, local)
+            if folder is None:
+                buffer = pa.BufferOutputStream()
+                pq.write_table(table, buffer)
+                data = buffer.getvalue().to_pybytes()
+            else:
+                local = str(folder / _block_shard(spec.directory, split, first))
+                os.makedirs(os.path.dirname(local), exist_ok=True)
+                pq.write_table(table, local)
         infos.append({"config": spec.name, "split": split, "file": first[0], "offset": first[1], "local": local,
-                      "rows": table.num_rows, "facts": json.dumps(dict(facts)), "gaps": None})
+                      "rows": table.num_rows, "facts": json.dumps(dict(facts)), "gaps": None, "data": data})
     return infos
 
 
-def _build(rows: Any, blocks: Blocks, folder: Path) -> streaming.Built:
-    """Run `blocks` on every Ray block and gather what the workers wrote into the local publish's layout."""
-    collector = block_counts.collector_on_this_node()
-    try:
-        with ray_output.ordered(), block_counts.surfaced(collector):
-            infos = rows.map_batches(_Reporting(blocks, block_counts.Reporter(collector)), batch_format="pyarrow",
-                                     batch_size=None).take_all()
-    finally:
-        ray.kill(collector)
+def _block_shard(directory: str, split: str, first: tuple[int, int]) -> str:
+    """Where a block's shard of a config and split waits for the commit (its name orders it in the file)."""
+    return f"{directory}/{split}-block-{first[0]:05d}-{first[1]:015d}.parquet"
+
+
+def _build(rows: Any, blocks: Blocks, reporter: block_counts.Reporter, folder: Path) -> streaming.Built:
+    """Run `blocks` on every Ray block and gather what the workers wrote into the local publish's layout: the
+    shards that came back as bytes are written under `folder` as they arrive, a block at a time."""
+    infos = []
+    for batch in rows.map_batches(_Reporting(blocks, reporter), batch_format="pyarrow",
+                                  batch_size=None).iter_batches(batch_format="pyarrow", batch_size=None):
+        for info in batch.to_pylist():
+            data = info.pop("data")
+            if data is not None:
+                local = folder / ".blocks" / _block_shard(info["config"], info["split"], (info["file"], info["offset"]))
+                local.parent.mkdir(parents=True, exist_ok=True)
+                local.write_bytes(data)
+                info["local"] = str(local)
+            infos.append(info)
     return _gather(infos, blocks.split_key is None, blocks.names, folder)
 
 

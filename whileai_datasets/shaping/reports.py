@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from whileai_datasets._options import TrainingOptions
 from whileai_datasets.columnar import _arrow
-from whileai_datasets.export.loss_facts import row_flags
+from whileai_datasets.shaping.loss_facts import row_flags
 from whileai_datasets.transforms import gates, tool_output, wire
 
 PASS_THRESHOLD = 0.5
@@ -109,7 +109,7 @@ class TrainingStats:
             )
         if warnings:
             report["warnings"] = warnings
-        if self.without_loss + max(dropped, 0):  # not whileai's: export.loss_facts
+        if self.without_loss + max(dropped, 0):  # not whileai's: shaping.loss_facts
             report["rows_without_loss"] = self.without_loss + max(dropped, 0)
         return report
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from whileai_datasets._options import TrainingOptions
 from whileai_datasets.columnar import _arrow, _json, _parts
-from whileai_datasets.export import writer
+from whileai_datasets.shaping import writer
 from whileai_datasets.transforms import groups as grouping
 from whileai_datasets.transforms import masks, think, tool_output, unrolling, wire
 

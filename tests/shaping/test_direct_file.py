@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from whileai_datasets.export import direct_file
-from whileai_datasets.export.direct_file import ALIGN, STAGE_BYTES, DirectFile, open_for_writing
+from whileai_datasets.shaping import direct_file
+from whileai_datasets.shaping.direct_file import ALIGN, STAGE_BYTES, DirectFile, open_for_writing
 
 SIZES = [0, 1, ALIGN - 1, ALIGN, ALIGN + 1, STAGE_BYTES - 1, STAGE_BYTES, STAGE_BYTES + 1, 3 * STAGE_BYTES + 12345]
 
@@ -66,7 +66,7 @@ def test_where_the_file_system_takes_it_the_file_is_written_direct(tmp_path: Pat
 def test_the_export_writes_the_same_file_direct_and_buffered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import whileai_datasets
     from tests.conftest import seeded_rows, write_jsonl
-    from whileai_datasets.export import writer
+    from whileai_datasets.shaping import writer
 
     path = write_jsonl(tmp_path / "run.jsonl", seeded_rows(seed=3, mode="rl", repeats=2, budget=120))
     options = {"unroll": True, "max_tool_output_chars": 200, "validate": False}

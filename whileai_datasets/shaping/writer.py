@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from whileai_datasets import _files
 from whileai_datasets.columnar import _json, _portable
-from whileai_datasets.export import direct_file
+from whileai_datasets.shaping import direct_file
 
 #: Null rules of whileai's training rows (see ``_json.encode_rows``).
 TRAINING_NULLS: dict[str, str | bool] = {"reward_mean": "group_id", "reward_std": "group_id"}
