@@ -68,6 +68,8 @@ def test_every_plot_is_drawn_with_marks_inside_its_box(page: tuple[Browser, list
     assert [name for name, *_ in drawn] == ["supervised_share", "lengths", "roles"]  # the trainers agree: no plot
     for name, width, height, marks in drawn:  # marks: bars drawn in the plot's colours, with an area on screen
         assert width > 200 and height > 80 and marks >= 1, (name, width, height, marks)
+    widths = [width for _, width, _, _ in drawn]  # a plot alone on its line is not stretched to the page's width
+    assert max(widths) <= 1.05 * min(widths), drawn
 
 
 def test_the_numbers_a_reader_sees_are_the_audits(page: tuple[Browser, list[str]], demo: dict[str, Any]) -> None:  # noqa: F811

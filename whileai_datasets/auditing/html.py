@@ -32,7 +32,7 @@ CSS = VIEW_CSS + (
     "td,th{border-bottom:1px solid #e4e4e4;padding:.3em .5em;text-align:left;vertical-align:top}"
     "tr.problem td:first-child{color:#b00;font-weight:600} p.problem{color:#b00;font-weight:600}"
     "p.headline{color:#fff;background:#b00;padding:.5em .8em;font-weight:600} .plots{display:flex;flex-wrap:wrap;gap:1em}"
-    "figure.plot{margin:0;flex:1 1 30em} figure.plot svg{width:100%;height:auto}"
+    "figure.plot{margin:0;flex:0 1 30em;min-width:0} figure.plot svg{width:100%;height:auto}"
     "section.row pre{font-family:ui-monospace,monospace;font-size:.85em;background:#fafafa;padding:.6em;"
     "border:1px solid #eee;white-space:pre-wrap;overflow-wrap:anywhere} .ok{color:#2e7d32}"
     "td.where{white-space:nowrap;font-size:.9em}"
