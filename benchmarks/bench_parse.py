@@ -35,7 +35,10 @@ sys.path.insert(0, tree)
 sys.path.insert(1, sys.argv[5])  # benchmarks/ of this checkout
 from benchmarks._data import SYSTEM_PROMPT
 if method.startswith("piece"):
-    from whileai_datasets.reading import parallel
+    try:
+        from whileai_datasets.reading import parallel
+    except ImportError:  # a tree from before file reading moved out of rows/
+        from whileai_datasets.rows import parallel
     from whileai_datasets.rows.canonical import Options
     out = os.path.join(tempfile.mkdtemp(), "piece.arrow")
     job = parallel.Job(path, os.path.basename(path), 0, os.path.getsize(path), 0, 0, "default",
