@@ -22,7 +22,8 @@ from tests.hub.test_hub_cli import push
 from tests.hub.test_ray_publish import repo_views
 
 pytest.importorskip("ray.data")
-pytestmark = [pytest.mark.ray, pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")]
+pytestmark = [pytest.mark.ray, pytest.mark.cluster,
+              pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")]
 
 
 def publish_on_cluster(address: str, source: str, repo_id: str, driver_tmp: str) -> dict[str, Any]:

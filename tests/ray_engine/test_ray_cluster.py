@@ -31,7 +31,8 @@ import whileai_datasets
 from whileai_datasets import audit, ray_engine
 from whileai_datasets.auditing.on_ray import audit_on_ray
 
-pytestmark = [pytest.mark.ray, pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")]
+pytestmark = [pytest.mark.ray, pytest.mark.cluster,
+              pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")]
 KEY = ["source_file", "source_offset"]
 
 

@@ -25,7 +25,8 @@ pytest.importorskip("ray.data")
 
 from whileai_datasets.ray_engine import output as ray_output
 
-pytestmark = [pytest.mark.ray, pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")]
+pytestmark = [pytest.mark.ray, pytest.mark.cluster,
+              pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")]
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = """
 import sys, warnings
