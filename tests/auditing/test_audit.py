@@ -227,18 +227,30 @@ STRINGS_ONLY = PARTS_AWARE.replace("{%- for p in m.content %}{%- if p.type == 't
                                    "{%- endfor %}", "")
 
 
-@pytest.mark.parametrize(("template", "renders"), [(AS_IS, False), (STRINGS_ONLY, False), (PARTS_AWARE, True)])
-def test_content_parts_a_template_does_not_write_as_text_are_found_by_rendering(
-        tmp_path: Path, template: str, renders: bool) -> None:
+@pytest.mark.parametrize(("template", "joins", "images"),
+                         [(AS_IS, True, "dropped"), (STRINGS_ONLY, True, "dropped"), (PARTS_AWARE, False, "text_only")])
+def test_content_parts_a_template_does_not_write_as_text_are_joined_or_named_by_rendering(
+        tmp_path: Path, template: str, joins: bool, images: str) -> None:
+    """Text-only parts reach every template as their text (joined for one that prints a list as it is or
+    leaves it out, and named); text beside an image that such a template cannot take is named as dropped,
+    and an image a parts-aware template writes nothing for is named too."""
     parts = {"messages": [{"role": "user", "content": [{"type": "text", "text": "hello there"}]},
                           {"role": "assistant", "content": "fine thanks"}]}
-    source = write_jsonl(tmp_path / "parts.jsonl", [_talk(("user", "hi"), ("assistant", "fine")), parts])
+    image = {"messages": [{"role": "user", "content": [{"type": "text", "text": "what is this?"},
+                                                       {"type": "image", "image": "cat.png"}]},
+                          {"role": "assistant", "content": "a cat"}]}
+    source = write_jsonl(tmp_path / "parts.jsonl", [_talk(("user", "hi"), ("assistant", "fine")), parts, image])
     found = _audit(source, template=template)
-    assert found.template is not None and found.template["renders_content_parts"] is renders
-    drops = found.to_dict()["findings"]["template_drops_content_parts"]
-    assert (drops["rows"], [f["line"] for f in drops["first"]]) == ((0, []) if renders else (1, [2]))
-    assert found.count("template-drops") == drops["rows"]
-    assert ("text parts DROPPED" in found.format()) is not renders
+    assert found.template is not None and found.template["renders_content_parts"] is True
+    assert found.template["joins_text_parts"] is joins and found.template["image_parts"] == images
+    findings = found.to_dict()["findings"]
+    joined = findings["text_parts_joined"]
+    assert (joined["rows"], [f["line"] for f in joined["first"]]) == ((1, [2]) if joins else (0, []))
+    dropped = "template_drops_content_parts" if images == "dropped" else "template_drops_images"
+    assert (findings[dropped]["rows"], [f["line"] for f in findings[dropped]["first"]]) == (1, [3])
+    assert found.count("template-drops") == 1
+    assert ("text parts DROPPED" in found.format()) is (images == "dropped")
+    assert ("images DROPPED" in found.format()) is (images == "text_only")
 
 
 def test_findings_on_a_json_array_file_name_the_line_each_row_starts_on(tmp_path: Path) -> None:

@@ -162,7 +162,7 @@ ANY_LAYOUT = (
     "{% else %}{% for part in message['content'] %}"
     "{% if part['type'] in ['image', 'image_url'] %}<|vision_start|><|image_pad|><|vision_end|>"
     "{% elif part['type'] == 'video' %}<|vision_start|><|video_pad|><|vision_end|>"
-    "{% elif part['type'] in ['input_audio', 'file'] %}<|file_pad|>"
+    "{% elif part['type'] in ['audio', 'file'] %}<|file_pad|>"
     "{% elif part['text'] is defined %}{{ part['text'] }}"
     "{% elif part['value'] is defined %}{{ part['value'] }}"
     "{% elif part['content'] is string %}{{ part['content'] }}{% endif %}"
@@ -199,14 +199,36 @@ def test_tokenize_reads_every_part_layout_and_marks_only_assistant_text(tmp_path
         assert sum(i in pads for i in out["input_ids"]) == len(media)
 
 
-def test_tokenize_hands_the_template_each_part_as_the_dict_it_was(tmp_path: Path, load: Any) -> None:
+def test_tokenize_hands_the_template_each_part_in_the_one_form_whatever_layout_wrote_it(
+        tmp_path: Path, load: Any) -> None:
+    """Text under ``value`` reaches the template under ``text``; an image, video or audio part as
+    ``{"type": kind, kind: reference}`` wherever the layout held the reference; other keys kept
+    (``tokenize.template_input``: the audit and the export's rows hand the template the same)."""
     import jinja2
 
-    from tests.support.content_parts import LAYOUT_ROWS
+    from tests.support.content_parts import (AUDIO_B64, CAT_URL, FILE_ID, HOTEL_URL, INDIA_B64, JULIET_CLIP,
+                                             LAYOUT_ROWS, PDF_URI)
 
+    one_form = [  # per row, per message: the content the template is handed (written out by hand)
+        [[{"type": "text", "text": "golf text that sits under value"},
+          {"type": "image", "image": CAT_URL, "min_pixels": 3136, "max_pixels": 1003520}],
+         [{"type": "text", "text": "golf answer under value too"}]],
+        [[{"type": "text", "text": "hotel system rules", "cache_control": {"type": "ephemeral"}}],
+         [{"type": "image", "image": HOTEL_URL}, {"type": "audio", "audio": AUDIO_B64},
+          {"type": "file", "file": {"filename": "hotel-invoice.pdf", "file_data": PDF_URI}},
+          {"type": "file", "file": {"file_id": FILE_ID}}, {"type": "text", "text": "hotel summarise all of these"}],
+         "hotel a lobby, a voice note and an invoice."],
+        [[{"type": "image", "image": INDIA_B64},
+          {"type": "text", "text": "india which colour is it?", "cache_control": {"type": "ephemeral"}}],
+         "", [{"type": "tool_result", "tool_use_id": "call_i1", "content": "india palette says crimson red"}],
+         [{"type": "text", "text": "<think>india check the palette</think>india it is red."}]],
+        [[{"type": "video", "video": JULIET_CLIP, "fps": 2.0, "max_pixels": 151200},
+          {"type": "text", "text": "juliet what moves in the clip?"}], "juliet a ball rolls left."],
+    ]
     tokenizer = _tokenizer(KEY_DUMP, [])
     ds = load(write_jsonl(tmp_path / "rows.jsonl", LAYOUT_ROWS)).with_format("arrow")
     tokenized = ds.map(tokenize(tokenizer), batched=True, remove_columns=ds.column_names).with_format(None)
     template = jinja2.Environment().from_string(KEY_DUMP)
-    for row, out in zip(LAYOUT_ROWS, tokenized):
-        assert tokenizer.decode(out["input_ids"]) == template.render(messages=row["messages"])
+    for row, contents, out in zip(LAYOUT_ROWS, one_form, tokenized):
+        messages = [{**m, "content": c} for m, c in zip(row["messages"], contents)]
+        assert tokenizer.decode(out["input_ids"]) == template.render(messages=messages)

@@ -68,8 +68,10 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
     "template_drops_content_parts": ("rows with content given as parts (lists of typed parts) the template leaves "
                                      "out of the render, writes as the parts' data instead of their text, or "
                                      "fails on", True, ""),
+    "template_drops_images": ("rows with an image part the template writes nothing for (it renders the text "
+                              "beside it): the model never sees that an image was there", True, ""),
     "text_parts_joined": ("rows with content given as text-only parts (lists of {type: text} parts), handed to a "
-                          "template that concatenates strings as one string: the parts' texts joined with nothing "
+                          "template that concatenates strings, or writes nothing for a list, as one string: the parts' texts joined with nothing "
                           "between, as templates that read parts write them (a lossless adaptation: the same text "
                           "trains; without it the template fails on these rows)", False, ""),
     "tool_call_ids_rewritten": ("rows with tool-call ids of another form than the template requires (9 "
@@ -91,7 +93,7 @@ TRAINING_LEVEL = frozenset(("zero_loss", "read_to_max_length", "render_unsupervi
                             "trains_every_token", *CAUSES))
 #: ``--fail-on`` names that stand for several findings.
 GROUPS = {"template_drops": ("template_drops_system", "template_drops_tools", "template_drops_reasoning",
-                             "template_drops_content_parts")}
+                             "template_drops_content_parts", "template_drops_images")}
 #: Per-row histograms: name -> edges.
 HISTOGRAMS = {"tokens_per_row": COUNT_EDGES, "tokens_before_cut_per_row": COUNT_EDGES,
               "supervised_tokens_per_row": COUNT_EDGES,

@@ -178,8 +178,12 @@ class Run:
         if facts.think_in_history == "drops" and not self.options.strip_think:
             reasoning |= flags["think_before_last"]
         self.add("template_drops_reasoning", reasoning, numbers)
-        if facts.renders_content_parts is False:
-            self.add("template_drops_content_parts", flags["parts"], numbers)
+        dropped_parts = flags["parts"] if facts.renders_content_parts is False else np.zeros(len(numbers), bool)
+        if facts.image_parts == "dropped":  # text beside an image: the template writes neither
+            dropped_parts = dropped_parts | flags["image_parts"]
+        self.add("template_drops_content_parts", dropped_parts, numbers)
+        if facts.image_parts == "text_only":
+            self.add("template_drops_images", flags["image_parts"], numbers)
         if facts.joins_text_parts:
             self.add("text_parts_joined", flags["text_parts"], numbers)
         if facts.rewrites_tool_call_ids:

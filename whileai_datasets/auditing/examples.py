@@ -132,6 +132,9 @@ def _notes(row: pa.Table, options: TrainingOptions, facts: TemplateFacts | None)
             notes.append("the template leaves the tool schemas out of the render")
         if flags["reasoning"] and facts.renders_reasoning_content is False:
             notes.append("the template leaves reasoning_content out of the render")
-        if flags["parts"] and facts.renders_content_parts is False:
+        if flags["parts"] and facts.renders_content_parts is False or flags["image_parts"] and \
+                facts.image_parts == "dropped":
             notes.append("the template leaves content parts out of the render, or writes their data, not their text")
+        if flags["image_parts"] and facts.image_parts == "text_only":
+            notes.append("the template writes nothing for the row's image part(s): the model never sees them")
     return notes

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from whileai_datasets._options import TrainingOptions
 from whileai_datasets.chat_template.masks.tool_ids import NINE
 from whileai_datasets.columnar import _arrow
-from whileai_datasets.columnar._parts import flat_parts
+from whileai_datasets.columnar._parts import IMAGE_TYPES, flat_parts
 from whileai_datasets.shaping.loss_facts import row_flags
 from whileai_datasets.transforms import think, tool_output
 
@@ -84,7 +84,8 @@ def source_flags(table: pa.Table, options: TrainingOptions) -> dict[str, Any]:
     (assistant messages holding a ``<think>`` block), ``emptied_by_think`` (assistant turns that were only
     a think block: stripping leaves them empty), ``final_not_last``, ``has_tools``, ``reasoning`` and
     ``parts`` (messages carrying those fields), ``text_parts`` (a message whose parts are all text: what
-    ``chat_template.masks.text_parts`` joins for a template that concatenates strings), ``ids_not_nine`` (a
+    ``chat_template.masks.text_parts`` joins for a template that concatenates strings), ``image_parts`` (a
+    message with an image part), ``ids_not_nine`` (a
     tool-call id or ``tool_call_id`` of another length than 9: what ``chat_template.masks.tool_ids`` rewrites
     for a template that requires 9) and ``think_before_last``; each a numpy array, one entry
     per row.
@@ -104,10 +105,20 @@ def source_flags(table: pa.Table, options: TrainingOptions) -> dict[str, Any]:
         "reasoning": m.per_row(m.present("reasoning_content")) > 0,
         "parts": m.per_row(m.present("parts")) > 0,
         "text_parts": m.per_row(_text_only_parts(m)) > 0,
+        "image_parts": m.per_row(_image_parts(m)) > 0,
         "ids_not_nine": m.per_row(_ids_not_nine(m)) > 0,
         "think_before_last": _think_before_last(m, think_flags, assistant),
     })
     return flags
+
+
+def _image_parts(m: Messages) -> np.ndarray:
+    """Per message: its content holds an image part."""
+    parts = flat_parts(m.flat)
+    if parts is None:
+        return np.zeros(len(m.flat), dtype=bool)
+    images = parts.kind_in(IMAGE_TYPES)
+    return np.bincount(parts.owner[images], minlength=len(m.flat)) > 0
 
 
 def _text_only_parts(m: Messages) -> np.ndarray:

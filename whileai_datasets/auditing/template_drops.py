@@ -3,7 +3,8 @@
 ``ChatTemplate.inspect()`` already renders probe conversations and says whether a system message, the
 tool schemas and reasoning in earlier turns reach the text; this adds probes of its own: a
 ``reasoning_content`` field (rendered or not), content given as a list of text parts (rendered as its
-text, or left out or written as the parts' data) and a default system prompt the template writes when a
+text, or left out or written as the parts' data), an image part beside text (marked in the render, or
+leaving nothing) and a default system prompt the template writes when a
 conversation has none (Qwen2.5's "You are Qwen, created by Alibaba Cloud..."), found by rendering a
 user turn with and without a system message and comparing what precedes it. The audit then counts
 the rows each finding touches.
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from whileai_datasets.errors import TemplateError
+from whileai_datasets.tokenize.template_input import InputForm, template_messages
 
 _USER, _SYSTEM, _REASONING = "PROBE-USER-7f3a", "PROBE-SYSTEM-7f3a", "PROBE-REASONING-7f3a"
 _PART = "PROBE-PART-7f3a"
@@ -40,13 +42,17 @@ class TemplateFacts:
     joins_text_parts: bool = False
     #: tool-call ids are handed to the template rewritten into 9 characters (``chat_template.masks.tool_ids``)
     rewrites_tool_call_ids: bool = False
+    #: content holding an image part beside text, as ``tokenize`` hands it (``tokenize.template_input``):
+    #: "rendered" (the image is marked in the render), "text_only" (the text is, the image leaves nothing),
+    #: "dropped" (neither reaches the render); None when the template fails on it (the rows fail, by cause)
+    image_parts: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "mask_method": self.mask_method, "renders_system": self.renders_system,
                 "renders_tools": self.renders_tools, "renders_reasoning_content": self.renders_reasoning_content,
                 "think_in_history": self.think_in_history, "default_system_prompt": self.default_system_prompt,
                 "renders_content_parts": self.renders_content_parts, "joins_text_parts": self.joins_text_parts,
-                "rewrites_tool_call_ids": self.rewrites_tool_call_ids}
+                "rewrites_tool_call_ids": self.rewrites_tool_call_ids, "image_parts": self.image_parts}
 
 
 def resolve(tokenizer: Any, template: Any) -> Any:
@@ -77,7 +83,7 @@ def template_facts(chat: Any, name: str | None = None) -> TemplateFacts:
         renders_tools=report.supports_tools, renders_reasoning_content=_renders_reasoning(chat),
         think_in_history=report.think_in_history, default_system_prompt=default_system_prompt(chat),
         renders_content_parts=True if joins else _renders_text_parts(chat), joins_text_parts=joins,
-        rewrites_tool_call_ids=report.tool_call_ids == "nine_characters",
+        rewrites_tool_call_ids=report.tool_call_ids == "nine_characters", image_parts=_image_parts(chat),
     )
 
 
@@ -103,11 +109,34 @@ def _renders_text_parts(chat: Any) -> bool | None:
     if text is None:  # it fails on parts: False if it renders the same turn given as a string
         return None if _text(chat, [{"role": "user", "content": _PART}, {"role": "assistant", "content": "ok"}]) is None \
             else False
-    if _PART not in text:
+    return _as_text(text)
+
+
+def _as_text(rendered: str) -> bool:
+    """Whether the probe part's text is in ``rendered`` as text, not inside a written-out part."""
+    if _PART not in rendered:
         return False
-    at = text.index(_PART)
-    near = text[max(0, at - 40): at]
+    at = rendered.index(_PART)
+    near = rendered[max(0, at - 40): at]
     return not ("'text'" in near or '"text"' in near or "'type'" in near or '"type"' in near)
+
+
+def _image_parts(chat: Any) -> str | None:
+    """What reaches the render of a user turn holding a text part and an image part, both handed to the
+    template as ``tokenize`` hands them (``template_input``): compared with the same turn without the image."""
+    form = InputForm.of(chat.mask_plan())
+
+    def render(content: list[dict[str, Any]]) -> str | None:
+        return _text(chat, template_messages([{"role": "user", "content": content},
+                                              {"role": "assistant", "content": "ok"}], form))
+
+    text = {"type": "text", "text": _PART}
+    with_image = render([text, {"type": "image", "image": "probe.png"}])
+    if with_image is None:
+        return None
+    if not _as_text(with_image):
+        return "dropped"
+    return "text_only" if with_image == render([text]) else "rendered"
 
 
 def default_system_prompt(chat: Any) -> str | None:

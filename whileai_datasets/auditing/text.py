@@ -64,8 +64,10 @@ def _template(data: dict[str, Any]) -> list[str]:
             f"tool schemas {'rendered' if facts['renders_tools'] else 'DROPPED'}"
             if facts["renders_tools"] is not None else "tool schemas: unknown",
             f"reasoning in earlier turns {facts['think_in_history']}"]
-    if facts.get("renders_content_parts") is False and data["findings"]["template_drops_content_parts"]["rows"]:
+    if data["findings"]["template_drops_content_parts"]["rows"]:
         said.append("text parts DROPPED (or written as data)")  # said where rows have parts
+    if data["findings"]["template_drops_images"]["rows"]:
+        said.append("images DROPPED (nothing marks them in the render)")
     if facts.get("joins_text_parts") and data["findings"]["text_parts_joined"]["rows"]:
         said.append("text parts joined into one string (it concatenates strings)")
     if facts["default_system_prompt"]:

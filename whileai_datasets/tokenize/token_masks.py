@@ -29,13 +29,7 @@ from whileai_datasets._gc import gc_paused
 from whileai_datasets._options import check_choice, check_count
 from whileai_datasets._typing import OnBadRow
 from whileai_datasets.chat_template.masks.mask_check import check_row
-from whileai_datasets.chat_template.masks.masking import (
-    MaskPlan,
-    encode_arguments,
-    supervised_spans,
-)
-from whileai_datasets.chat_template.masks.text_parts import join_text_parts
-from whileai_datasets.chat_template.masks.tool_ids import rewrite_ids
+from whileai_datasets.chat_template.masks.masking import MaskPlan, supervised_spans
 from whileai_datasets.chat_template.masks.turn_edges import stop_tokens as model_stop_tokens
 from whileai_datasets.chat_template.rendering.render import batch_inputs, marker_free
 from whileai_datasets.chat_template.sandbox.budget import budget_scope
@@ -53,6 +47,7 @@ from whileai_datasets.tokenize.notices import (
 )
 from whileai_datasets.tokenize.row_failures import Cause, RowFailures, summary, tagged
 from whileai_datasets.tokenize.span_masks import chunk_token_masks, spans_to_token_mask
+from whileai_datasets.tokenize.template_input import template_messages
 from whileai_datasets.tokenize.token_columns import arrow_columns, numpy_columns, set_column
 from whileai_datasets.tokenize.token_encode import PieceEncoder
 from whileai_datasets.tokenize.token_rows import Decoded, batch_chunks, check_columns, list_chunks
@@ -64,14 +59,6 @@ __all__ = ["BadMaskRowsWarning", "Tokenize", "UnsupervisedRowsWarning", "spans_t
 Found = tuple[str, list[tuple[int, int]], str]  # a row's text, supervised spans and mask method
 #: the row-failure cause of a mask violation that is a turn's own output the template does not render
 _DROPPED_CAUSES: dict[str, Cause] = {"tool_calls": "template_drops_tool_calls", "content": "template_drops_content"}
-
-
-def template_messages(messages: Sequence[dict[str, Any]], arguments: str = "dict") -> list[dict[str, Any]]:
-    """Canonical messages as a chat template wants them: tool-call arguments
-    as dicts (templates render them with ``| tojson``; a JSON string would be
-    quoted twice), or as JSON text for a template that concatenates them
-    (``arguments="text"``; ``ChatTemplate.mask_plan().arguments`` says which)."""
-    return encode_arguments(messages, arguments)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -192,17 +179,14 @@ class Tokenize:
 
         A row whose generation blocks fail the check is measured again by
         per-turn rendering; that result is used (and reported as ``"turns"``)
-        when it passes. ``shaped``: ``messages`` already are ``template_messages`` of the row.
+        when it passes. ``shaped``: ``messages`` already are ``template_messages(row, plan)`` (the one
+        renderer input, ``template_input``); otherwise they are made so here.
         """
-        shaped_messages = messages if shaped else template_messages(messages, self.plan.arguments)
+        shaped_messages = messages if shaped else template_messages(messages, self.plan)
         return self._checked(shaped_messages, tools, mask, row)
 
     def _checked(self, shaped: list[dict[str, Any]], tools: Any, mask: list[int],
                  row: int | None) -> tuple[str, list[tuple[int, int]], str]:
-        if self.plan.tool_call_ids != "as_given":  # the lossless id rewrite the template needs
-            shaped = rewrite_ids(shaped, self.plan.tool_call_ids)
-        if self.plan.content_parts != "as_given":  # text-only parts as one string (``text_parts.py``)
-            shaped = join_text_parts(shaped, self.plan.content_parts)
         try:
             rendered, spans = self.plan.render_row(shaped, tools or None, mask)
         except TemplateError as err:
@@ -340,7 +324,7 @@ class Tokenize:
         if parts is not None:  # decoded, the column mixes text and lists: datasets could not write it back
             return with_features(self(parts, indices))
         arrow = isinstance(batch, pa.Table)
-        chunks = batch_chunks(batch, self.column, self.plan.arguments, indices)
+        chunks = batch_chunks(batch, self.column, self.plan, indices)
         clean = arrow and marker_free(batch.column(self.column))
         with gc_paused():
             rows = self._chunk_rows(chunks, indices, messages_clean=clean, shaped=arrow)

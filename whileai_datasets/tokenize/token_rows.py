@@ -8,9 +8,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from whileai_datasets.chat_template.masks.masking import encode_arguments_in_place
 from whileai_datasets.errors import SchemaError
 from whileai_datasets.rows.features import messages_from_arrow
+from whileai_datasets.tokenize.template_input import template_messages_in_place
 
 #: Rows rendered before their texts go to the encoding thread (``Tokenize.rows``).
 RENDER_CHUNK = 128
@@ -43,11 +43,11 @@ def check_columns(batch: Any, column: str) -> None:
         )
 
 
-def decode_table(batch: pa.Table, column: str, decoded: dict[str, Any], arguments: Any = None,
+def decode_table(batch: pa.Table, column: str, decoded: dict[str, Any], form: Any = None,
                  rows: Sequence[int] | None = None, start: int = 0) -> Decoded:
     """(messages, tools, loss masks) of Arrow rows; ``decoded`` holds each distinct tools text decoded once
-    (rows share their tool schemas, and so their prepared copies: ``render.batch_inputs``). With
-    ``arguments``, the messages come shaped as the template wants them (``template_messages``). Errors name
+    (rows share their tool schemas, and so their prepared copies: ``render.batch_inputs``). With ``form``
+    (a ``MaskPlan``), the messages come as the template is handed them (``template_input``). Errors name
     a row by its number in ``rows`` (the dataset's, from ``ds.map(..., with_indices=True)``), else by
     ``start`` plus its place in ``batch``."""
     def where(row: int) -> str:
@@ -58,13 +58,9 @@ def decode_table(batch: pa.Table, column: str, decoded: dict[str, Any], argument
         raise SchemaError(f"{where(messages.index(None))} has no {column!r} (null)",  # type: ignore[arg-type]
                           hint=f"Drop the rows without a conversation first: ds.filter(lambda row: row[{column!r}] "
                                "is not None).")
-    if arguments is not None:  # as the template sees them (``render.batch_inputs(messages_prepared=True)``)
+    if form is not None:  # as the template sees them (``render.batch_inputs(messages_prepared=True)``)
         for row in messages:
-            encode_arguments_in_place(row, arguments)
-            for message in row:
-                if None in message.values():  # a null content, a null extra key: absent for the template
-                    for key in [key for key, value in message.items() if value is None]:
-                        del message[key]
+            template_messages_in_place(row, form)
     tools_column = batch.column("tools").to_pylist() if "tools" in batch.column_names else [None] * batch.num_rows
     tools = [(decoded[t] if t in decoded else decoded.setdefault(t, _tools(t, where(row))))
              if isinstance(t, str) else t for row, t in enumerate(tools_column)]
@@ -81,15 +77,15 @@ def _tools(text: str, where: str) -> Any:
                                "JSON text; fix or drop this row's 'tools' before tokenizing.") from None
 
 
-def batch_chunks(batch: Any, column: str, arguments: Any, indices: Sequence[int] | None = None) -> Iterator[Decoded]:
+def batch_chunks(batch: Any, column: str, form: Any, indices: Sequence[int] | None = None) -> Iterator[Decoded]:
     """The batch decoded a chunk at a time (``chunk_bounds``), whichever kind it is (an Arrow batch is decoded
     chunk by chunk, so the encoding thread already works while later chunks are decoded, and its messages
-    come shaped with ``arguments``: nobody else holds them)."""
+    come shaped in ``form``, the template's input: nobody else holds them)."""
     if isinstance(batch, pa.Table):
         decoded: dict[str, Any] = {}
         for start, end in chunk_bounds(batch.num_rows):
             rows = indices[start:end] if indices is not None else None
-            yield decode_table(batch.slice(start, end - start), column, decoded, arguments, rows, start)
+            yield decode_table(batch.slice(start, end - start), column, decoded, form, rows, start)
         return
     n = len(batch[column])
     yield from list_chunks(list(batch[column]), list(batch.get("tools") or [None] * n), list(batch["loss_mask"]))

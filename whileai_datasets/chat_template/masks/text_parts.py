@@ -10,8 +10,9 @@ template writes, so the tokens that train are the row's own text. Content holdin
 image) is left as it is, and the template's refusal stays the row's finding.
 
 Whether a template needs this is found from its behaviour, never its name (``parts_form``): a probe
-conversation whose contents are text parts fails to render, and the same conversation with string
-contents renders.
+conversation whose contents are text parts fails to render, or renders without their text (Qwen3 writes
+nothing for a list, others write the list's own data), and the same conversation with string contents
+renders the text.
 """
 
 from __future__ import annotations
@@ -53,8 +54,19 @@ def has_text_parts(messages: Sequence[Mapping[str, Any]]) -> bool:
 
 def parts_form(render: Callable[[list[dict[str, Any]]], str | None],
                messages: list[dict[str, Any]]) -> PartsForm:
-    """``"joined"`` when ``render`` fails on ``messages`` (contents as text parts) and renders them with
-    the parts joined into strings; ``"as_given"`` otherwise. ``render`` returns None where it fails."""
-    if render(messages) is not None:
+    """``"joined"`` when ``render`` does not bring ``messages``' parts (contents as text parts) to the render
+    as their text (it fails on them, writes nothing for a list, or writes the list's own data) and brings
+    them there with the parts joined into strings; ``"as_given"`` otherwise. ``render`` returns None where it
+    fails."""
+    texts = [joined(m["content"]) for m in messages if text_only(m.get("content"))]
+    given = render(messages)
+    if given is not None and _reads(given, texts):
         return "as_given"
-    return "joined" if render(join_text_parts(messages, "joined")) is not None else "as_given"
+    strings = render(join_text_parts(messages, "joined"))
+    return "joined" if strings is not None and _reads(strings, texts) else "as_given"
+
+
+def _reads(rendered: str, texts: list[str]) -> bool:
+    """Whether ``rendered`` holds each text as text: not missing, not inside a written-out part."""
+    return all(text in rendered and f"'text': '{text}'" not in rendered and f'"text": "{text}"' not in rendered
+               for text in texts)
