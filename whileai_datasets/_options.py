@@ -113,6 +113,10 @@ class TrainingOptions:
             ``"all"``); None writes none.
         validate: Refuse rows whose tool-call arguments are not structured or that leak ``privileged``.
         max_length: Tokens a row is cut to when tokenized; None: no cut.
+        salvage: When tokenized, a conversation the template cannot take whole (one assistant turn it
+            refuses, or renders without that turn's output) trains its turns before that one (its longest
+            prefix ending with a loss-carrying assistant turn that the template takes), named per row,
+            instead of being dropped. Off: such a row is dropped, and the audit says what salvage would keep.
     Raises:
         OptionError: a field has a value it cannot take (named, with the allowed values).
     Example:
@@ -130,9 +134,10 @@ class TrainingOptions:
     weights: MessageWeights | None = None
     validate: bool = True
     max_length: int | None = None
+    salvage: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("strip_think", "unroll", "validate"):
+        for name in ("strip_think", "unroll", "validate", "salvage"):
             check_flag(getattr(self, name), name)
         check_choice(self.mask_mode, "mask_mode", MaskMode)
         check_choice(self.format, "format", ExportFormat)

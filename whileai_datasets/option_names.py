@@ -35,6 +35,7 @@ CLI_FLAGS: dict[str, str | dict[Any, str] | None] = {
     "strip_think": {False: "--keep-think"},
     "drop_ties": {False: "--keep-ties"},
     "unroll": {True: "--unroll"},
+    "salvage": {True: "--salvage"},
     "parse_workers": None,
     "chunk_rows": None,
     "download_mode": None,

@@ -59,7 +59,7 @@ def test_think_blocks_are_kept_as_load_and_tokenize_keep_them_unless_stripped(
     template = _template(tmp_path, CHATML)
     code, out, _ = _show(capsys, str(rows), "--tokenizer", str(tokenizer_dir), "--template", template)
     assert code == 0 and "[[<think>pondering deeply</think>four<|im_end|>]]" in out
-    assert "note: 1 <think> block(s) kept and trained, as load_dataset + tokenize keep them" in out
+    assert "note: 1 turn(s) with <think> blocks kept and trained, as load_dataset + tokenize keep them" in out
     code, out, _ = _show(capsys, str(rows), "--tokenizer", str(tokenizer_dir), "--template", template, "--strip-think")
     assert code == 0 and "pondering deeply" not in out and "[[four<|im_end|>]]" in out
     assert "note: 1 <think> block(s) stripped (--strip-think), as export does" in out

@@ -59,12 +59,15 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
                            "leave out the characters not read. Training still encodes them whole: cap such values "
                            "with max_tool_output_chars (--max-tool-output-chars)", False, "characters not read"),
     "think_stripped": ("rows whose <think> blocks the export strips (strip_think=True)", False, "messages"),
-    "think_kept": ("rows whose <think> blocks are kept and trained (strip_think=False)", False, "messages"),
+    "think_kept": ("rows whose <think> blocks are kept and trained (strip_think=False): with a tokenizer, "
+                   "measured on the render, each block inside its turn's trained span", False, "messages"),
     "tool_output_cut": ("rows whose tool outputs max_tool_output_chars cut", False, "characters cut"),
     "template_drops_system": ("rows with a system message the template leaves out of the render", True, ""),
     "template_drops_tools": ("rows with tool schemas the template leaves out of the render", True, ""),
     "template_drops_reasoning": ("rows with reasoning (reasoning_content, or <think> kept in an earlier turn) "
-                                 "the template leaves out of the render", True, ""),
+                                 "the template leaves out of the render; with a tokenizer, a <think> block is "
+                                 "measured on the render: left out, or rendered untrained in a turn that carries "
+                                 "loss (such a row is not counted as think_kept)", True, ""),
     "template_drops_content_parts": ("rows with content given as parts (lists of typed parts) the template leaves "
                                      "out of the render, writes as the parts' data instead of their text, or "
                                      "fails on", True, ""),
@@ -80,6 +83,11 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
                                 "adaptation: the pairing is kept; the rewritten ids are what the calls' tokens "
                                 "train)", False, ""),
     "template_adds_system": ("rows without a system message, given the template's own default one", True, ""),
+    "salvaged": ("rows the template cannot take whole that train the turns before the one it cannot take "
+                 "(salvage=True: the longest prefix ending with a loss-carrying assistant turn that the template "
+                 "takes)", False, "assistant turns cut"),
+    "salvageable": ("rows left out whole (bad rows) whose turns before the one the template cannot take would "
+                    "train with salvage=True (--salvage)", True, "assistant turns salvage would keep"),
     "bad_rows": ("rows the template cannot render or whose mask fails the check: tokenize(on_bad_row='skip') "
                  "leaves them out, on_bad_row='raise' stops on them; each is counted by cause below", True, ""),
     # one finding per cause of a bad row (``tokenize.row_failures``), with the template's own first message

@@ -30,6 +30,7 @@ from whileai_datasets.shaping import pipeline, reports
 from whileai_datasets.tokenize.long_values import cap_untrained, reach_chars
 from whileai_datasets.tokenize.row_failures import CAUSES, by_cause
 from whileai_datasets.tokenize.token_masks import BadMaskRowsWarning, Tokenize
+from whileai_datasets.tokenize.views import ThinkMeasure
 
 #: Training options the audit does not use: the tools (with the rows), the export's gates and weights.
 _NOT_RECORDED = ("tools", "validate", "weights")
@@ -59,10 +60,13 @@ def prepare(tokenizer: Any, template: Any, options: TrainingOptions
 def transform_of(tokenizer: Any, chat: Any, options: TrainingOptions) -> Tokenize | None:
     """``tokenize`` as the audit runs it: every row kept (those with no supervised token are counted), and
     a row the template cannot render or mask left out and counted by cause, whatever ``on_bad_row``: an audit
-    never stops on a row."""
+    never stops on a row. Where think blocks are kept, what of them trains is measured on each render
+    (``ThinkMeasure``)."""
     if tokenizer is None:
         return None
-    return Tokenize(tokenizer, chat, options.max_length, on_bad_row="skip", keep_unsupervised=True)
+    measure = None if options.strip_think else ThinkMeasure()
+    return Tokenize(tokenizer, chat, options.max_length, on_bad_row="skip", keep_unsupervised=True,
+                    on_render=measure, salvage=options.salvage, measure_salvage=True)
 
 
 def recorded(found: Audit) -> TrainingOptions:
@@ -105,6 +109,8 @@ class Run:
         #: untrained contents longer than this are read only as far as max_length reaches (``long_values``)
         self.reach = reach_chars(transform.tokenizer, transform.max_length) if transform is not None else None
         self.gaps: list[Any] = []
+        #: the chunk's source rows already named for reasoning the template drops (``reasoning_content``)
+        self.reasoning_rows = np.zeros(0, dtype=np.int64)
         self.marked_rows = self.marked_turns = 0
         self.training_offset = 0
         #: format="trl" messages rows: TRL's default SFTTrainer trains every token of them
@@ -162,8 +168,10 @@ class Run:
         for name in ("no_messages", "only_system", "no_assistant", "duplicate_system", "missing_system",
                      "final_not_last"):
             self.add(name, flags[name], numbers)
-        think_name = "think_stripped" if self.options.strip_think else "think_kept"
-        self.add(think_name, flags["think"] > 0, numbers, flags["think"])
+        measured = self.measures_think()  # else what trains of the think blocks is said on the render
+        if not measured:
+            think_name = "think_stripped" if self.options.strip_think else "think_kept"
+            self.add(think_name, flags["think"] > 0, numbers, flags["think"])
         self.add("emptied_by_think", flags["emptied_by_think"] > 0, numbers, flags["emptied_by_think"])
         facts = self.facts
         if facts is None:
@@ -175,9 +183,10 @@ class Run:
         reasoning = np.zeros(len(numbers), dtype=bool)
         if facts.renders_reasoning_content is False:
             reasoning |= flags["reasoning"]
-        if facts.think_in_history == "drops" and not self.options.strip_think:
+        if facts.think_in_history == "drops" and not self.options.strip_think and not measured:
             reasoning |= flags["think_before_last"]
         self.add("template_drops_reasoning", reasoning, numbers)
+        self.reasoning_rows = numbers[reasoning]
         dropped_parts = flags["parts"] if facts.renders_content_parts is False else np.zeros(len(numbers), bool)
         if facts.image_parts == "dropped":  # text beside an image: the template writes neither
             dropped_parts = dropped_parts | flags["image_parts"]
@@ -230,7 +239,11 @@ class Run:
         skipped = np.ones(rows.num_rows, dtype=bool)
         skipped[position] = False
         self.add("bad_rows", skipped, sample_source)
-        self.failure_findings(self.transform.failures.take(), rows.num_rows, sample_source)  # type: ignore[union-attr]
+        failures = self.transform.failures  # type: ignore[union-attr]
+        self.salvage_findings(failures.items, failures.salvaged, rows.num_rows, sample_source)
+        self.failure_findings(failures.take(), rows.num_rows, sample_source)
+        if self.measures_think():
+            self.think_findings(self.transform.on_render.take(rows.num_rows), sample_source)  # type: ignore[union-attr]
         found.tokens += int(figures["num_tokens"].sum())
         found.supervised_tokens += int(figures["num_supervised_tokens"].sum())
         found.tokens_before_cut += int((figures["num_tokens"] + figures["tokens_truncated"]).sum())
@@ -257,6 +270,31 @@ class Run:
         zero = skipped.copy()  # a row left out trains nothing
         zero[position] = figures["num_supervised_tokens"] == 0
         return zero
+
+    def measures_think(self) -> bool:
+        """Whether what trains of the rows' think blocks is measured on their renders (``ThinkMeasure``)."""
+        return self.transform is not None and isinstance(self.transform.on_render, ThinkMeasure)
+
+    def think_findings(self, counts: np.ndarray, sample_source: np.ndarray) -> None:
+        """Per source row, from its samples' renders (``views.think_in_render``): ``think_kept`` where every
+        think block of its turns trains, else ``template_drops_reasoning`` where the template leaves one
+        out (or renders it untrained in a turn that carries loss); never both for one row."""
+        sources, inverse = np.unique(sample_source, return_inverse=True)
+        per_row = np.zeros((len(sources), 3), dtype=np.int64)
+        np.add.at(per_row, inverse, counts)
+        _, trained, lost = per_row.T
+        self.add("think_kept", (trained > 0) & (lost == 0), sources, trained)
+        self.add("template_drops_reasoning", (lost > 0) & ~np.isin(sources, self.reasoning_rows), sources)
+
+    def salvage_findings(self, failed: list[Any], salvaged: list[Any], rows: int, sample_source: np.ndarray) -> None:
+        """``salvaged``: rows that train a prefix (``salvage=True``), with the turns cut; ``salvageable``: rows
+        dropped whole that salvage would train a prefix of, with the turns it would keep."""
+        for name, items, index in (("salvaged", salvaged, 1), ("salvageable", failed, 0)):
+            kept = [f for f in items if f.salvage is not None]
+            flags, amounts = np.zeros(rows, dtype=bool), np.zeros(rows, dtype=np.int64)
+            flags[[f.position for f in kept]] = True
+            amounts[[f.position for f in kept]] = [f.salvage[index] for f in kept]
+            self.add(name, flags, sample_source, amounts)
 
     def failure_findings(self, failures: list[Any], rows: int, sample_source: np.ndarray) -> None:
         """Each failed row under its cause's finding, with the cause's first message (the template's own)."""

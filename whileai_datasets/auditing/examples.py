@@ -26,7 +26,9 @@ from whileai_datasets.errors import SchemaError, TemplateError
 from whileai_datasets.export import sources
 from whileai_datasets.shaping import pipeline
 from whileai_datasets.tokenize.token_masks import Tokenize
-from whileai_datasets.tokenize.views import table_views
+from whileai_datasets.tokenize.template_input import template_messages
+from whileai_datasets.tokenize.token_rows import decode_table
+from whileai_datasets.tokenize.views import MaskView, table_views, think_in_render
 
 #: Rows shown from each of the audit's "worst" lists.
 SHOWN = 3
@@ -107,8 +109,36 @@ def _examples(row: pa.Table, number: int, title: str, where: str, transform: Tok
     except TemplateError as err:  # the template's line is known; say which row it could not render
         raise TemplateError(f"row {number}: {err.problem}", location=err.location, hint=err.hint) from err
     n = len(views)
-    return [RowExample(title if n == 1 else f"{title}, sample {k + 1} of {n}", number, view, where, tuple(notes))
-            for k, view in enumerate(views)]
+    thinks = _think_notes(transform, rows, views) if not options.strip_think else [[]] * n
+    return [RowExample(title if n == 1 else f"{title}, sample {k + 1} of {n}", number, view, where,
+                       (*think, *notes)) for k, (view, think) in enumerate(zip(views, thinks))]
+
+
+def _think_notes(transform: Tokenize, rows: pa.Table, views: Sequence[MaskView]) -> list[list[str]]:
+    """Per sample, what of its ``<think>`` blocks trains, measured on the view (``views.think_in_render``):
+    the characters a supervised token covers, in the messages as the template was handed them."""
+    messages, _, masks = decode_table(rows, "messages", {})
+    out = []
+    for view, row, mask in zip(views, messages, masks):
+        spans, at = [], 0
+        for text, supervised in view.runs:
+            if supervised:
+                spans.append((at, at + len(text)))
+            at += len(text)
+        rendered = "".join(text for text, _ in view.runs)
+        holding, trained, lost = think_in_render(template_messages(row, transform.plan), mask, rendered, spans)
+        said = []
+        if trained:
+            said.append(f"{trained} turn(s) with <think> blocks kept and trained, as load_dataset + tokenize keep "
+                        "them (--strip-think strips them, as export does)")
+        if lost:
+            said.append(f"{lost} turn(s) with <think> blocks that do not train: the template leaves them out of "
+                        "the render, or renders them outside the trained span")
+        if holding - trained - lost:
+            said.append(f"{holding - trained - lost} turn(s) with <think> blocks rendered as context (their turn "
+                        "carries no loss)")
+        out.append(said)
+    return out
 
 
 def _notes(row: pa.Table, options: TrainingOptions, facts: TemplateFacts | None) -> list[str]:
@@ -116,11 +146,8 @@ def _notes(row: pa.Table, options: TrainingOptions, facts: TemplateFacts | None)
     flags = {name: value[0] if isinstance(value, np.ndarray) else value
              for name, value in source_flags(row, options).items()}
     notes = []
-    if flags["think"]:
-        notes.append(f"{int(flags['think'])} <think> block(s) kept and trained, as load_dataset + tokenize keep "
-                     "them (--strip-think strips them, as export does)"
-                     if not options.strip_think else
-                     f"{int(flags['think'])} <think> block(s) stripped (--strip-think), as export does")
+    if flags["think"] and options.strip_think:  # kept, what trains of them is measured on the render
+        notes.append(f"{int(flags['think'])} <think> block(s) stripped (--strip-think), as export does")
     if flags["duplicate_system"]:
         notes.append("the row opens with two system messages (--system-prompt given on a row that has its own)")
     if facts is not None:

@@ -41,6 +41,7 @@ def audit(
     max_tool_output_chars: int | None = None,
     format: ExportFormat = "openai",
     on_bad_row: OnBadRow = "raise",
+    salvage: bool = False,
     engine: Engine = "local",
     progress: Progress | None = None,
     config: str = "canonical",
@@ -68,6 +69,9 @@ def audit(
             render or mask, ``"skip"`` leaves it out. The audit never stops on such a row: it counts it
             (``bad_rows``, and one finding per cause: ``roles_must_alternate``, ``content_type``, ...,
             ``tokenize.row_failures.CAUSES``) and its figures are what ``"skip"`` trains.
+        salvage: Count what ``tokenize(salvage=True)`` trains: a row the template cannot take whole trains
+            the turns before the one it cannot take (``salvaged``). Off, the rows it would keep are counted
+            (``salvageable``, with the turns it would keep).
         engine: ``"local"`` (this process, chunk by chunk) or ``"ray"``: Ray Data actors count the blocks
             and this process adds them up (``on_ray.audit_on_ray``; files only, the same figures). A
             ``tokenizer`` may then also be a directory or a zero-argument factory, built once per actor.
@@ -88,7 +92,7 @@ def audit(
     options = counting.checked_options(
         tokenized=tokenizer is not None, system_prompt=system_prompt, tools=tools, strip_think=strip_think,
         mask_mode=mask_mode, unroll=unroll, max_tool_output_chars=max_tool_output_chars, format=format,
-        max_length=max_length, on_bad_row=on_bad_row)
+        max_length=max_length, salvage=salvage, on_bad_row=on_bad_row)
     check_choice(engine, "engine", Engine)
     if engine == "ray" and hub_source.hub_repo(source) is not None:
         raise ExportFormatError(f"the Ray audit reads files, and {source!r} names a Hub repo", location="engine",

@@ -90,7 +90,8 @@ class TemplateReport:
     tool_call_arguments: str | None = None
     #: "nine_characters": tokenize rewrites tool-call ids into the 9 characters the template requires
     tool_call_ids: str | None = None
-    #: "joined": tokenize hands text-only content parts to the template as one string (it concatenates strings)
+    #: "joined": tokenize hands text-only content parts to the template as one string (it concatenates strings,
+    #: or writes nothing or the list's own data for a list)
     content_parts: str | None = None
     #: what of the tool probes' assistant output the template does not render (tokenize refuses such rows)
     dropped_output: tuple[str, ...] = ()
@@ -381,8 +382,9 @@ def format_report(report: TemplateReport) -> str:
         f"  tool-call arguments:      {report.tool_call_arguments or 'unknown'}",
         *(["  tool-call ids:            rewritten to the 9 characters the template requires (lossless; the "
            "rewritten ids are trained)"] if report.tool_call_ids == "nine_characters" else []),
-        *(["  text content parts:       joined into one string (the template concatenates strings; lossless: "
-           "the same text is trained)"] if report.content_parts == "joined" else []),
+        *(["  text content parts:       joined into one string (the template concatenates strings, or writes "
+           "nothing or the list's data for a list; lossless: the same text is trained)"]
+          if report.content_parts == "joined" else []),
         f"  token masks by:           "
         + ("none (a classifier template)" if report.classifier else _METHODS.get(report.mask_method or "", "unknown")),
         *([f"    ({report.mask_method_reason})"] if report.mask_method_reason else []),

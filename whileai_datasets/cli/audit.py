@@ -64,6 +64,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--format", metavar=one_of(ExportFormat), default="openai",
                         help="the export's wire shape (default: %(default)s)")
     parser.add_argument("--unroll", action="store_true", help="one sample per assistant turn")
+    parser.add_argument("--salvage", action="store_true",
+                        help="count a row the template cannot take whole as the turns before the one it cannot "
+                        "take, as tokenize(salvage=True) trains it (without it, the audit says what salvage would "
+                        "keep)")
     parser.add_argument(bad_rows_cli.FLAG, metavar=one_of(OnBadRow), default=None,
                         help="the tokenize you will train with: skip (leave out the rows the template cannot render "
                         "or mask) or raise (its default: stop at them). The audit counts those rows by cause either "
@@ -118,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
             args.source, tokenizer=tokenizer, template=template, max_length=args.max_length,
             system_prompt=system, tools=tools, strip_think=not args.keep_think, mask_mode=args.mask_mode,
             unroll=args.unroll, max_tool_output_chars=args.max_tool_output_chars, format=args.format,
-            on_bad_row=_on_bad_row(args), engine=args.engine, progress=progress,
+            on_bad_row=_on_bad_row(args), salvage=args.salvage, engine=args.engine, progress=progress,
             **hub_sources.hub_options(args),
         )
     if args.html:

@@ -83,6 +83,9 @@ class Failure:
     row: int
     cause: Cause
     error: TemplateError
+    #: (assistant turns a prefix of the row trains, turns cut with the one the template cannot take): what
+    #: ``salvage`` trains of it, or would; None where no prefix trains
+    salvage: tuple[int, int] | None = None
 
 
 class RowFailures:
@@ -93,6 +96,8 @@ class RowFailures:
 
     def __init__(self) -> None:
         self.items: list[Failure] = []
+        #: rows that failed whole and train a prefix instead (``salvage=True``), each with its cause
+        self.salvaged: list[Failure] = []
 
     def __getstate__(self) -> dict[str, Any]:
         return {}
@@ -100,11 +105,18 @@ class RowFailures:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__()  # type: ignore[misc]
 
-    def add(self, position: int, row: int, err: TemplateError) -> None:
-        self.items.append(Failure(position, row, cause_of(err), err))
+    def add(self, position: int, row: int, err: TemplateError, salvage: tuple[int, int] | None = None) -> None:
+        self.items.append(Failure(position, row, cause_of(err), err, salvage))
+
+    def add_salvaged(self, position: int, row: int, err: TemplateError, salvage: tuple[int, int]) -> None:
+        self.salvaged.append(Failure(position, row, cause_of(err), err, salvage))
 
     def take(self) -> list[Failure]:
         items, self.items = self.items, []
+        return items
+
+    def take_salvaged(self) -> list[Failure]:
+        items, self.salvaged = self.salvaged, []
         return items
 
 

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from whileai_datasets import option_names
 from whileai_datasets._gc import gc_paused
-from whileai_datasets._options import check_choice, check_count
+from whileai_datasets._options import check_choice, check_count, check_flag
 from whileai_datasets._typing import OnBadRow
 from whileai_datasets.chat_template.masks.mask_check import check_row
 from whileai_datasets.chat_template.masks.masking import MaskPlan, supervised_spans
@@ -123,6 +123,10 @@ class Tokenize:
             ``num_supervised_tokens`` 0) instead of dropping them with an
             ``UnsupervisedRowsWarning``: for a report that counts them
             (``whileai_datasets.audit``), not for a trainer.
+        salvage: A row the template cannot take whole (one assistant turn it refuses, or renders
+            without the turn's output) trains its longest prefix that ends with a loss-carrying assistant
+            turn and passes, instead of being dropped: the turns before the one it cannot take
+            (``failures.salvaged`` names each such row, its cause and the turns kept and cut).
         stop_tokens: The tokens the model stops on. One the template writes
             right after a turn (GLM-4.x writes no end-of-turn marker: the model
             stops on the next opener, ``<|observation|>`` or ``<|user|>``) is
@@ -148,6 +152,13 @@ class Tokenize:
     on_bad_row: OnBadRow = "raise"
     keep_unsupervised: bool = False
     stop_tokens: tuple[str, ...] | None = None
+    #: called with (position in the call, the messages as the template was handed them, their loss mask,
+    #: the rendered text, its supervised spans) for each row rendered: what the audit measures on the render
+    #: (``views.ThinkMeasure``)
+    on_render: Any = field(default=None, repr=False, compare=False)
+    salvage: bool = False
+    #: also find, for a row that fails, what ``salvage`` would train of it (``Failure.salvage``): the audit's
+    measure_salvage: bool = field(default=False, repr=False)
     chat: Any = field(default=None, init=False, repr=False, compare=False)
     plan: MaskPlan = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
     encoder: PieceEncoder = field(default_factory=PieceEncoder, init=False, repr=False, compare=False)
@@ -157,6 +168,7 @@ class Tokenize:
     def __post_init__(self) -> None:
         check_count(self.max_length, "max_length", minimum=1)
         check_choice(self.on_bad_row, "on_bad_row", OnBadRow)
+        check_flag(self.salvage, "salvage")
         plan = _resolve_template(self.tokenizer, self.template).mask_plan()
         stops = model_stop_tokens(self.tokenizer) if self.stop_tokens is None else tuple(self.stop_tokens)
         plan = replace(plan, stop_tokens=stops)
@@ -250,6 +262,7 @@ class Tokenize:
         template as they are (``batch_inputs(messages_prepared=True)``)."""
         out: list[RowMask | None] = []
         self.failures.take()  # only this call's failures are kept
+        self.failures.take_salvaged()
         pending: deque[tuple[list[Found | None], Ticket | None]] = deque()
 
         def finish() -> None:
@@ -301,13 +314,40 @@ class Tokenize:
         ``failures``; with ``on_bad_row="raise"`` the call raises once every row of it is tried)."""
         try:
             with budget_scope(self.chat.budget):  # per row: one row over the budget spoils no other
-                return self.checked_spans(messages, tools, mask, row, shaped=shaped)
+                if self.on_render is None:
+                    return self.checked_spans(messages, tools, mask, row, shaped=shaped)
+                shaped_messages = messages if shaped else template_messages(messages, self.plan)
+                found = self._checked(shaped_messages, tools, mask, row)
+                self.on_render(position, shaped_messages, mask, found[0], found[1])
+                return found
         except RenderBudgetError as err:
             if self.on_bad_row == "raise":  # a time budget per row: stop at once rather than wait on every row
                 raise _at_row(err, row) from None
             self.failures.add(position, row, err)
         except TemplateError as err:
-            self.failures.add(position, row, err)
+            prefix = self._prefix(messages, tools, mask, row, shaped) if self.salvage or self.measure_salvage \
+                else None
+            if prefix is not None and self.salvage:
+                self.failures.add_salvaged(position, row, err, prefix[1])
+                return prefix[0]
+            self.failures.add(position, row, err, None if prefix is None else prefix[1])
+        return None
+
+    def _prefix(self, messages: list[dict[str, Any]], tools: Any, mask: list[int], row: int,
+                shaped: bool) -> tuple[Found, tuple[int, int]] | None:
+        """The longest prefix of a row that fails whole which ends with a loss-carrying assistant turn and
+        renders and passes the check, with (its loss-carrying assistant turns, those cut); None if none does."""
+        given = messages if shaped else template_messages(messages, self.plan)
+        ends = [i for i, (message, flag) in enumerate(zip(given, mask)) if flag and message.get("role") == "assistant"]
+        for kept in range(len(ends), 0, -1):
+            end = ends[kept - 1] + 1
+            if end == len(given):  # the row itself
+                continue
+            try:
+                with budget_scope(self.chat.budget):
+                    return self._checked(given[:end], tools, list(mask[:end]), row), (kept, len(ends) - kept)
+            except TemplateError:
+                continue
         return None
 
     def _truncate(self, ids: Any, mask: np.ndarray, supervised: int, method: str) -> RowMask:
@@ -362,7 +402,7 @@ def _at_row(err: TemplateError, row: int) -> TemplateError:
 
 def tokenize(tokenizer: Any, template: Any = None, max_length: int | None = None, *, column: str = "messages",
              on_bad_row: OnBadRow = "raise", keep_unsupervised: bool = False,
-             stop_tokens: Sequence[str] | None = None) -> Tokenize:
+             stop_tokens: Sequence[str] | None = None, salvage: bool = False) -> Tokenize:
     """The ``Tokenize`` transform, for ``ds.map(tokenize(tok), batched=True)``."""
     stops = None if stop_tokens is None else tuple(stop_tokens)
-    return Tokenize(tokenizer, template, max_length, column, on_bad_row, keep_unsupervised, stops)
+    return Tokenize(tokenizer, template, max_length, column, on_bad_row, keep_unsupervised, stops, salvage=salvage)

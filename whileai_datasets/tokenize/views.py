@@ -9,7 +9,9 @@ character is trained when a supervised token covers it, and where ``max_length``
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass, replace
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from typing import Any
 
@@ -22,8 +24,10 @@ from whileai_datasets.tokenize.token_encode import encode_texts
 from whileai_datasets.tokenize.token_masks import Tokenize, spans_to_token_mask
 from whileai_datasets.tokenize.token_rows import decode_table
 
-__all__ = ["MaskView", "mask_view", "table_views"]
+__all__ = ["MaskView", "ThinkMeasure", "mask_view", "table_views", "think_in_render"]
 
+#: A think block of a message's content: its inner text (to the end of the content when it is not closed).
+_THINK_BLOCK = re.compile(r"<think>(.*?)(?:</think>|\Z)", re.IGNORECASE | re.DOTALL)
 GREEN, DIM, RED, RESET = "\x1b[30;42m", "\x1b[2m", "\x1b[31m", "\x1b[0m"
 #: Where a view marks the ``max_length`` cut.
 CUT_MARK = "✂ max_length"
@@ -152,3 +156,58 @@ def table_views(transform: Tokenize, table: pa.Table, max_length: int | None = N
     encoded = encode_texts(transform.tokenizer, [text for text, _ in found])
     return [replace(_view(text, spans, ids, offsets, max_length), unread=int(n))
             for (text, spans), (ids, offsets), n in zip(found, encoded, unread)]
+
+
+def think_in_render(messages: Sequence[dict[str, Any]], mask: Sequence[int], text: str,
+                    spans: Sequence[tuple[int, int]]) -> tuple[int, int, int]:
+    """What of a row's ``<think>`` blocks trains, measured on its render, not on an option: (assistant
+    messages with a think block, those whose every block is inside a supervised span, those that lose a
+    block: left out of the render, or rendered untrained in a turn whose ``loss_mask`` is 1). ``messages``
+    are as the template was handed them; a block with nothing inside is not looked for."""
+    holding = trained = lost = 0
+    cursor = 0
+    for message, flag in zip(messages, mask):
+        content = message.get("content")
+        if message.get("role") != "assistant" or not isinstance(content, str) or "<" not in content:
+            continue
+        inner = [found.strip() for found in _THINK_BLOCK.findall(content)]
+        if not inner:
+            continue
+        holding += 1
+        states = []
+        for piece in (piece for piece in inner if piece):
+            at = text.find(piece, cursor)
+            at = text.find(piece) if at < 0 else at
+            if at < 0:
+                states.append("missing")
+                continue
+            cursor = at + len(piece)
+            inside = any(start <= at and cursor <= end for start, end in spans)
+            states.append("trained" if inside else "context")
+        if states and all(state == "trained" for state in states):
+            trained += 1
+        elif "missing" in states or (flag and "context" in states):
+            lost += 1
+    return holding, trained, lost
+
+
+@dataclass
+class ThinkMeasure:
+    """``Tokenize(on_render=...)``: per row of a call, ``think_in_render`` of its render, by its position."""
+
+    found: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+
+    def __call__(self, position: int, messages: Sequence[dict[str, Any]], mask: Sequence[int], text: str,
+                 spans: Sequence[tuple[int, int]]) -> None:
+        if "<" in text:
+            counts = think_in_render(messages, mask, text, spans)
+            if counts[0]:
+                self.found[position] = counts
+
+    def take(self, rows: int) -> np.ndarray:
+        """The counts of the last call's ``rows`` rows (rows not rendered: zeros), one row each, and forget them."""
+        out = np.zeros((rows, 3), dtype=np.int64)
+        for position, counts in self.found.items():
+            out[position] = counts
+        self.found = {}
+        return out
