@@ -126,7 +126,7 @@ def _think_notes(transform: Tokenize, rows: pa.Table, views: Sequence[MaskView])
                 spans.append((at, at + len(text)))
             at += len(text)
         rendered = "".join(text for text, _ in view.runs)
-        holding, trained, lost = think_in_render(template_messages(row, transform.plan), mask, rendered, spans)
+        holding, trained, lost = think_in_render(template_messages(row, transform.form), mask, rendered, spans)
         said = []
         if trained:
             said.append(f"{trained} turn(s) with <think> blocks kept and trained, as load_dataset + tokenize keep "

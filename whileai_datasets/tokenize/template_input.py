@@ -75,7 +75,7 @@ def template_messages(messages: Sequence[Mapping[str, Any]], form: InputForm | A
 
 def template_messages_in_place(messages: list[dict[str, Any]], form: InputForm | Any = "dict") -> None:
     """``template_messages`` on message dicts the caller owns and gives up (rows just decoded from Arrow)."""
-    shape = _form(form)
+    shape = form if type(form) is InputForm else _form(form)
     encode_arguments_in_place(messages, shape.arguments)  # type: ignore[arg-type]
     nine = shape.tool_call_ids == "nine_characters"
     join = shape.content_parts == "joined"

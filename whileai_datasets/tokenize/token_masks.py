@@ -47,7 +47,7 @@ from whileai_datasets.tokenize.notices import (
 )
 from whileai_datasets.tokenize.row_failures import Cause, RowFailures, summary, tagged
 from whileai_datasets.tokenize.span_masks import chunk_token_masks, spans_to_token_mask
-from whileai_datasets.tokenize.template_input import template_messages
+from whileai_datasets.tokenize.template_input import InputForm, template_messages
 from whileai_datasets.tokenize.token_columns import arrow_columns, numpy_columns, set_column
 from whileai_datasets.tokenize.token_encode import PieceEncoder
 from whileai_datasets.tokenize.token_rows import Decoded, batch_chunks, check_columns, list_chunks
@@ -161,6 +161,8 @@ class Tokenize:
     measure_salvage: bool = field(default=False, repr=False)
     chat: Any = field(default=None, init=False, repr=False, compare=False)
     plan: MaskPlan = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
+    #: what the template reads (``template_input``): every row reaches it through ``template_messages``
+    form: InputForm = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
     encoder: PieceEncoder = field(default_factory=PieceEncoder, init=False, repr=False, compare=False)
     #: the rows of the last call the template could not render or mask, with their causes (``row_failures``)
     failures: RowFailures = field(default_factory=RowFailures, init=False, repr=False, compare=False)
@@ -173,6 +175,7 @@ class Tokenize:
         stops = model_stop_tokens(self.tokenizer) if self.stop_tokens is None else tuple(self.stop_tokens)
         plan = replace(plan, stop_tokens=stops)
         object.__setattr__(self, "plan", plan)
+        object.__setattr__(self, "form", InputForm.of(plan))
         object.__setattr__(self, "chat", plan.template)
 
     def row_spans(self, messages: list[dict[str, Any]], tools: Any, mask: list[int],
@@ -194,7 +197,7 @@ class Tokenize:
         when it passes. ``shaped``: ``messages`` already are ``template_messages(row, plan)`` (the one
         renderer input, ``template_input``); otherwise they are made so here.
         """
-        shaped_messages = messages if shaped else template_messages(messages, self.plan)
+        shaped_messages = messages if shaped else template_messages(messages, self.form)
         return self._checked(shaped_messages, tools, mask, row)
 
     def _checked(self, shaped: list[dict[str, Any]], tools: Any, mask: list[int],
@@ -316,7 +319,7 @@ class Tokenize:
             with budget_scope(self.chat.budget):  # per row: one row over the budget spoils no other
                 if self.on_render is None:
                     return self.checked_spans(messages, tools, mask, row, shaped=shaped)
-                shaped_messages = messages if shaped else template_messages(messages, self.plan)
+                shaped_messages = messages if shaped else template_messages(messages, self.form)
                 found = self._checked(shaped_messages, tools, mask, row)
                 self.on_render(position, shaped_messages, mask, found[0], found[1])
                 return found
@@ -337,7 +340,7 @@ class Tokenize:
                 shaped: bool) -> tuple[Found, tuple[int, int]] | None:
         """The longest prefix of a row that fails whole which ends with a loss-carrying assistant turn and
         renders and passes the check, with (its loss-carrying assistant turns, those cut); None if none does."""
-        given = messages if shaped else template_messages(messages, self.plan)
+        given = messages if shaped else template_messages(messages, self.form)
         ends = [i for i, (message, flag) in enumerate(zip(given, mask)) if flag and message.get("role") == "assistant"]
         for kept in range(len(ends), 0, -1):
             end = ends[kept - 1] + 1
@@ -364,7 +367,7 @@ class Tokenize:
         if parts is not None:  # decoded, the column mixes text and lists: datasets could not write it back
             return with_features(self(parts, indices))
         arrow = isinstance(batch, pa.Table)
-        chunks = batch_chunks(batch, self.column, self.plan, indices)
+        chunks = batch_chunks(batch, self.column, self.form, indices)
         clean = arrow and marker_free(batch.column(self.column))
         with gc_paused():
             rows = self._chunk_rows(chunks, indices, messages_clean=clean, shaped=arrow)

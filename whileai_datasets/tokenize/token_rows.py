@@ -47,7 +47,7 @@ def decode_table(batch: pa.Table, column: str, decoded: dict[str, Any], form: An
                  rows: Sequence[int] | None = None, start: int = 0) -> Decoded:
     """(messages, tools, loss masks) of Arrow rows; ``decoded`` holds each distinct tools text decoded once
     (rows share their tool schemas, and so their prepared copies: ``render.batch_inputs``). With ``form``
-    (a ``MaskPlan``), the messages come as the template is handed them (``template_input``). Errors name
+    (an ``InputForm``), the messages come as the template is handed them (``template_input``). Errors name
     a row by its number in ``rows`` (the dataset's, from ``ds.map(..., with_indices=True)``), else by
     ``start`` plus its place in ``batch``."""
     def where(row: int) -> str:

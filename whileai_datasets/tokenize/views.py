@@ -28,6 +28,7 @@ __all__ = ["MaskView", "ThinkMeasure", "mask_view", "table_views", "think_in_ren
 
 #: A think block of a message's content: its inner text (to the end of the content when it is not closed).
 _THINK_BLOCK = re.compile(r"<think>(.*?)(?:</think>|\Z)", re.IGNORECASE | re.DOTALL)
+_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
 GREEN, DIM, RED, RESET = "\x1b[30;42m", "\x1b[2m", "\x1b[31m", "\x1b[0m"
 #: Where a view marks the ``max_length`` cut.
 CUT_MARK = "✂ max_length"
@@ -168,7 +169,7 @@ def think_in_render(messages: Sequence[dict[str, Any]], mask: Sequence[int], tex
     cursor = 0
     for message, flag in zip(messages, mask):
         content = message.get("content")
-        if message.get("role") != "assistant" or not isinstance(content, str) or "<" not in content:
+        if message.get("role") != "assistant" or not isinstance(content, str) or not _THINK_OPEN.search(content):
             continue
         inner = [found.strip() for found in _THINK_BLOCK.findall(content)]
         if not inner:
@@ -199,7 +200,7 @@ class ThinkMeasure:
 
     def __call__(self, position: int, messages: Sequence[dict[str, Any]], mask: Sequence[int], text: str,
                  spans: Sequence[tuple[int, int]]) -> None:
-        if "<" in text:
+        if _THINK_OPEN.search(text):
             counts = think_in_render(messages, mask, text, spans)
             if counts[0]:
                 self.found[position] = counts
