@@ -1,7 +1,7 @@
 """Salvage: a conversation with one assistant turn the template cannot take trains the turns before it.
 
 Llama 3.1 (as shipped) refuses a turn that writes text beside a tool call (it renders the call and drops the
-text); Gemma 3 renders no tool call at all. Without salvage such a row is dropped whole; with it, the row trains
+text); Gemma 3 refuses the tool role (its roles must alternate) and renders no tool call at all. Without salvage such a row is dropped whole; with it, the row trains
 its longest prefix that ends with a loss-carrying assistant turn the template takes, named per row. The audit
 reports what salvage would keep when it is off and counts what it trains when it is on, and SFTTrainer's labels
 on the tokenized rows are those masks.
@@ -21,7 +21,7 @@ from tests.support.tiny_lm import LLAMA3_TOKENS, tiny_causal_lm, train_tokenizer
 from whileai_datasets import ChatTemplate, audit
 from whileai_datasets._options import TrainingOptions
 from whileai_datasets.errors import OptionError
-from whileai_datasets.tokenize.notices import BadMaskRowsWarning
+from whileai_datasets.tokenize.notices import BadMaskRowsWarning, SalvagedRowsWarning
 from whileai_datasets.tokenize.token_masks import tokenize
 
 pytestmark = [pytest.mark.filterwarnings("ignore:`gradient_checkpointing` is deprecated:FutureWarning")]
@@ -48,8 +48,9 @@ def _row(i: int, *, beside: bool) -> dict[str, Any]:
 ROWS = [_row(i, beside=i % 2 == 0) for i in range(4)] + [
     {"messages": [{"role": "user", "content": "just a question"}, {"role": "assistant", "content": "just an answer"}]}]
 #: per template: the rows it cannot take whole (read off the templates: Llama 3.1 refuses text beside a call,
-#: Gemma 3 renders no call), and what each of them trains with salvage: its first exchange only.
+#: Gemma 3 refuses the tool role), and what each of them trains with salvage: its first exchange only.
 CASES = {"llama3_1": [0, 2], "gemma3": [0, 1, 2, 3]}
+CAUSES = {"llama3_1": "template-drops-content", "gemma3": "roles-must-alternate"}
 
 
 @pytest.fixture(scope="module")
@@ -68,11 +69,13 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                                     vocab_size=400, additional=extra, **tokens)
         chat = ChatTemplate.from_tokenizer(tokenizer)
         transform = tokenize(tokenizer, chat, on_bad_row="skip", salvage=True)
+        with pytest.warns(SalvagedRowsWarning) as said:
+            kept = ds.map(transform, batched=True, load_from_cache_file=False)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", BadMaskRowsWarning)
-            kept = ds.map(transform, batched=True)
             dropped = ds.map(tokenize(tokenizer, chat, on_bad_row="skip"), batched=True)
         out[name] = {"kept": kept, "dropped": dropped, "tokenizer": tokenizer, "named": transform.failures.salvaged,
+                     "warned": " ".join(str(w.message) for w in said),
                      "on": audit(str(path), tokenizer=tokenizer, template=chat, salvage=True),
                      "off": audit(str(path), tokenizer=tokenizer, template=chat),
                      "labels": _trainer_labels(tokenizer, kept, root / name)}
@@ -105,6 +108,8 @@ def test_salvage_trains_the_turns_before_the_one_the_template_cannot_take(name: 
             assert f"glad to help with order {row}" in trained and "ships on day" not in trained
             assert "ships on day" not in tokenizer.decode(ids)
     assert [(f.row, f.salvage) for f in pair["named"]] == [(row, (1, 2)) for row in failing]
+    for row in failing:  # each row named where it is tokenized, with what it keeps and why
+        assert f"row {row}: 1 assistant turn(s) kept, 2 cut ({CAUSES[name]})" in pair["warned"]
     marked = sorted(tuple(i for i, m in zip(ids, mask) if m)
                     for ids, mask in zip(pair["kept"]["input_ids"], pair["kept"]["assistant_masks"]))
     assert pair["labels"] == marked  # SFTTrainer trains exactly the salvaged masks

@@ -29,7 +29,7 @@ from whileai_datasets.hub import trainer_gaps
 from whileai_datasets.shaping import pipeline, reports
 from whileai_datasets.tokenize.long_values import cap_untrained, reach_chars
 from whileai_datasets.tokenize.row_failures import CAUSES, by_cause
-from whileai_datasets.tokenize.token_masks import BadMaskRowsWarning, Tokenize
+from whileai_datasets.tokenize.token_masks import BadMaskRowsWarning, SalvagedRowsWarning, Tokenize
 from whileai_datasets.tokenize.views import ThinkMeasure
 
 #: Training options the audit does not use: the tools (with the rows), the export's gates and weights.
@@ -232,6 +232,7 @@ class Run:
         numbered = _arrow.set_column(capped, token_figures.ROW_COLUMN, pa.array(np.arange(rows.num_rows)))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", BadMaskRowsWarning)  # counted below as bad_rows
+            warnings.simplefilter("ignore", SalvagedRowsWarning)  # counted below as salvaged
             tokenized = self.transform(numbered, indices=sample_source.tolist())  # type: ignore[misc]
         figures = token_figures.token_columns(tokenized)
         position = figures["row"]

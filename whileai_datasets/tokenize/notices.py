@@ -15,7 +15,8 @@ from whileai_datasets import option_names
 from whileai_datasets.errors import NothingToTrainWarning
 from whileai_datasets.tokenize.row_failures import by_cause, dashed
 
-__all__ = ["BadMaskRowsWarning", "UnsupervisedRowsWarning", "bad_rows_warning", "dropped_warning"]
+__all__ = ["BadMaskRowsWarning", "SalvagedRowsWarning", "UnsupervisedRowsWarning", "bad_rows_warning",
+           "dropped_warning", "salvaged_warning"]
 
 
 class UnsupervisedRowsWarning(NothingToTrainWarning):
@@ -24,6 +25,10 @@ class UnsupervisedRowsWarning(NothingToTrainWarning):
 
 class BadMaskRowsWarning(UserWarning):
     """Rows whose mask failed the check (or that did not render) were dropped, as asked (on_bad_row='skip')."""
+
+
+class SalvagedRowsWarning(UserWarning):
+    """Rows the template could not take whole train the turns before the one it cannot take (salvage=True)."""
 
 
 
@@ -59,5 +64,22 @@ def bad_rows_warning(bad: int, total: int, indices: Sequence[int] | None, failur
         f"template could not render ({option_names.spell('on_bad_row', 'skip')})" + (f": {causes}" if causes else "")
         + "; mask_report counts them as bad_rows_dropped, whileai_datasets.audit counts every cause over a dataset.",
         BadMaskRowsWarning,
+        stacklevel=3,
+    )
+
+
+def salvaged_warning(salvaged: Sequence[Any], total: int) -> None:
+    """Warn (``SalvagedRowsWarning``) when rows of a batch train a prefix (``salvage=True``): how many, and each
+    row (the first ten) with the turns kept and cut and its cause (``row_failures.Failure`` with ``salvage``)."""
+    if not salvaged:
+        return
+    named = "; ".join(f"row {f.row}: {f.salvage[0]} assistant turn(s) kept, {f.salvage[1]} cut ({dashed(f.cause)})"
+                      for f in salvaged[:10])
+    more = f"; and {len(salvaged) - 10} more" if len(salvaged) > 10 else ""
+    warnings.warn(
+        f"{len(salvaged)} of {total} rows in this batch train only the turns before one the template cannot "
+        f"take ({option_names.spell('salvage', True)}): {named}{more}; whileai_datasets.audit counts them "
+        "(salvaged).",
+        SalvagedRowsWarning,
         stacklevel=3,
     )

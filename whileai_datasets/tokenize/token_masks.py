@@ -41,9 +41,11 @@ from whileai_datasets.errors import RenderBudgetError, SchemaError, TemplateErro
 from whileai_datasets.tokenize.encode_queue import EncodeQueue, Ticket
 from whileai_datasets.tokenize.notices import (
     BadMaskRowsWarning,
+    SalvagedRowsWarning,
     UnsupervisedRowsWarning,
     bad_rows_warning,
     dropped_warning,
+    salvaged_warning,
 )
 from whileai_datasets.tokenize.row_failures import Cause, RowFailures, summary, tagged
 from whileai_datasets.tokenize.span_masks import chunk_token_masks, spans_to_token_mask
@@ -52,7 +54,7 @@ from whileai_datasets.tokenize.token_columns import arrow_columns, numpy_columns
 from whileai_datasets.tokenize.token_encode import PieceEncoder
 from whileai_datasets.tokenize.token_rows import Decoded, batch_chunks, check_columns, list_chunks
 
-__all__ = ["BadMaskRowsWarning", "Tokenize", "UnsupervisedRowsWarning", "spans_to_token_mask",
+__all__ = ["BadMaskRowsWarning", "SalvagedRowsWarning", "Tokenize", "UnsupervisedRowsWarning", "spans_to_token_mask",
            "supervised_spans", "template_messages", "tokenize"]
 
 
@@ -374,6 +376,7 @@ class Tokenize:
         bad = sum(row is None for row in rows)
         keep = [i for i, row in enumerate(rows) if row is not None and (self.keep_unsupervised or row.supervised > 0)]
         bad_rows_warning(bad, len(rows), indices, self.failures.items)
+        salvaged_warning(self.failures.salvaged, len(rows))
         if not self.keep_unsupervised:
             dropped_warning(rows, indices)
         kept = [row for row in (rows[i] for i in keep) if row is not None]
