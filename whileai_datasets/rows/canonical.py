@@ -31,6 +31,7 @@ _FAST_TYPES: dict[str, tuple[type, ...]] = {
     "bool": (bool,),
 }
 _TRAINING_KEYS = frozenset(schema.CARRY_KEYS) | frozenset(schema.SOURCE_KEYS)
+_SESSION_KEYS = frozenset(schema.SESSION_KEYS)
 _PREFERENCE_KEYS = frozenset(schema.PAIR_KEYS) | {"prompt"}
 _RAW_KEYS = frozenset(schema.RAW_SCALAR_FEATURES)
 
@@ -53,11 +54,13 @@ class Options:
 class Normalizer:
     """Canonical rows for one config: ``default``, ``preference`` or ``raw``."""
 
-    def __init__(self, config_name: str, options: Options) -> None:
+    def __init__(self, config_name: str, options: Options, *, sessions: bool = False) -> None:
         self.config_name = config_name
         self.options = options
+        #: training rows with the columns of agent sessions (``schema.SESSION_FEATURES``)
+        self.sessions = sessions and config_name == "default"
         self.features = {
-            "default": schema.EXPORT_FEATURES,
+            "default": schema.SESSION_EXPORT_FEATURES if self.sessions else schema.EXPORT_FEATURES,
             "preference": schema.PREFERENCE_FEATURES,
             "raw": schema.RAW_FEATURES,
         }[config_name]
@@ -188,7 +191,7 @@ class TrainingChunk(Chunk):
         self.tools: list[str | None] = []
 
     def _keys(self) -> frozenset[str]:
-        return _TRAINING_KEYS
+        return _TRAINING_KEYS | _SESSION_KEYS if self.normalizer.sessions else _TRAINING_KEYS
 
     def _add(self, row: dict[str, Any], ctx: RowContext) -> tuple[dict[str, Any], Any, Any]:
         if _reshaped(row):
