@@ -84,7 +84,10 @@ class Normalizer:
         if found is None:
             if len(self._suspects) >= MAX_KEY_ORDERS:
                 self._suspects.clear()
-            found = self._suspects[keys] = unread_keys.row_suspects(keys, self._read_keys)
+            found = unread_keys.row_suspects(keys, self._read_keys)
+            if self.sessions:  # a session row's own columns (``conversation`` is no misspelt ``conversations``)
+                found = tuple(key for key in found if key not in _SESSION_KEYS)
+            self._suspects[keys] = found
         return found
 
     def empty_table(self) -> pa.Table:
