@@ -98,3 +98,15 @@ def test_a_glob_over_a_session_folder_reads_every_agent_and_whileai_rows_beside_
                                cache_dir=str(tmp_path / "cache"))
     assert sorted(set(a for a in ds["agent"] if a)) == ["claude_code", "codex", "gemini"]
     assert ds["agent"].count(None) == 1 and ds.num_rows == 3 + 2 + 1 + 1
+
+
+def test_the_audit_takes_a_session_folder_and_says_which_files_it_left_out(tmp_path: Path) -> None:
+    from whileai_datasets import audit
+
+    for project, name in (("-home-dev-shop", "claude_code.jsonl"), ("-home-dev-app", "hermes.jsonl")):
+        (tmp_path / project).mkdir()
+        shutil.copy(DATA / name, tmp_path / project / name)
+    (tmp_path / "-home-dev-app" / "logs.json").write_text('[{"sessionId": "x", "type": "user", "message": "hi"}]')
+    with pytest.warns(UserWarning, match=r"read 2 session log\(s\); left out 1 file\(s\) that are no session"):
+        found = audit(str(tmp_path))
+    assert found.training_rows == 3 + 2

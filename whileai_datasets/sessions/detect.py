@@ -238,3 +238,31 @@ def _unknown_log(name: str, values: list[Any]) -> SessionFormatError:
         path=name, line=1,
         hint="Agent sessions are read by content: Claude Code, Codex CLI, Gemini CLI, Copilot CLI, Hermes and "
         "Aider (docs/sessions.md). Convert the log to rows with a 'messages' list, or leave the file out.")
+
+
+#: The names of the files a session folder's walk looks at (an agent writes nothing else worth reading).
+SESSION_SUFFIXES = (".jsonl", ".json", ".md")
+
+
+def session_files(folder: str) -> tuple[list[str], list[str]]:
+    """The session logs under ``folder`` (recursively, sorted), told by content, and the other files of the
+    suffixes sessions have that are no session (Gemini CLI's ``logs.json`` of prompts, a README): the caller
+    says these aloud. An event log of no known agent is refused (``detect``)."""
+    found: list[str] = []
+    others: list[str] = []
+    for root, dirs, names in os.walk(folder):
+        dirs.sort()
+        for name in sorted(names):
+            if not name.lower().endswith(SESSION_SUFFIXES):
+                continue
+            path = os.path.join(root, name)
+            with open(path, "rb") as handle:
+                try:
+                    session = detect(path, handle)
+                except SessionFormatError:
+                    if name.lower().endswith(".md"):  # a README beside the sessions
+                        session = None
+                    else:
+                        raise
+            (found if session is not None else others).append(path)
+    return found, others
