@@ -255,3 +255,20 @@ def test_tools_are_inferred_from_the_calls_and_say_so(loaded: dict[str, Any]) ->
     assert row["tools_source"] == "inferred"
     names = {tool["function"]["name"] for tool in row["tools"]}
     assert names == {"view", "bash"}
+
+
+def test_the_audit_counts_what_the_readers_cut_and_left_untrained(tmp_path: Path) -> None:
+    from whileai_datasets import audit
+
+    lines = (DATA / "copilot.jsonl").read_text().splitlines(keepends=True)
+    stopped = tmp_path / "events.jsonl"  # the session stops on a call with no result, after a complete turn
+    stopped.write_text("".join(lines) + lines[5].replace('"am1"', '"am4"').replace("toolu_vrtx_01", "toolu_vrtx_09"))
+    found = audit(str(stopped))
+    assert found.count("session_turns_cut") == 1 and found.findings["session_turns_cut"].amount == 1
+    notes = found.to_dict()["findings"]
+    assert notes["session_not_trained"]["amount"] == 4  # turn start/end, tool start, session info events
+    assert notes["session_tools_inferred"]["rows"] == 1
+    assert "session-turns-cut" in found.format()
+    row = next(iter(__import__("datasets").load_dataset("whileai/export", data_files=str(stopped), split="train",
+                                                        cache_dir=str(tmp_path / "cache"))))
+    assert row["session_notes"]["unanswered_calls"] == 1 and row["messages"][-1]["content"].startswith("It needs")

@@ -60,6 +60,8 @@ def text_of(value: Any) -> str:
 #: agent never answered): it keeps the conversation up to the last complete assistant turn (an assistant message
 #: with no calls, every call before it answered), and counts what it cut in ``session_notes``.
 INCOMPLETE_TURNS = "cut_to_last_complete_turn"
+#: The ``session_notes`` that say what ``complete_turns`` cut (every other note counts what was read, not trained).
+CUT_NOTES = frozenset(("unanswered_calls", "unmatched_results", "ends_inside_turn", "messages_cut"))
 
 
 def image_part(url: str) -> dict[str, Any]:
