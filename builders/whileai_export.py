@@ -63,6 +63,8 @@ CACHE_NAME = "whileai_export"
 #: what one prepare job leaves for its split: its skipped rows and leak facts
 JOB_REPORT_FILE = "whileai_job_report.json"
 
+#: Rows datasets' writer pools before writing, for a dataset that holds agent sessions (see _split_generators)
+SESSION_WRITER_ROWS = 16
 #: One shard's byte range of a file: ``(start, end, file size)``; ``None`` is the whole file.
 ByteRange = tuple[int, int, int]
 
@@ -154,6 +156,9 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         sessions = self._holds_sessions(extracted, self.config.data_files)
         if sessions:  # the columns that say which agent, session and file each conversation came from
             self.info.features = Normalizer(self.config.name, self.config.options(), sessions=True).features
+            # a session file is mostly a one-row table, which datasets' writer pools until it holds a batch:
+            # whole sessions, each up to many MB, so a small batch keeps a session folder's load in bounded memory
+            self._writer_batch_size = min(self._writer_batch_size or SESSION_WRITER_ROWS, SESSION_WRITER_ROWS)
         generators = []
         for split in extracted:
             # one entry per shard in each list (datasets deals the lists out to num_proc jobs, in order)

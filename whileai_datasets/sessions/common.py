@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
 from whileai_datasets.errors import ExportFormatError
 
 
@@ -37,7 +39,10 @@ def arguments_text(arguments: Any) -> str:
     """A tool call's arguments as the JSON text OpenAI messages carry (text that is not JSON stays as it is)."""
     if isinstance(arguments, str):
         return arguments
-    return json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+    try:
+        return orjson.dumps(arguments if arguments is not None else {}).decode()
+    except TypeError:  # what orjson does not write (integers past 64 bits): the standard library does
+        return json.dumps(arguments, ensure_ascii=False)
 
 
 def tool_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
@@ -161,8 +166,8 @@ def inferred_tools(conversations: list[list[dict[str, Any]]]) -> list[dict[str, 
             for call in message.get("tool_calls") or ():
                 name = call["function"]["name"]
                 try:
-                    arguments = json.loads(call["function"]["arguments"])
-                except ValueError:
+                    arguments = orjson.loads(call["function"]["arguments"])
+                except orjson.JSONDecodeError:
                     arguments = None
                 keys = seen.setdefault(name, {})
                 calls_of[name] = calls_of.get(name, 0) + 1

@@ -189,11 +189,12 @@ def _document(handle: IO[bytes]) -> Any:
 def _lines(handle: IO[bytes], name: str) -> Iterator[tuple[int, Any]]:
     """``(line number, value)`` per non-blank line; a line that is not JSON is refused, and a last line cut short
     (no newline, not JSON) is named as such."""
+    loads = orjson.loads
     for number, raw in enumerate(handle, 1):
-        if not raw.strip():
+        if raw.isspace() or not raw:  # (no copy of a long line, as strip() makes)
             continue
         try:
-            value = orjson.loads(raw)
+            value = loads(raw)
         except orjson.JSONDecodeError as err:
             if not raw.endswith(b"\n"):
                 raise SessionFormatError("the last line is cut short (it ends without a newline and is not whole "
