@@ -105,7 +105,10 @@ def detect(name: str, handle: IO[bytes]) -> Session | None:
         for module in readers():
             if module.LAYOUT == "jsonl" and module.sniff(values):
                 return Session(module, "jsonl")
-    if (not first_line_parses and _small(handle)) or (whole and len(values) == 1):
+    # a document is parsed whole only when a reader may take it: an object (an older Gemini CLI session), or an
+    # array when a reader of one-document layouts is registered (a large JSON array of rows is not parsed twice)
+    wanted = text.startswith("{") or any(module.LAYOUT == "json" for module in readers())
+    if wanted and ((not first_line_parses and _small(handle)) or (whole and len(values) == 1)):
         document = _document(handle) if not first_line_parses else values[0]
         for module in readers():
             if module.LAYOUT == "json" and module.sniff(document):
