@@ -97,7 +97,7 @@ def test_a_glob_over_a_session_folder_reads_every_agent_and_whileai_rows_beside_
     ds = datasets.load_dataset("whileai/export", data_files=str(folder / "*"), split="train",
                                cache_dir=str(tmp_path / "cache"))
     assert sorted(set(a for a in ds["agent"] if a)) == ["claude_code", "codex", "gemini"]
-    assert ds["agent"].count(None) == 1 and ds.num_rows == 3 + 2 + 1 + 1
+    assert ds["agent"].count(None) == 1 and ds.num_rows == 4 + 2 + 1 + 1
 
 
 def test_the_audit_takes_a_session_folder_and_says_which_files_it_left_out(tmp_path: Path) -> None:
@@ -109,4 +109,4 @@ def test_the_audit_takes_a_session_folder_and_says_which_files_it_left_out(tmp_p
     (tmp_path / "-home-dev-app" / "logs.json").write_text('[{"sessionId": "x", "type": "user", "message": "hi"}]')
     with pytest.warns(UserWarning, match=r"read 2 session log\(s\); left out 1 file\(s\) that are no session"):
         found = audit(str(tmp_path))
-    assert found.training_rows == 3 + 2
+    assert found.training_rows == 4 + 2

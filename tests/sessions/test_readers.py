@@ -195,7 +195,7 @@ def test_results_follow_their_calls_and_every_row_trains_an_assistant_turn(name:
 def test_claude_code_subagent_is_a_row_of_its_own_and_the_parent_keeps_its_call_and_result(
         loaded: dict[str, Any]) -> None:
     rows = {row["conversation"]: row for row in loaded["claude_code.jsonl"]}
-    assert set(rows) == {"main", "pre-compaction:0", "sidechain:b3f1c2d4"}
+    assert set(rows) == {"main", "pre-compaction:0", "sidechain:b3f1c2d4", "branch:a9x"}
     side = rows["sidechain:b3f1c2d4"]["messages"]
     assert side[0] == {**side[0], "role": "user", "content": "Find where sales tax is configured in this repo."}
     parent = rows["pre-compaction:0"]["messages"]
@@ -218,8 +218,19 @@ def test_claude_code_split_message_merges_and_signed_thinking_is_named(loaded: d
     first = rows["pre-compaction:0"]["messages"][1]
     assert first["reasoning_content"] == "I should run the tests first to see the failure."
     assert [c["id"] for c in first["tool_calls"]] == ["toolu_01A", "toolu_01B"]
-    notes = rows["main"]["session_notes"]
-    assert notes["redacted_thinking"] == 2 and notes["synthetic_messages"] == 1
+    notes = [row["session_notes"] for row in rows.values()]
+    assert sum(n.get("redacted_thinking", 0) for n in notes) == 2
+    assert rows["pre-compaction:0"]["session_notes"]["synthetic_messages"] == 1
+
+
+def test_claude_code_an_edited_turn_leaves_a_branch_of_its_own_never_interleaved(loaded: dict[str, Any]) -> None:
+    rows = {row["conversation"]: row for row in loaded["claude_code.jsonl"]}
+    branch = [m["content"] for m in rows["branch:a9x"]["messages"]]
+    main = [m["content"] for m in rows["main"]["messages"] if isinstance(m["content"], str)]
+    assert branch[1:] == ["Is the total on the checkout page right?",
+                          "I cannot see the page from here; can you send a screenshot?"]
+    assert branch[0] == main[0] and rows["branch:a9x"]["loss_mask"][0] == 0  # the summary both start from
+    assert "Is the total on the checkout page right?" not in main
 
 
 def test_images_in_user_turns_and_tool_results_stay_content_parts(loaded: dict[str, Any]) -> None:

@@ -6,6 +6,8 @@ One JSON object per line: ``type`` ``user`` / ``assistant`` records carry an Ant
 A subagent's records (``isSidechain``) are a conversation of their own (``sidechain:<agentId>``); the parent keeps
 the call that started it and its result. A compaction summary (``isCompactSummary``) starts a new conversation
 in which it is context (``weight`` 0); what came before it is a row of its own (``pre-compaction:<n>``).
+Records form a tree by ``parentUuid`` (a rewound or edited turn starts a branch): each leaf's path is a
+conversation, the last ``main`` and the others ``branch:<leaf uuid>``.
 """
 
 from __future__ import annotations
@@ -39,42 +41,109 @@ class _Stream:
         self.messages: list[dict[str, Any]] = []
         self.before: list[list[dict[str, Any]]] = []
         self.last_id: str | None = None
+        self.notes: dict[str, int] = {}
 
 
 def read(source: Iterator[tuple[int, Any]], path: str) -> Iterator[dict[str, Any]]:
-    streams: dict[str, _Stream] = {}
     notes: dict[str, int] = {}
     session_id = ""
+    messages: list[dict[str, Any]] = []  # the user / assistant records, in file order
+    parents: dict[str, str | None] = {}  # every record's uuid -> its parent's
+    compacted: set[str] = set()  # the records a compaction summarised (``logicalParentUuid``)
     for line, record in source:
         if not isinstance(record, dict):
             raise common.SessionFormatError(f"expected a JSON object, got {type(record).__name__}", path=path,
                                             line=line, hint="Each line of a Claude Code session is one record.")
         kind = record.get("type")
         session_id = session_id or str(record.get("sessionId") or "")
+        if isinstance(record.get("uuid"), str):
+            parents[record["uuid"]] = record.get("parentUuid")
+        if isinstance(record.get("logicalParentUuid"), str):
+            compacted.add(record["logicalParentUuid"])
         if kind not in ("user", "assistant"):
             common.add_note(notes, f"{kind}_records" if kind in _RECORD_TYPES else "other_records")
             continue
-        message = record.get("message")
-        if not isinstance(message, dict):
+        if not isinstance(record.get("message"), dict):
             raise common.SessionFormatError(f"a {kind} record without a message object", path=path, line=line,
                                             hint="Claude Code writes the turn under 'message'.")
-        key = f"sidechain:{record.get('agentId') or 'task'}" if record.get("isSidechain") else "main"
-        stream = streams.setdefault(key, _Stream(key))
-        if kind == "assistant":
-            _assistant(stream, message, notes)
-        else:
-            _user(stream, record, message, notes)
-    for stream in streams.values():
-        yield from _rows(stream, path, session_id, notes)
+        messages.append(record)
+    if all(isinstance(record.get("uuid"), str) for record in messages):
+        conversations = _tree(messages, parents, compacted)
+    else:  # records without uuids: one conversation per sidechain and the main one, in file order
+        conversations = _in_file_order(messages)
+    yield from _rows(conversations, path, session_id, notes)
 
 
-def _rows(stream: _Stream, path: str, session_id: str, notes: dict[str, int]) -> Iterator[dict[str, Any]]:
-    parts = [(f"pre-compaction:{n}", messages) for n, messages in enumerate(stream.before)]
-    for name, messages in [*parts, (stream.key, stream.messages)]:
-        own = dict(notes) if name == "main" else {}
-        kept = common.complete_turns(messages, own)
-        if common.trainable(kept):
-            yield common.conversation_row(AGENT, path, session_id, name, kept, own)
+def _in_file_order(records: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    keyed: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        keyed.setdefault(_side(record) or "main", []).append(record)
+    return list(keyed.items())
+
+
+def _side(record: dict[str, Any]) -> str | None:
+    return f"sidechain:{record.get('agentId') or 'task'}" if record.get("isSidechain") else None
+
+
+def _tree(records: list[dict[str, Any]], parents: dict[str, str | None],
+          compacted: set[str]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Each leaf's path from its root (a session tree: a rewound or edited turn starts a branch), named: a
+    subagent's ``sidechain:<id>``, the part a compaction summarised ``pre-compaction:<n>``, the last leaf of
+    the rest ``main``; any other leaf of the same kind ``branch:<leaf uuid>``."""
+    by_uuid = {record["uuid"]: record for record in records}
+    above: set[str] = set()  # records with a user / assistant record below them
+    for uuid in by_uuid:
+        parent, seen = parents.get(uuid), set()
+        while parent is not None and parent not in above and parent not in seen:
+            seen.add(parent)
+            above.add(parent)
+            parent = parents.get(parent)
+    paths: list[tuple[str, list[dict[str, Any]]]] = []
+    for record in records:
+        if record["uuid"] in above:
+            continue
+        chain, uuid, seen = [], record["uuid"], set()
+        while uuid is not None and uuid not in seen:
+            seen.add(uuid)
+            if uuid in by_uuid:
+                chain.append(by_uuid[uuid])
+            uuid = parents.get(uuid)
+        chain.reverse()
+        kind = _side(record) or ("pre-compaction" if any(r["uuid"] in compacted for r in chain) else "main")
+        paths.append((kind, chain))
+    named: list[tuple[str, list[dict[str, Any]]]] = []
+    last = {kind: index for index, (kind, _) in enumerate(paths)}
+    compactions = 0
+    for index, (kind, chain) in enumerate(paths):
+        if last[kind] != index:
+            kind = f"branch:{chain[-1]['uuid']}"
+        elif kind == "pre-compaction":
+            kind, compactions = f"pre-compaction:{compactions}", compactions + 1
+        named.append((kind, chain))
+    return named
+
+
+def _rows(conversations: list[tuple[str, list[dict[str, Any]]]], path: str, session_id: str,
+          notes: dict[str, int]) -> Iterator[dict[str, Any]]:
+    built = []
+    for name, records in conversations:
+        stream = _Stream(name)
+        for record in records:
+            if record["type"] == "assistant":
+                _assistant(stream, record["message"], stream.notes)
+            else:
+                _user(stream, record, record["message"], stream.notes)
+        for n, before in enumerate(stream.before):  # a compaction summary met in file order (no uuids)
+            built.append((f"pre-compaction:{n}", before, {}))
+        own = {**stream.notes, **notes} if name == "main" else stream.notes
+        built.append((name, stream.messages, own))
+    kept = [(name, common.complete_turns(messages, own), own) for name, messages, own in built]
+    kept = [item for item in kept if common.trainable(item[1])]
+    for name, messages, own in kept:
+        if name.startswith("branch:") and any(other is not messages and other[: len(messages)] == messages
+                                              for _, other, _ in kept):
+            continue  # a dead end whose every turn another conversation holds (a retried request)
+        yield common.conversation_row(AGENT, path, session_id, name, messages, own)
 
 
 def _assistant(stream: _Stream, message: dict[str, Any], notes: dict[str, int]) -> None:
