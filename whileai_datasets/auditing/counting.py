@@ -64,7 +64,8 @@ def transform_of(tokenizer: Any, chat: Any, options: TrainingOptions) -> Tokeniz
     never stops on a row."""
     if tokenizer is None:
         return None
-    return Tokenize(tokenizer, chat, options.max_length, on_bad_row="skip", keep_unsupervised=True)
+    return Tokenize(tokenizer, chat, options.max_length, on_bad_row="skip", keep_unsupervised=True,
+                    truncation=options.truncation)
 
 
 def recorded(found: Audit) -> TrainingOptions:
