@@ -189,8 +189,10 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                     continue
                 with open(file, "rb") as handle:
                     name = os.path.basename(str(original).split("::")[-1])
-                    if not file_kind.is_parquet(str(original), handle) and session_logs.detect(name, handle):
-                        return True
+                    if file_kind.is_parquet(str(original), handle):
+                        continue
+                    if session_logs.detect(name, handle) or session_logs.carries_session_columns(handle):
+                        return True  # a session, or the rows of one written out (an export read back)
         return False
 
     def _byte_ranges(self, downloaded: str, file: str, original: str, streaming: bool) -> list[ByteRange | None]:

@@ -110,3 +110,15 @@ def test_the_audit_takes_a_session_folder_and_says_which_files_it_left_out(tmp_p
     with pytest.warns(UserWarning, match=r"read 2 session log\(s\); left out 1 file\(s\) that are no session"):
         found = audit(str(tmp_path))
     assert found.training_rows == 4 + 2
+
+
+def test_an_export_of_sessions_loads_back_with_its_session_columns(tmp_path: Path) -> None:
+    import datasets
+
+    from whileai_datasets import export_dataset
+
+    export_dataset(str(DATA / "copilot.jsonl"), str(tmp_path / "out.jsonl"))
+    again = datasets.load_dataset("whileai/export", data_files=str(tmp_path / "out.jsonl"), split="train",
+                                  cache_dir=str(tmp_path / "cache"))
+    assert again["agent"] == ["copilot"] and again["conversation"] == ["main"]
+    assert again[0]["session_notes"]["tool.execution_start_events"] == 1

@@ -120,6 +120,22 @@ def detect(name: str, handle: IO[bytes]) -> Session | None:
     return None
 
 
+#: The columns a conversation read from a session keeps when it is written out as a row (an export of it).
+SESSION_COLUMNS = frozenset(("agent", "session_id", "source_file", "conversation"))
+
+
+def carries_session_columns(handle: IO[bytes]) -> bool:
+    """Whether a file of rows holds conversations read from sessions and written out (their ``agent``,
+    ``session_id``, ``source_file`` and ``conversation`` keys), so that loading it again keeps those columns.
+    The handle is left at its start."""
+    seekable = getattr(handle, "seekable", None)
+    if not callable(seekable) or not seekable():
+        return False
+    head = _peek(handle, HEAD_BYTES)
+    values, _ = _head_values(head, len(head) < HEAD_BYTES)
+    return any(isinstance(value, dict) and SESSION_COLUMNS <= value.keys() for value in values[:1])
+
+
 def rows(session: Session, handle: IO[bytes], name: str) -> Iterator[tuple[RowContext, dict[str, Any]]]:
     """``(context, conversation)`` for each conversation of the session; refuses a session with none."""
     reader = session.reader
