@@ -66,7 +66,8 @@ def _tools_text(text: str) -> list[Any]:
     return list(tools)
 
 
-_DATA_SUFFIXES = (".jsonl", ".json", ".ndjson", ".parquet")
+#: ``.md``: Aider's chat history (read only when its content is one, ``whileai_datasets.sessions``)
+_DATA_SUFFIXES = (".jsonl", ".json", ".ndjson", ".parquet", ".md")
 _COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".lz4")
 
 

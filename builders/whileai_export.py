@@ -55,6 +55,7 @@ from whileai_datasets.reading.reader import (
 from whileai_datasets.rows.canonical import Normalizer
 from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.unread_keys import Unread
+from whileai_datasets.sessions import detect as session_logs
 
 #: ``dataset_name`` without the '/', which would otherwise become a folder in
 #: the cache paths (``.../whileai/export-train.arrow`` not found).
@@ -62,6 +63,8 @@ CACHE_NAME = "whileai_export"
 #: what one prepare job leaves for its split: its skipped rows and leak facts
 JOB_REPORT_FILE = "whileai_job_report.json"
 
+#: Rows datasets' writer pools before writing, for a dataset that holds agent sessions (see _split_generators)
+SESSION_WRITER_ROWS = 16
 #: One shard's byte range of a file: ``(start, end, file size)``; ``None`` is the whole file.
 ByteRange = tuple[int, int, int]
 
@@ -150,6 +153,12 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         base_files = dl_manager.download(self.config.data_files)
         extracted = dl_manager.extract(base_files)
         streaming = isinstance(dl_manager, datasets.StreamingDownloadManager)
+        sessions = self._holds_sessions(extracted, self.config.data_files)
+        if sessions:  # the columns that say which agent, session and file each conversation came from
+            self.info.features = Normalizer(self.config.name, self.config.options(), sessions=True).features
+            # a session file is mostly a one-row table, which datasets' writer pools until it holds a batch:
+            # whole sessions, each up to many MB, so a small batch keeps a session folder's load in bounded memory
+            self._writer_batch_size = min(self._writer_batch_size or SESSION_WRITER_ROWS, SESSION_WRITER_ROWS)
         generators = []
         for split in extracted:
             # one entry per shard in each list (datasets deals the lists out to num_proc jobs, in order)
@@ -163,10 +172,28 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                     ranges.append(byte_range)
             generators.append(
                 datasets.SplitGenerator(
-                    name=split, gen_kwargs={"files": files, "originals": originals, "ranges": ranges}
+                    name=split,
+                    gen_kwargs={"files": files, "originals": originals, "ranges": ranges, "sessions": sessions},
                 )
             )
         return generators
+
+    def _holds_sessions(self, extracted: Any, originals: Any) -> bool:
+        """Whether any input is an agent's session log (training rows only; told by content)."""
+        if self.config.name != "default":
+            return False
+        for split in extracted:
+            for file, original in zip(extracted[split], originals[split]):
+                file = str(file)
+                if "://" in file or "::" in file or not os.path.isfile(file):
+                    continue
+                with open(file, "rb") as handle:
+                    name = os.path.basename(str(original).split("::")[-1])
+                    if file_kind.is_parquet(str(original), handle):
+                        continue
+                    if session_logs.detect(name, handle) or session_logs.carries_session_columns(handle):
+                        return True  # a session, or the rows of one written out (an export read back)
+        return False
 
     def _byte_ranges(self, downloaded: str, file: str, original: str, streaming: bool) -> list[ByteRange | None]:
         """``file``'s shards: equal byte ranges of at most ``shard_bytes``
@@ -186,13 +213,15 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         with open(file, "rb") as handle:  # a JSON array is read element by element from its start
             if file_kind.is_parquet(original, handle) or file_kind.is_json_array(original, handle):
                 return [None]
+            if self.config.name == "default" and session_logs.detect(original, handle) is not None:
+                return [None]  # a session is read whole: its conversations span the file
         count = -(-size // limit)
         count = -(-count // self._jobs) * self._jobs
         bounds = [size * k // count for k in range(count + 1)]
         return [(start, end, size) for start, end in itertools.pairwise(bounds)]
 
     def _generate_shards(
-        self, files: list[str], originals: list[str], ranges: list[ByteRange | None]
+        self, files: list[str], originals: list[str], ranges: list[ByteRange | None], sessions: bool = False
     ) -> Iterator[str | dict[str, Any]]:
         for original, byte_range in zip(originals, ranges):
             if byte_range is None:
@@ -201,9 +230,9 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                 yield {"fragment_data_file": original, "fragment_byte_range": list(byte_range[:2])}
 
     def _generate_tables(
-        self, files: list[str], originals: list[str], ranges: list[ByteRange | None]
+        self, files: list[str], originals: list[str], ranges: list[ByteRange | None], sessions: bool = False
     ) -> Iterator[tuple[Key, pa.Table]]:
-        normalizer = Normalizer(self.config.name, self.config.options())
+        normalizer = Normalizer(self.config.name, self.config.options(), sessions=sessions)
         try:
             for shard, (file, original, byte_range) in enumerate(zip(files, originals, ranges)):
                 name = os.path.basename(str(original).split("::")[-1])
@@ -261,13 +290,17 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
 
         if byte_range is None and file_kind.is_parquet(original, handle):
             return canonical(iter_parquet_rows(handle, name, config.chunk_rows)), None
+        session = session_logs.detect(name, handle) if byte_range is None and normalizer.sessions else None
+        if session is not None:
+            return canonical(session_logs.rows(session, handle, name)), None
         if byte_range is None and file_kind.is_json_array(original, handle):
             return canonical(iter_json_array_rows(handle, name)), None
         if byte_range is not None:
             position, end = self._position_before(handle, file, byte_range[0]), byte_range[1]
         else:
             position, end = LinePosition(), inputs.plain_size(file)  # 0: compressed or remote
-        workers = parallel.resolve_workers(config.parse_workers if self._jobs == 1 else 1, end - position.offset)
+        alone = self._jobs == 1 and not normalizer.sessions  # the workers' tables have no session columns
+        workers = parallel.resolve_workers(config.parse_workers if alone else 1, end - position.offset)
         if end and workers > 1:
             if self._range_reader is None:
                 self._range_reader = parallel.RangeReader(

@@ -26,6 +26,7 @@ STAGES = (
               "whileai_datasets.data", "whileai_datasets.templates")),
     ("rows", ("whileai_datasets.rows",)),
     ("reading", ("whileai_datasets.reading",)),
+    ("sessions", ("whileai_datasets.sessions",)),
     ("builders", ("whileai_datasets.builders",)),
     ("columnar", ("whileai_datasets.columnar",)),
     ("chat_template", ("whileai_datasets.chat_template",)),

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from whileai_datasets import option_names
-from whileai_datasets._typing import Engine, ExportFormat, MaskMode, MessageWeights, OnBadRow, TrlKind
+from whileai_datasets._typing import Engine, ExportFormat, MaskMode, MessageWeights, OnBadRow, Truncation, TrlKind
 from whileai_datasets.errors import OptionError
 
 #: What to do about a bad choice, per vocabulary (the message lists the allowed values already).
@@ -117,6 +117,8 @@ class TrainingOptions:
             refuses, or renders without that turn's output) trains its turns before that one (its longest
             prefix ending with a loss-carrying assistant turn that the template takes), named per row,
             instead of being dropped. Off: such a row is dropped, and the audit says what salvage would keep.
+        truncation: How a longer row is cut: ``"cut"`` at ``max_length``, or ``"whole_turns"`` after the last
+            trained turn that ends within it (recorded by :meth:`to_dict` only when not ``"cut"``).
     Raises:
         OptionError: a field has a value it cannot take (named, with the allowed values).
     Example:
@@ -135,12 +137,14 @@ class TrainingOptions:
     validate: bool = True
     max_length: int | None = None
     salvage: bool = False
+    truncation: Truncation = "cut"
 
     def __post_init__(self) -> None:
         for name in ("strip_think", "unroll", "validate", "salvage"):
             check_flag(getattr(self, name), name)
         check_choice(self.mask_mode, "mask_mode", MaskMode)
         check_choice(self.format, "format", ExportFormat)
+        check_choice(self.truncation, "truncation", Truncation)
         check_choice(self.weights, "weights", MessageWeights, optional=True)
         check_count(self.max_tool_output_chars, "max_tool_output_chars")
         check_count(self.max_length, "max_length", minimum=1)
@@ -171,6 +175,8 @@ class TrainingOptions:
         """Every field by name, JSON-ready (``tools`` as a list)."""
         values = {item.name: getattr(self, item.name) for item in dataclasses.fields(self)}
         values["tools"] = list(self.tools) if self.tools is not None else None
+        if values["truncation"] == "cut":  # today's cut: records written before the option read the same
+            del values["truncation"]
         return values
 
 

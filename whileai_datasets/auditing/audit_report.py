@@ -82,6 +82,15 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
                                 "its SHA-256, the same in the call and in its result's tool_call_id (a lossless "
                                 "adaptation: the pairing is kept; the rewritten ids are what the calls' tokens "
                                 "train)", False, ""),
+    "session_turns_cut": ("conversations of agent sessions cut back to their last complete assistant turn (a call "
+                          "left unanswered, a result with no call, a session that stopped inside a turn): what "
+                          "followed is not trained (session_notes says what)", True, "messages cut"),
+    "session_not_trained": ("conversations of agent sessions with items read but not trained: signed or redacted "
+                            "thinking, encrypted reasoning, compaction summaries kept as context (loss 0), the "
+                            "agent's own notices and bookkeeping (session_notes counts each kind)", False, "items"),
+    "session_tools_inferred": ("conversations of agent sessions whose tool schemas were inferred from the calls "
+                               "made (the session records none): argument names and types, no descriptions",
+                               False, ""),
     "template_adds_system": ("rows without a system message, given the template's own default one", True, ""),
     "salvaged": ("rows the template cannot take whole that train the turns before the one it cannot take "
                  "(salvage=True: the longest prefix ending with a loss-carrying assistant turn that the template "

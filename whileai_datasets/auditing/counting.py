@@ -10,6 +10,7 @@ blocks up. ``checked_options`` and ``prepare`` are the checks and set-up both sh
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import warnings
@@ -26,6 +27,7 @@ from whileai_datasets.auditing.audit_report import Audit
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import SchemaError
 from whileai_datasets.hub import trainer_gaps
+from whileai_datasets.sessions.common import CUT_NOTES as SESSION_CUT_NOTES
 from whileai_datasets.shaping import pipeline, reports
 from whileai_datasets.tokenize.long_values import cap_untrained, reach_chars
 from whileai_datasets.tokenize.row_failures import CAUSES, by_cause
@@ -66,7 +68,8 @@ def transform_of(tokenizer: Any, chat: Any, options: TrainingOptions) -> Tokeniz
         return None
     measure = None if options.strip_think else ThinkMeasure()
     return Tokenize(tokenizer, chat, options.max_length, on_bad_row="skip", keep_unsupervised=True,
-                    on_render=measure, salvage=options.salvage, measure_salvage=True)
+                    on_render=measure, salvage=options.salvage, measure_salvage=True,
+                    truncation=options.truncation)
 
 
 def recorded(found: Audit) -> TrainingOptions:
@@ -125,6 +128,7 @@ class Run:
         self.source_findings(flags, numbers)
         self.export_warnings(chunk, numbers)
         self.long_tool_outputs(chunk, numbers)
+        self.session_findings(chunk, numbers)
         keep = ~flags["no_messages"]
         self.found.training_rows += int((~keep).sum())
         self.add("zero_loss", flags["no_messages"], numbers)
@@ -137,6 +141,22 @@ class Run:
         if self.options.unroll:
             sample_source = np.repeat(sample_source, np.maximum(flags["assistant_turns"][keep], 1))
         self.training_findings(rows, sample_source)
+
+    def session_findings(self, chunk: pa.Table, numbers: np.ndarray) -> None:
+        """What the readers of agent sessions cut and left untrained (``session_notes``), and where the tool
+        schemas came from (``tools_source``): columns only of datasets that hold sessions."""
+        if "session_notes" not in chunk.column_names:
+            return
+        cut = np.zeros(len(numbers), dtype=np.int64)
+        unread = np.zeros(len(numbers), dtype=np.int64)
+        for index, notes in enumerate(chunk.column("session_notes").to_pylist()):
+            counts = json.loads(notes) if isinstance(notes, str) else notes or {}
+            cut[index] = counts.get("messages_cut", 0)
+            unread[index] = sum(v for k, v in counts.items() if k not in SESSION_CUT_NOTES)
+        self.add("session_turns_cut", cut > 0, numbers, cut)
+        self.add("session_not_trained", unread > 0, numbers, unread)
+        inferred = pc.fill_null(pc.equal(chunk.column("tools_source"), "inferred"), False)
+        self.add("session_tools_inferred", np.asarray(inferred.to_numpy(zero_copy_only=False), bool), numbers)
 
     def long_tool_outputs(self, chunk: pa.Table, numbers: np.ndarray) -> None:
         """Rows with a tool output over ``LONG_TOOL_OUTPUT`` characters that the tool-output cap leaves long."""

@@ -18,8 +18,10 @@ from typing import Any
 
 from whileai_datasets._storage import LOCAL, Storage
 from whileai_datasets.auditing.audit_report import Audit
+from whileai_datasets.errors import ExportFormatError
 from whileai_datasets.reading import file_kind
 from whileai_datasets.reading.json_array import iter_json_array_rows
+from whileai_datasets.sessions.detect import detect
 
 #: A reader's location: ``run.jsonl line 4 (row 3)``, ``rows.json line 9 (array index 2)``, ``run.parquet row 7``.
 _LOCATION = re.compile(r"^(?P<file>.+?)(?: line (?P<line>\d+))?(?: \((?:row (?P<row>\d+)|array index (?P<index>\d+))\)"
@@ -32,7 +34,19 @@ def source_files(source: Any) -> list[str]:
         return []
     path = os.fspath(source)
     files = sorted(glob.glob(path)) if glob.has_magic(path) else [path]
+    if any(_session(f) for f in files):
+        return []  # a session's rows are its conversations, not its lines: rows are named by number
     return [f for f in files if counts_lines(f)]
+
+
+def _session(path: str) -> bool:
+    if not os.path.isfile(path):
+        return os.path.isdir(path)  # a session folder
+    with open(path, "rb") as handle:
+        try:
+            return detect(path, handle) is not None
+        except ExportFormatError:
+            return False
 
 
 def counts_lines(path: str) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 
 from whileai_datasets import _storage
 from whileai_datasets._options import check_choice
-from whileai_datasets._typing import Engine, ExportFormat, MaskMode, OnBadRow
+from whileai_datasets._typing import Engine, ExportFormat, MaskMode, OnBadRow, Truncation
 from whileai_datasets.auditing import counting
 from whileai_datasets.auditing.audit_report import Audit
 from whileai_datasets.auditing.locations import count_unreadable, locate, named_rows
@@ -33,6 +33,7 @@ def audit(
     tokenizer: Any = None,
     template: Any = None,
     max_length: int | None = None,
+    truncation: Truncation = "cut",
     system_prompt: str | None = None,
     tools: Sequence[dict[str, Any]] | None = None,
     strip_think: bool = False,
@@ -60,6 +61,8 @@ def audit(
         template: A ``ChatTemplate``, its text, a template file or a shipped family name; the
             tokenizer's own otherwise. Given without a tokenizer, the template's drops are still found.
         max_length: Cut rows to this many tokens, as ``tokenize`` does; the audit counts what it cuts.
+        truncation: ``tokenize``'s: ``"cut"`` at ``max_length``, or ``"whole_turns"`` after the last trained turn
+            that fits (the ``truncated`` and ``supervision_truncated`` findings count what each loses).
         system_prompt, tools, strip_think, mask_mode, unroll, max_tool_output_chars, format: The
             options that turn rows into training rows, with ``load_dataset`` + ``tokenize``'s defaults
             (``<think>`` kept, each row's own tools kept), so the audit counts what that path trains;
@@ -92,7 +95,7 @@ def audit(
     options = counting.checked_options(
         tokenized=tokenizer is not None, system_prompt=system_prompt, tools=tools, strip_think=strip_think,
         mask_mode=mask_mode, unroll=unroll, max_tool_output_chars=max_tool_output_chars, format=format,
-        max_length=max_length, salvage=salvage, on_bad_row=on_bad_row)
+        max_length=max_length, salvage=salvage, truncation=truncation, on_bad_row=on_bad_row)
     check_choice(engine, "engine", Engine)
     if engine == "ray" and hub_source.hub_repo(source) is not None:
         raise ExportFormatError(f"the Ray audit reads files, and {source!r} names a Hub repo", location="engine",

@@ -53,7 +53,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "tokenizer, through tokenize; report every row that trains nothing and why, the supervised tokens, "
         "what max_length cuts and what the template leaves out.",
     )
-    parser.add_argument("source", metavar="SOURCE", help="whileai rows (.jsonl, .jsonl.gz, .parquet, or a glob), "
+    parser.add_argument("source", metavar="SOURCE", help="whileai rows (.jsonl, .jsonl.gz, .parquet, or a glob), an agent's session "
+                        "folder (~/.claude/projects), "
                         + hub_sources.SOURCE_HELP)
     hub_sources.add_options(parser)
     parser.add_argument("--tokenizer", metavar="DIR", help="a local tokenizer directory (AutoTokenizer)")

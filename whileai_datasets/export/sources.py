@@ -198,7 +198,9 @@ def load_path(path: str, system: str, on_bad_row: str = "raise", *, patterns: bo
     registry.register()  # idempotent; load_dataset("whileai/export") needs it
 
     files: str | list[str] = path
-    if patterns and glob.has_magic(path):
+    if os.path.isdir(path):
+        files = _session_folder(path)
+    elif patterns and glob.has_magic(path):
         files = sorted(p for p in glob.glob(path) if os.path.isfile(p))
         if not files:
             raise ExportFormatError("no file matches this pattern", location=path,
@@ -209,6 +211,24 @@ def load_path(path: str, system: str, on_bad_row: str = "raise", *, patterns: bo
         "whileai/export", data_files=files, split="train", system_prompt=system or None, leak_facts=True,
         on_bad_row=on_bad_row,
     )
+
+
+def _session_folder(path: str) -> list[str]:
+    """The agent session logs under a folder (``~/.claude/projects``); other files are said aloud, not read."""
+    import warnings
+
+    from whileai_datasets.sessions.detect import session_files
+
+    files, others = session_files(path)
+    if not files:
+        raise ExportFormatError("no agent session log in this folder", location=path,
+                                hint="Pass a folder an agent writes its sessions to (docs/sessions.md), or a file "
+                                "or glob of whileai rows.")
+    if others:
+        warnings.warn(f"{path}: read {len(files)} session log(s); left out {len(others)} file(s) that are no "
+                      f"session (first: {others[0]}). Pass them as files to read them as whileai rows.",
+                      UserWarning, stacklevel=4)
+    return files
 
 
 def path_leaks(ds: Any, path: str, n_rows: int) -> dict[str, Any]:

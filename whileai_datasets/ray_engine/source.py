@@ -27,6 +27,7 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 from ray.data import Datasource, ReadTask
@@ -50,6 +51,7 @@ from whileai_datasets.reading.reader import BadRows, parquet_rows, parse_line
 from whileai_datasets.rows.canonical import Chunk, Normalizer, Options
 from whileai_datasets.rows.normalize import RowContext
 from whileai_datasets.rows.unread_keys import Unread
+from whileai_datasets.sessions import detect as session_logs
 from whileai_datasets.transforms import gates
 
 #: Private columns: the row key (file index, position) and raw-row facts.
@@ -102,6 +104,8 @@ class WhileaiFiles(Datasource):
         for index, path in enumerate(self.paths):
             if is_parquet(path, store):
                 plans = [partial(_read_parquet, index, path, groups, store) for groups in self._row_groups(path)]
+            elif is_session(path):
+                plans = [partial(_read_session, index, path)]
             elif is_json_array(path, store):
                 plans = [partial(_read_array, index, path, self.block_bytes, store)]
             elif compression(path):
@@ -208,6 +212,24 @@ def _read_stream(index: int, path: str, block_bytes: int,
                 return
 
 
+def is_session(path: str) -> bool:
+    """Whether ``path`` is a local agent session log (``whileai_datasets.sessions``): read whole, in one task."""
+    if _storage.is_uri(path) or not os.path.isfile(path):
+        return False
+    with open(path, "rb") as handle:
+        return session_logs.detect(os.path.basename(path), handle) is not None
+
+
+def _read_session(index: int, path: str) -> Iterator[pa.Table]:
+    """The conversations of an agent's session log, as JSON rows (one block: a session is read whole)."""
+    name = os.path.basename(path)
+    with open(path, "rb") as handle:
+        session = session_logs.detect(name, handle)
+        texts = [orjson.dumps(row) for _, row in session_logs.rows(session, handle, name)] if session else []
+    yield pa.table({FILE: pa.array(np.full(len(texts), index, np.int32)),
+                    POS: pa.array(np.arange(len(texts), dtype=np.int64)), LINE: pa.array(texts, pa.large_binary())})
+
+
 def _read_parquet(index: int, path: str, groups: list[int],
                   store: _storage.Storage = _storage.LOCAL) -> Iterator[pa.Table]:
     """The rows of some row groups of a Parquet file, with their row numbers."""
@@ -265,7 +287,7 @@ class Normalize:
     def _normalize(self, block: pa.Table, bad: BadRows | None = None) -> pa.Table:
         if FILE not in block.column_names:  # Ray hands on empty blocks without their columns
             return block
-        normalizer = _normalizer(self.config, self.options)
+        normalizer = _normalizer(self.config, self.options, _holds_sessions(self.paths))
         if getattr(self.report, "unread", None) is not None:
             normalizer.unread = Unread()  # the process's cached normalizer: this block's keys only, even after
             #                                a block of this process failed before sending its own
@@ -338,13 +360,21 @@ class Normalize:
 
 
 _NORMALIZERS: dict[tuple[Any, ...], Normalizer] = {}
+#: Per worker process: whether a source's files hold an agent session (its rows then have the session columns).
+_SESSIONS: dict[tuple[str, ...], bool] = {}
 
 
-def _normalizer(config: str, options: Options) -> Normalizer:
-    """One ``Normalizer`` per worker process and config."""
-    key = (config, options.system_prompt, options.tools_json, options.mask_mode, options.keep_message_keys)
+def _holds_sessions(paths: tuple[str, ...]) -> bool:
+    if paths not in _SESSIONS:
+        _SESSIONS[paths] = any(is_session(path) for path in paths)
+    return _SESSIONS[paths]
+
+
+def _normalizer(config: str, options: Options, sessions: bool = False) -> Normalizer:
+    """One ``Normalizer`` per worker process, config and kind of source (with agent sessions or not)."""
+    key = (config, options.system_prompt, options.tools_json, options.mask_mode, options.keep_message_keys, sessions)
     if key not in _NORMALIZERS:
-        _NORMALIZERS[key] = Normalizer(config, options)
+        _NORMALIZERS[key] = Normalizer(config, options, sessions=sessions)
     return _NORMALIZERS[key]
 
 

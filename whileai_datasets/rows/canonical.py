@@ -31,6 +31,7 @@ _FAST_TYPES: dict[str, tuple[type, ...]] = {
     "bool": (bool,),
 }
 _TRAINING_KEYS = frozenset(schema.CARRY_KEYS) | frozenset(schema.SOURCE_KEYS)
+_SESSION_KEYS = frozenset(schema.SESSION_KEYS)
 _PREFERENCE_KEYS = frozenset(schema.PAIR_KEYS) | {"prompt"}
 _RAW_KEYS = frozenset(schema.RAW_SCALAR_FEATURES)
 
@@ -53,11 +54,13 @@ class Options:
 class Normalizer:
     """Canonical rows for one config: ``default``, ``preference`` or ``raw``."""
 
-    def __init__(self, config_name: str, options: Options) -> None:
+    def __init__(self, config_name: str, options: Options, *, sessions: bool = False) -> None:
         self.config_name = config_name
         self.options = options
+        #: training rows with the columns of agent sessions (``schema.SESSION_FEATURES``)
+        self.sessions = sessions and config_name == "default"
         self.features = {
-            "default": schema.EXPORT_FEATURES,
+            "default": schema.SESSION_EXPORT_FEATURES if self.sessions else schema.EXPORT_FEATURES,
             "preference": schema.PREFERENCE_FEATURES,
             "raw": schema.RAW_FEATURES,
         }[config_name]
@@ -81,7 +84,10 @@ class Normalizer:
         if found is None:
             if len(self._suspects) >= MAX_KEY_ORDERS:
                 self._suspects.clear()
-            found = self._suspects[keys] = unread_keys.row_suspects(keys, self._read_keys)
+            found = unread_keys.row_suspects(keys, self._read_keys)
+            if self.sessions:  # a session row's own columns (``conversation`` is no misspelt ``conversations``)
+                found = tuple(key for key in found if key not in _SESSION_KEYS)
+            self._suspects[keys] = found
         return found
 
     def empty_table(self) -> pa.Table:
@@ -188,7 +194,7 @@ class TrainingChunk(Chunk):
         self.tools: list[str | None] = []
 
     def _keys(self) -> frozenset[str]:
-        return _TRAINING_KEYS
+        return _TRAINING_KEYS | _SESSION_KEYS if self.normalizer.sessions else _TRAINING_KEYS
 
     def _add(self, row: dict[str, Any], ctx: RowContext) -> tuple[dict[str, Any], Any, Any]:
         if _reshaped(row):

@@ -94,6 +94,23 @@ EXPORT_FEATURES = Features(
     }
 )
 
+#: What a row read from an agent's session log (``whileai_datasets.sessions``) says of where it came from: the agent,
+#: the session, the file, which conversation of the session it is (``main``, ``sidechain:<id>``,
+#: ``branch:<leaf>``, ``pre-compaction:<n>``), where its tool schemas came from (``session``, ``agent_table``,
+#: ``inferred``) and the counts of what was read but not trained. Columns only of datasets that hold a session.
+SESSION_FEATURES: dict[str, Any] = {
+    "agent": Value("string"),
+    "session_id": Value("string"),
+    "source_file": Value("string"),
+    "conversation": Value("string"),
+    "tools_source": Value("string"),
+    "session_notes": Json(),
+}
+SESSION_KEYS: tuple[str, ...] = tuple(SESSION_FEATURES)
+
+#: The training-row columns of a dataset that holds agent sessions.
+SESSION_EXPORT_FEATURES = Features({**EXPORT_FEATURES, **SESSION_FEATURES})
+
 #: whileai's ``_PAIR_KEYS``: pair metadata that survives a preference export.
 PAIR_FEATURES: dict[str, Any] = {
     "tie": Value("bool"),

@@ -27,7 +27,7 @@ import pyarrow as pa
 from whileai_datasets import option_names
 from whileai_datasets._gc import gc_paused
 from whileai_datasets._options import check_choice, check_count, check_flag
-from whileai_datasets._typing import OnBadRow
+from whileai_datasets._typing import OnBadRow, Truncation
 from whileai_datasets.chat_template.masks.mask_check import check_row
 from whileai_datasets.chat_template.masks.masking import MaskPlan, supervised_spans
 from whileai_datasets.chat_template.masks.turn_edges import stop_tokens as model_stop_tokens
@@ -114,6 +114,9 @@ class Tokenize:
             or per-turn rendering where no structural patch fits.
         max_length: Cut rows to this many tokens; the cut is counted per row
             (``tokens_truncated``, ``supervised_tokens_truncated``).
+        truncation: Where a longer row is cut: ``"cut"`` (at ``max_length``) or ``"whole_turns"``
+            (after the last trained span that ends within ``max_length``: the longest prefix that ends on a
+            complete turn, so no turn trains half written; a long agent session keeps its whole turns).
         column: The canonical messages column.
         on_bad_row: Every row's supervised text is checked against its
             messages (each loss-carrying assistant content supervised, no
@@ -154,6 +157,7 @@ class Tokenize:
     on_bad_row: OnBadRow = "raise"
     keep_unsupervised: bool = False
     stop_tokens: tuple[str, ...] | None = None
+    truncation: Truncation = "cut"
     #: called with (position in the call, the messages as the template was handed them, their loss mask,
     #: the rendered text, its supervised spans) for each row rendered: what the audit measures on the render
     #: (``views.ThinkMeasure``)
@@ -173,6 +177,7 @@ class Tokenize:
         check_count(self.max_length, "max_length", minimum=1)
         check_choice(self.on_bad_row, "on_bad_row", OnBadRow)
         check_flag(self.salvage, "salvage")
+        check_choice(self.truncation, "truncation", Truncation)
         plan = _resolve_template(self.tokenizer, self.template).mask_plan()
         stops = model_stop_tokens(self.tokenizer) if self.stop_tokens is None else tuple(self.stop_tokens)
         plan = replace(plan, stop_tokens=stops)
@@ -359,6 +364,10 @@ class Tokenize:
         limit = self.max_length
         if limit is None or len(ids) <= limit:
             return RowMask(ids, mask, method=method, supervised=supervised)
+        if self.truncation == "whole_turns":  # after the last trained span that ends within the limit
+            trained = np.asarray(mask[: limit + 1], bool)
+            ends = np.flatnonzero(trained[:limit] & ~np.append(trained[1:], False)[:limit])
+            limit = int(ends[-1]) + 1 if len(ends) else 0
         lost = int(mask[limit:].sum())
         return RowMask(ids[:limit], mask[:limit], len(ids) - limit, lost, method, supervised - lost)
 
@@ -408,7 +417,9 @@ def _at_row(err: TemplateError, row: int) -> TemplateError:
 
 def tokenize(tokenizer: Any, template: Any = None, max_length: int | None = None, *, column: str = "messages",
              on_bad_row: OnBadRow = "raise", keep_unsupervised: bool = False,
-             stop_tokens: Sequence[str] | None = None, salvage: bool = False) -> Tokenize:
+             stop_tokens: Sequence[str] | None = None, salvage: bool = False,
+             truncation: Truncation = "cut") -> Tokenize:
     """The ``Tokenize`` transform, for ``ds.map(tokenize(tok), batched=True)``."""
     stops = None if stop_tokens is None else tuple(stop_tokens)
-    return Tokenize(tokenizer, template, max_length, column, on_bad_row, keep_unsupervised, stops, salvage=salvage)
+    return Tokenize(tokenizer, template, max_length, column, on_bad_row, keep_unsupervised, stops,
+                    truncation=truncation, salvage=salvage)

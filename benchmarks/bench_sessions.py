@@ -1,0 +1,155 @@
+"""Reading agent sessions vs reading the same conversations already written as ``messages`` JSONL (issue 48).
+
+A folder of generated Claude Code and Codex CLI sessions (tool calls with outputs of a few KB, split assistant
+records, reasoning, a subagent and a compaction per few sessions) is loaded with
+``load_dataset("whileai/export", data_files=<folder>/**)``; the conversations it yields are written once as
+whileai ``messages`` rows and loaded the same way. Each load runs in a fresh subprocess with a cold cache
+(its own peak RSS), alternating; the report is the median per method, seconds per MB of input, and the ratio
+(target: sessions cost at most 1.5x messages per MB; a 100 MB folder loads in bounded memory).
+
+    python benchmarks/bench_sessions.py --mb 100 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "benchmarks" / ".data" / "sessions"
+
+CHILD = r"""
+import json, os, resource, sys, tempfile, time
+os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
+sys.path.insert(0, sys.argv[2])
+import warnings; warnings.simplefilter("ignore")
+import datasets, whileai_datasets  # noqa: F401
+start = time.perf_counter()
+ds = datasets.load_dataset("whileai/export", data_files=sys.argv[1], split="train", cache_dir=tempfile.mkdtemp())
+seconds = time.perf_counter() - start
+print(json.dumps({"seconds": seconds, "rows": ds.num_rows,
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def _words(rng: random.Random, n: int) -> str:
+    vocab = ["cart", "total", "tax", "test", "config", "parse", "value", "file", "import", "return", "error",
+             "line", "module", "fixture", "assert", "update", "session", "build", "path", "check"]
+    return " ".join(rng.choice(vocab) for _ in range(n))
+
+
+def _claude(rng: random.Random, index: int, turns: int) -> list[dict]:
+    session = {"sessionId": f"s{index:06d}", "cwd": "/work/app", "version": "2.0.14", "userType": "external"}
+    out, parent, n = [], None, 0
+
+    def record(kind: str, message: dict, **extra: object) -> None:
+        nonlocal parent, n
+        n += 1
+        uuid = f"{index}-{n}"
+        out.append({"parentUuid": parent, "isSidechain": False, **session, "type": kind, "message": message,
+                    "uuid": uuid, "timestamp": "2026-11-02T10:00:00Z", **extra})
+        parent = uuid
+
+    record("user", {"role": "user", "content": _words(rng, 30)})
+    for turn in range(turns):
+        mid = f"msg_{index}_{turn}"
+        record("assistant", {"id": mid, "role": "assistant", "model": "claude-sonnet-4-5",
+                             "content": [{"type": "thinking", "thinking": _words(rng, 40), "signature": "Ep" * 20}]})
+        record("assistant", {"id": mid, "role": "assistant", "model": "claude-sonnet-4-5",
+                             "content": [{"type": "text", "text": _words(rng, 25)}]})
+        call = f"toolu_{index}_{turn}"
+        record("assistant", {"id": mid, "role": "assistant", "model": "claude-sonnet-4-5", "content": [
+            {"type": "tool_use", "id": call, "name": rng.choice(["Bash", "Read", "Grep"]),
+             "input": {"command": _words(rng, 6)}}]})
+        record("user", {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call,
+                                                     "content": _words(rng, rng.randint(100, 600))}]},
+               toolUseResult={"stdout": "..."})
+        if turn == turns // 2 and index % 4 == 0:
+            record("user", {"role": "user", "content": "Summary: " + _words(rng, 60)}, isCompactSummary=True)
+    record("assistant", {"id": f"msg_{index}_end", "role": "assistant", "model": "claude-sonnet-4-5",
+                         "content": [{"type": "text", "text": _words(rng, 40)}]})
+    return out
+
+
+def _codex(rng: random.Random, index: int, turns: int) -> list[dict]:
+    def line(kind: str, payload: dict) -> dict:
+        return {"timestamp": "2026-11-03T09:00:00Z", "type": kind, "payload": payload}
+
+    out = [line("session_meta", {"id": f"c{index:06d}", "cwd": "/work/app", "base_instructions": {"text": _words(rng, 80)}}),
+           line("response_item", {"type": "message", "role": "user",
+                                  "content": [{"type": "input_text", "text": _words(rng, 30)}]})]
+    for turn in range(turns):
+        call = f"call_{index}_{turn}"
+        out.append(line("response_item", {"type": "reasoning", "summary": [{"type": "summary_text",
+                                                                            "text": _words(rng, 20)}],
+                                          "encrypted_content": "gAAAA" * 30}))
+        out.append(line("response_item", {"type": "function_call", "name": "shell", "call_id": call,
+                                          "arguments": json.dumps({"command": ["bash", "-lc", _words(rng, 5)]})}))
+        out.append(line("response_item", {"type": "function_call_output", "call_id": call,
+                                          "output": _words(rng, rng.randint(100, 600))}))
+        out.append(line("event_msg", {"type": "token_count", "info": None}))
+    out.append(line("response_item", {"type": "message", "role": "assistant",
+                                      "content": [{"type": "output_text", "text": _words(rng, 40)}]}))
+    return out
+
+
+def make_folder(mb: int) -> tuple[Path, Path]:
+    """The session folder of about ``mb`` MB, and the same conversations as messages JSONL (made once)."""
+    folder, messages = DATA / f"folder-{mb}mb", DATA / f"messages-{mb}mb.jsonl"
+    if folder.is_dir() and messages.is_file():
+        return folder, messages
+    rng, size, index = random.Random(48), 0, 0
+    folder.mkdir(parents=True, exist_ok=True)
+    while size < mb << 20:
+        agent = "claude" if index % 2 == 0 else "codex"
+        records = (_claude if agent == "claude" else _codex)(rng, index, rng.randint(40, 160))
+        path = folder / agent / f"{index:06d}.jsonl"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+        size += path.stat().st_size
+        index += 1
+    sys.path.insert(0, str(ROOT))
+    from whileai_datasets.sessions import detect
+
+    with messages.open("w") as out:
+        for path in sorted(folder.rglob("*.jsonl")):
+            with path.open("rb") as handle:
+                session = detect.detect(path.name, handle)
+                for _, row in detect.rows(session, handle, path.name):
+                    out.write(json.dumps({"messages": row["messages"], "tools": row["tools"]}) + "\n")
+    return folder, messages
+
+
+def _run(path: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", CHILD, path, str(ROOT)], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mb", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    folder, messages = make_folder(args.mb)
+    inputs = {"sessions": (str(folder / "**" / "*.jsonl"), sum(p.stat().st_size for p in folder.rglob("*.jsonl"))),
+              "messages": (str(messages), messages.stat().st_size)}
+    runs: dict[str, list[dict]] = {name: [] for name in inputs}
+    for _ in range(args.repeat):
+        for name, (path, _) in inputs.items():
+            runs[name].append(_run(path))
+    per_mb = {}
+    for name, (path, size) in inputs.items():
+        seconds = statistics.median(r["seconds"] for r in runs[name])
+        per_mb[name] = seconds / (size / 2**20)
+        print(f"{name:9s} {size / 2**20:8.1f} MB  {runs[name][0]['rows']:7d} rows  {seconds:7.2f} s  "
+              f"{per_mb[name] * 1000:7.1f} ms/MB  peak RSS {max(r['peak_mb'] for r in runs[name]):6.0f} MB")
+    print(f"sessions / messages, per MB: {per_mb['sessions'] / per_mb['messages']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

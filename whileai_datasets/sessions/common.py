@@ -1,0 +1,205 @@
+"""What every session reader shares: its error, and the small helpers that build OpenAI chat messages.
+
+A reader yields one dict per conversation (see ``whileai_datasets.sessions.detect`` for the interface);
+what it read but did not train (redacted thinking, calls left unanswered, compaction summaries) is counted
+in the conversation's ``session_notes``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+from whileai_datasets.errors import ExportFormatError
+
+
+class SessionFormatError(ExportFormatError):
+    """An agent session log that cannot be read: ``problem`` in ``path`` at ``line``; ``hint`` says what to do."""
+
+    def __init__(self, problem: str, *, path: str | None = None, line: int | None = None,
+                 hint: str | None = None, location: str | None = None) -> None:
+        self.path = path
+        self.line = line
+        if location is None and path is not None:
+            location = f"{path} line {line}" if line is not None else path
+        super().__init__(problem, location=location, hint=hint)
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (_rebuild, (self.problem, self.path, self.line, self.hint, self.location))
+
+
+def _rebuild(problem: str, path: str | None, line: int | None, hint: str | None,
+             location: str | None) -> SessionFormatError:
+    return SessionFormatError(problem, path=path, line=line, hint=hint, location=location)
+
+
+def arguments_text(arguments: Any) -> str:
+    """A tool call's arguments as the JSON text OpenAI messages carry (text that is not JSON stays as it is)."""
+    if isinstance(arguments, str):
+        return arguments
+    try:
+        return orjson.dumps(arguments if arguments is not None else {}).decode()
+    except TypeError:  # what orjson does not write (integers past 64 bits): the standard library does
+        return json.dumps(arguments, ensure_ascii=False)
+
+
+def tool_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
+    """One OpenAI function call."""
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments_text(arguments)}}
+
+
+def text_of(value: Any) -> str:
+    """Text of a tool result or a content value: strings as they are, text parts joined, anything else as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in value):
+        return "\n".join(p["text"] for p in value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+#: What a reader does with a conversation that ends inside a turn (a call with no result, or a tool result the
+#: agent never answered): it keeps the conversation up to the last complete assistant turn (an assistant message
+#: with no calls, every call before it answered), and counts what it cut in ``session_notes``.
+INCOMPLETE_TURNS = "cut_to_last_complete_turn"
+#: The ``session_notes`` that say what ``complete_turns`` cut (every other note counts what was read, not trained).
+CUT_NOTES = frozenset(("unanswered_calls", "unmatched_results", "ends_inside_turn", "messages_cut"))
+
+
+def image_part(url: str) -> dict[str, Any]:
+    """An image content part (a URL or a data URI)."""
+    return {"type": "image", "image": url}
+
+
+def data_uri(media_type: str, data: str) -> str:
+    return f"data:{media_type};base64,{data}"
+
+
+def add_note(notes: dict[str, int], key: str, count: int = 1) -> None:
+    if count:
+        notes[key] = notes.get(key, 0) + count
+
+
+def assistant(content: Any = "", *, calls: list[dict[str, Any]] | None = None,
+              reasoning: str | None = None) -> dict[str, Any]:
+    """An assistant message with only the keys that have values."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = calls
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    return message
+
+
+def tool_result(call_id: str, content: Any, name: str | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "content": content}
+    if name:
+        message["name"] = name
+    return message
+
+
+def complete_turns(messages: list[dict[str, Any]], notes: dict[str, int]) -> list[dict[str, Any]]:
+    """``messages`` cut to the last complete assistant turn (``INCOMPLETE_TURNS``: the longest prefix that ends
+    on an assistant message with no calls, every call before it answered by id). A call with no result, or a
+    result for no call, ends the conversation at the last complete turn before it. What was cut is counted in
+    ``notes``: ``unanswered_calls``, ``unmatched_results``, ``ends_inside_turn`` (a session that stops on a call
+    or a tool result), ``messages_cut``."""
+    open_calls: set[str] = set()
+    last_complete = -1
+    broken = False
+    for index, message in enumerate(messages):
+        role = message["role"]
+        if role == "tool":
+            call_id = message.get("tool_call_id", "")
+            if call_id not in open_calls:
+                add_note(notes, "unmatched_results")
+                broken = True
+                break
+            open_calls.discard(call_id)
+            continue
+        if open_calls:
+            add_note(notes, "unanswered_calls", len(open_calls))
+            broken = True
+            break
+        if role == "assistant":
+            calls = message.get("tool_calls") or ()
+            open_calls.update(call["id"] for call in calls)
+            if not calls:
+                last_complete = index
+    if not broken and open_calls:
+        add_note(notes, "unanswered_calls", len(open_calls))
+    keep = last_complete + 1
+    if keep < len(messages):
+        if not broken and not open_calls:
+            add_note(notes, "ends_inside_turn")
+        add_note(notes, "messages_cut", len(messages) - keep)
+    return messages[:keep]
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return "null"
+
+
+def inferred_tools(conversations: list[list[dict[str, Any]]]) -> list[dict[str, Any]] | None:
+    """OpenAI function schemas inferred from the calls made: each tool's argument keys, typed by the values
+    seen (a key missing from some call is not required). None when no call was made."""
+    seen: dict[str, dict[str, set[str]]] = {}
+    calls_of: dict[str, int] = {}
+    present: dict[str, dict[str, int]] = {}
+    for messages in conversations:
+        for message in messages:
+            for call in message.get("tool_calls") or ():
+                name = call["function"]["name"]
+                try:
+                    arguments = orjson.loads(call["function"]["arguments"])
+                except orjson.JSONDecodeError:
+                    arguments = None
+                keys = seen.setdefault(name, {})
+                calls_of[name] = calls_of.get(name, 0) + 1
+                counts = present.setdefault(name, {})
+                if isinstance(arguments, dict):
+                    for key, value in arguments.items():
+                        keys.setdefault(key, set()).add(_json_type(value))
+                        counts[key] = counts.get(key, 0) + 1
+    if not seen:
+        return None
+    tools = []
+    for name in sorted(seen):
+        properties = {key: {"type": sorted(types)[0] if len(types) == 1 else sorted(types)}
+                      for key, types in seen[name].items()}
+        required = sorted(key for key, n in present[name].items() if n == calls_of[name])
+        tools.append({"type": "function", "function": {
+            "name": name, "parameters": {"type": "object", "properties": properties, "required": required}}})
+    return tools
+
+
+def conversation_row(agent: str, path: str, session_id: str, conversation: str, messages: list[dict[str, Any]],
+                     notes: dict[str, int], tools: list[dict[str, Any]] | None = None,
+                     tools_source: str | None = None) -> dict[str, Any]:
+    """One conversation as a reader yields it (the interface in ``detect``)."""
+    if tools is None:
+        tools = inferred_tools([messages])
+        tools_source = "inferred" if tools else None
+    return {"messages": messages, "tools": tools, "tools_source": tools_source, "agent": agent,
+            "session_id": session_id, "source_file": path, "conversation": conversation,
+            "session_notes": dict(notes)}
+
+
+def trainable(messages: list[dict[str, Any]]) -> bool:
+    """Whether a conversation holds an assistant turn (a reader never yields an empty row)."""
+    return any(message["role"] == "assistant" for message in messages)
