@@ -1,0 +1,102 @@
+"""Helpers for the tests of the OpenHands, Cline, Droid and pi/OpenClaw session readers: a file handed to a reader
+the way its layout says, what the yielded rows hold (calls, results, texts, reasoning), and a render of each row
+through a real chat template."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from whileai_datasets.chat_template import ChatTemplate
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "sessions"
+#: Every session fixture of these readers, and the plain OpenAI messages files no reader may claim.
+FIXTURES = {
+    "openhands": DATA / "openhands" / "trajectory.json",
+    "cline": DATA / "cline" / "1762247523118" / "api_conversation_history.json",
+    "cline_xml": DATA / "cline" / "1731500000000" / "api_conversation_history.json",
+    "droid": DATA / "droid" / "session.jsonl",
+    "pi": DATA / "pi" / "session.jsonl",
+    "openclaw": DATA / "openclaw" / "session.jsonl",
+}
+PLAIN = (DATA / "openai_messages.json", DATA / "openai_messages.jsonl")
+
+
+def records(path: Path) -> list[tuple[int, Any]]:
+    """A JSONL file's (line number, value) pairs."""
+    with open(path, encoding="utf-8") as handle:
+        return [(number, json.loads(line)) for number, line in enumerate(handle, 1) if line.strip()]
+
+
+def head(module: ModuleType, path: Path) -> Any:
+    """What `module`'s sniff is handed for `path`: the first 16 values of a JSONL file, a JSON file's value, or the
+    text; None when the file is not in the module's layout at all."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        if module.LAYOUT == "json":
+            return json.loads(text)
+        if module.LAYOUT == "jsonl":
+            return [value for _, value in records(path)][:16]
+    except ValueError:
+        return None
+    return text[:65536]
+
+
+def read(module: ModuleType, path: Path, **options: Any) -> list[dict[str, Any]]:
+    """Every row `module` yields for `path`, its source handed over as the layout says."""
+    if module.LAYOUT == "jsonl":
+        return list(module.read(iter(records(path)), str(path), **options))
+    return list(module.read(json.loads(path.read_text(encoding="utf-8")), str(path), **options))
+
+
+def calls(rows: list[dict[str, Any]]) -> dict[str, tuple[str, Any]]:
+    """Every call of the rows by id: its name and parsed arguments."""
+    return {call["id"]: (call["function"]["name"], json.loads(call["function"]["arguments"]))
+            for row in rows for msg in row["messages"] for call in msg.get("tool_calls") or ()}
+
+
+def results(rows: list[dict[str, Any]]) -> set[str]:
+    """The call ids the rows' tool messages answer."""
+    return {msg["tool_call_id"] for row in rows for msg in row["messages"] if msg["role"] == "tool"}
+
+
+def said(rows: list[dict[str, Any]], key: str = "content") -> str:
+    """All the assistants' `key` (content or reasoning_content) of the rows, one text."""
+    return "\n".join(msg.get(key) or "" for row in rows for msg in row["messages"] if msg["role"] == "assistant")
+
+
+def images(rows: list[dict[str, Any]], role: str) -> int:
+    """Image parts in the rows' messages of `role`."""
+    return sum(1 for row in rows for msg in row["messages"] if msg["role"] == role and isinstance(msg["content"], list)
+               for part in msg["content"] if part["type"] == "image")
+
+
+def assert_paired(row: dict[str, Any]) -> None:
+    """Each tool message of the row answers a call an earlier assistant message of the same row made, once."""
+    made: set[str] = set()
+    answered: set[str] = set()
+    for msg in row["messages"]:
+        made |= {call["id"] for call in msg.get("tool_calls") or ()}
+        if msg["role"] == "tool":
+            assert msg["tool_call_id"] in made and msg["tool_call_id"] not in answered, msg
+            answered.add(msg["tool_call_id"])
+
+
+def assert_row_shape(row: dict[str, Any], agent: str) -> None:
+    """The interface every reader keeps: its keys, no None values in messages, something an assistant said."""
+    assert set(row) == {"messages", "tools", "tools_source", "agent", "session_id", "source_file", "conversation",
+                        "session_notes"}
+    assert row["agent"] == agent and row["session_id"] and row["source_file"]
+    assert row["tools_source"] in ("session", "agent_table", "inferred", None)
+    assert (row["tools"] is None) == (row["tools_source"] is None)
+    assert all(value is not None for msg in row["messages"] for value in msg.values())
+    assert any(msg["role"] == "assistant" for msg in row["messages"])
+    assert all(isinstance(count, int) and count > 0 for count in row["session_notes"].values())
+    assert_paired(row)
+
+
+def render_qwen3(row: dict[str, Any]) -> str:
+    """The row rendered by the shipped Qwen3 template (it takes reasoning, tool calls and tools)."""
+    return ChatTemplate.shipped("qwen3").render(row["messages"], tools=row["tools"]).text

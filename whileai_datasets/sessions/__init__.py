@@ -1,0 +1,1 @@
+"""Agent session logs into conversations, one reader module per agent."""
