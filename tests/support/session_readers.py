@@ -97,6 +97,9 @@ def assert_row_shape(row: dict[str, Any], agent: str) -> None:
     assert_paired(row)
 
 
-def render_qwen3(row: dict[str, Any]) -> str:
-    """The row rendered by the shipped Qwen3 template (it takes reasoning, tool calls and tools)."""
-    return ChatTemplate.shipped("qwen3").render(row["messages"], tools=row["tools"]).text
+def assert_renders(row: dict[str, Any]) -> None:
+    """The row renders through the shipped Qwen3 template (reasoning, tool calls, tools), every assistant's text
+    and every call's name in the text."""
+    text = ChatTemplate.shipped("qwen3").render(row["messages"], tools=row["tools"]).text
+    assert all(msg["content"] in text for msg in row["messages"] if msg["role"] == "assistant")
+    assert all(f'"name": "{name}"' in text for name, _ in calls([row]).values())

@@ -1,1 +1,3 @@
 """Agent session logs into conversations, one reader module per agent."""
+
+__all__: list[str] = []

@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from whileai_datasets.sessions._assembly import CallBook, anthropic_assistant, anthropic_user, conversation_row
 from whileai_datasets.sessions._standin import SessionFormatError
+from whileai_datasets.sessions.assembly import CallBook, anthropic_assistant, anthropic_user, conversation_row
 
 AGENT = "cline"
 LAYOUT = "json"

@@ -16,8 +16,8 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from whileai_datasets.sessions._assembly import CallBook, anthropic_assistant, anthropic_user, conversation_row
 from whileai_datasets.sessions._standin import SessionFormatError
+from whileai_datasets.sessions.assembly import CallBook, anthropic_assistant, anthropic_user, conversation_row
 
 AGENT = "droid"
 LAYOUT = "jsonl"
@@ -53,8 +53,8 @@ def read(source: Iterator[tuple[int, Any]], path: str) -> Iterator[dict[str, Any
 
 
 def _message(record: dict[str, Any], line: int, notes: Counter[str], book: CallBook) -> list[dict[str, Any]]:
-    payload = record.get("message")
-    role = payload.get("role") if isinstance(payload, dict) else None
+    payload: dict[str, Any] = record["message"] if isinstance(record.get("message"), dict) else {}
+    role = payload.get("role")
     if role not in ("user", "assistant"):
         raise SessionFormatError(f"a message record whose 'message' has role {role!r}, expected 'user' or "
                                  "'assistant'", path=book.path, line=line,

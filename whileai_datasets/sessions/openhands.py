@@ -24,7 +24,8 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from whileai_datasets.sessions._assembly import (
+from whileai_datasets.sessions._standin import SessionFormatError
+from whileai_datasets.sessions.assembly import (
     CallBook,
     complete_prefix,
     content_of,
@@ -33,7 +34,6 @@ from whileai_datasets.sessions._assembly import (
     said,
     tool_call,
 )
-from whileai_datasets.sessions._standin import SessionFormatError
 
 AGENT = "openhands"
 LAYOUT = "json"
@@ -90,7 +90,7 @@ def read(source: list[Any], path: str) -> Iterator[dict[str, Any]]:
 
 
 def _action(stream: _Stream, event: dict[str, Any]) -> None:
-    args = event.get("args") if isinstance(event.get("args"), dict) else {}
+    args = _mapping(event.get("args"))
     kind, metadata = event["action"], event.get("tool_call_metadata")
     if kind == "system":
         stream.tools = args.get("tools") if isinstance(args.get("tools"), list) else stream.tools
@@ -112,7 +112,7 @@ def _action(stream: _Stream, event: dict[str, Any]) -> None:
 
 def _response(stream: _Stream, event: dict[str, Any], metadata: dict[str, Any]) -> None:
     """The assistant message of the LLM response behind an action, once per response."""
-    response = metadata.get("model_response") if isinstance(metadata.get("model_response"), dict) else {}
+    response = _mapping(metadata.get("model_response"))
     key = str(response.get("id") or metadata.get("tool_call_id"))
     if key in stream.responses:
         return
@@ -129,6 +129,11 @@ def _response(stream: _Stream, event: dict[str, Any], metadata: dict[str, Any]) 
         calls.append(tool_call(call["id"], function["name"], function.get("arguments")))
     stream.add(said(message("assistant", _text(said_.get("content")), reasoning_content=_reasoning(said_, stream),
                             tool_calls=calls), stream.notes), event)
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    """`value` when it is an object, else an empty one (a key it lacks reads as absent)."""
+    return value if isinstance(value, dict) else {}
 
 
 def _text(content: Any) -> str:
@@ -154,7 +159,7 @@ def _reasoning(said_: dict[str, Any], stream: _Stream) -> str:
 
 def _observation(stream: _Stream, event: dict[str, Any]) -> None:
     metadata = event.get("tool_call_metadata")
-    extras = event.get("extras") if isinstance(event.get("extras"), dict) else {}
+    extras = _mapping(event.get("extras"))
     parts = [{"type": "text", "text": str(event.get("content", ""))}]
     parts += [{"type": "image", "image": url} for url in extras.get("image_urls") or () if url]
     if isinstance(metadata, dict):
@@ -173,7 +178,7 @@ def _observation(stream: _Stream, event: dict[str, Any]) -> None:
 def _condense(stream: _Stream, event: dict[str, Any], session_id: str, number: int) -> list[dict[str, Any]]:
     """The row the agent saw before a condensation; then the stream forgets what it names and takes its
     summary as context."""
-    args = event.get("args") if isinstance(event.get("args"), dict) else {}
+    args = _mapping(event.get("args"))
     before = [dict(msg) for msg in stream.messages]
     rows = []
     if complete_prefix(before, Counter(), _TERMINAL, cut_by_agent=True):

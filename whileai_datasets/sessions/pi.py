@@ -27,17 +27,16 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from whileai_datasets.sessions._assembly import (
+from whileai_datasets.sessions._standin import SessionFormatError
+from whileai_datasets.sessions.assembly import (
     CallBook,
+    assistant_blocks,
     complete_prefix,
     content_of,
     conversation_row,
     image_part,
     message,
-    said,
-    tool_call,
 )
-from whileai_datasets.sessions._standin import SessionFormatError
 
 AGENT = "pi"
 LAYOUT = "jsonl"
@@ -201,24 +200,8 @@ def _message(payload: Any, line: int, notes: Counter[str], book: CallBook) -> li
 
 
 def _assistant(content: Any, line: int, notes: Counter[str], book: CallBook) -> dict[str, Any] | None:
-    texts: list[str] = []
-    thoughts: list[str] = []
-    calls: list[dict[str, Any]] = []
-    for block in content if isinstance(content, list) else [{"type": "text", "text": str(content or "")}]:
-        kind = block.get("type") if isinstance(block, dict) else None
-        if kind == "text":
-            texts.append(str(block.get("text", "")))
-        elif kind == "thinking" and not block.get("redacted") and str(block.get("thinking", "")).strip():
-            thoughts.append(block["thinking"])
-        elif kind == "thinking":
-            notes["redacted_thinking"] += 1
-        elif kind == "toolCall":
-            book.add(block.get("id"), block.get("name"), line)
-            calls.append(tool_call(block["id"], block["name"], block.get("arguments")))
-        else:
-            notes[f"unread_{kind}_blocks"] += 1
-    return said(message("assistant", "\n".join(texts), reasoning_content="\n\n".join(thoughts), tool_calls=calls),
-                notes)
+    blocks = content if isinstance(content, list) else [{"type": "text", "text": str(content or "")}]
+    return assistant_blocks(blocks, notes, book, line, call_type="toolCall", arguments_key="arguments")
 
 
 def _content(value: Any, path: str, line: int) -> str | list[dict[str, Any]]:

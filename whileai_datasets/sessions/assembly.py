@@ -103,26 +103,34 @@ def anthropic_assistant(content: Any, notes: Counter[str], book: CallBook, line:
                         where: str = "") -> dict[str, Any] | None:
     """An Anthropic-style assistant message (text, thinking, redacted thinking, tool_use blocks) as one OpenAI
     message; None when it holds nothing (counted)."""
+    return assistant_blocks(anthropic_blocks(content, book.path, line, where), notes, book, line)
+
+
+def assistant_blocks(blocks: list[Any], notes: Counter[str], book: CallBook, line: int | None, *,
+                     call_type: str = "tool_use", arguments_key: str = "input") -> dict[str, Any] | None:
+    """An assistant's content blocks as one OpenAI message: ``text`` blocks (and the readable
+    ``reasoning_details`` some providers hang on them), readable ``thinking`` (a thinking block with no text, or
+    marked ``redacted``, and a ``redacted_thinking`` block are counted), and calls (blocks of `call_type`, their
+    arguments under `arguments_key`: Anthropic's ``tool_use``/``input``, pi's ``toolCall``/``arguments``)."""
     texts: list[str] = []
     thoughts: list[str] = []
     calls: list[dict[str, Any]] = []
-    for block in anthropic_blocks(content, book.path, line, where):
-        kind = block.get("type")
-        if kind == "text" and isinstance(block.get("text"), str):
-            texts.append(block["text"])
+    for block in blocks:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            texts.append(str(block.get("text", "")))
             thoughts += [detail["text"] for detail in block.get("reasoning_details") or ()
                          if isinstance(detail, dict) and isinstance(detail.get("text"), str) and detail["text"]]
-        elif kind == "thinking" and isinstance(block.get("thinking"), str) and block["thinking"].strip():
+        elif kind == "thinking" and not block.get("redacted") and str(block.get("thinking", "")).strip():
             thoughts.append(block["thinking"])
         elif kind in ("thinking", "redacted_thinking"):
             notes["redacted_thinking"] += 1
-        elif kind == "tool_use":
+        elif kind == call_type:
             book.add(block.get("id"), block.get("name"), line)
-            calls.append(tool_call(block["id"], block["name"], block.get("input")))
+            calls.append(tool_call(block["id"], block["name"], block.get(arguments_key)))
         else:
             notes[f"unread_{kind}_blocks"] += 1
-    return said(message("assistant", content="\n".join(texts), reasoning_content="\n\n".join(thoughts),
-                        tool_calls=calls), notes)
+    return assistant_of(texts, thoughts, calls, notes)
 
 
 def anthropic_user(content: Any, notes: Counter[str], book: CallBook, line: int | None,
@@ -160,6 +168,14 @@ def result_content(value: Any, notes: Counter[str]) -> str | list[dict[str, Any]
         else:
             parts.append(part)
     return content_of(parts)
+
+
+def assistant_of(texts: list[str], thoughts: list[str], calls: list[dict[str, Any]],
+                 notes: Counter[str]) -> dict[str, Any] | None:
+    """One assistant message from its text blocks (joined by a newline), readable thoughts (by a blank line) and
+    calls; None (counted) when it holds none of them."""
+    return said(message("assistant", "\n".join(texts), reasoning_content="\n\n".join(thoughts), tool_calls=calls),
+                notes)
 
 
 def said(assistant: dict[str, Any], notes: Counter[str]) -> dict[str, Any] | None:
@@ -201,30 +217,42 @@ def infer_tools(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 def complete_prefix(messages: list[dict[str, Any]], notes: Counter[str],
                     terminal_tools: frozenset[str] = frozenset(), *, cut_by_agent: bool = False
                     ) -> list[dict[str, Any]]:
-    """The messages up to the last complete assistant turn: the last assistant message that asks for no result
-    (no calls, or only `terminal_tools`, such as a finish call). What follows is dropped and counted
-    (``dropped_tail_messages``); calls left unanswered before it are kept and counted (``unanswered_calls``).
+    """The messages cut to the last complete assistant turn (the session room's one policy for a conversation
+    that ends inside a turn): the longest prefix that ends on an assistant message asking for no result (no
+    calls, or only `terminal_tools`, such as a finish call, which no result answers), every call before it
+    answered by id. A call left without a result ends the conversation at the last complete turn before it.
+    Counted in `notes`: ``unanswered_calls``, ``unmatched_results``, ``ends_inside_turn`` (a session that stops on a tool result),
+    ``messages_cut``.
 
     A part the agent cut itself (the history before a condensation) may also end on the last result of an
     assistant message whose calls all have theirs (`cut_by_agent`): the agent went on after it."""
-    end, asked = 0, None
+    open_calls: set[str] = set()
+    last_complete, broken = -1, False
     for index, msg in enumerate(messages):
+        if msg["role"] == "tool" and msg.get("tool_call_id") in open_calls:
+            open_calls.discard(msg["tool_call_id"])
+            last_complete = index if cut_by_agent and not open_calls else last_complete
+            continue
+        if msg["role"] == "tool":
+            notes["unmatched_results"] += 1
+            broken = True
+            break
+        if open_calls:
+            notes["unanswered_calls"] += len(open_calls)
+            broken = True
+            break
         if msg["role"] == "assistant":
-            asked = {call["id"] for call in msg.get("tool_calls") or ()
-                     if call["function"]["name"] not in terminal_tools}
-            end = index + 1 if not asked else end
-        elif msg["role"] == "tool" and cut_by_agent and asked is not None:
-            asked.discard(msg.get("tool_call_id"))
-            end = index + 1 if not asked else end
-    if end < len(messages):
-        notes["dropped_tail_messages"] += len(messages) - end
-    kept = messages[:end]
-    answered = {msg.get("tool_call_id") for msg in kept if msg["role"] == "tool"}
-    for msg in kept:
-        for call in msg.get("tool_calls") or ():
-            if call["id"] not in answered and call["function"]["name"] not in terminal_tools:
-                notes["unanswered_calls"] += 1
-    return kept
+            open_calls = {call["id"] for call in msg.get("tool_calls") or ()
+                          if call["function"]["name"] not in terminal_tools}
+            last_complete = index if not open_calls else last_complete
+    if not broken and open_calls:
+        notes["unanswered_calls"] += len(open_calls)
+    keep = last_complete + 1
+    if keep < len(messages):
+        if not broken and not open_calls:
+            notes["ends_inside_turn"] += 1
+        notes["messages_cut"] += len(messages) - keep
+    return messages[:keep]
 
 
 def conversation_row(messages: list[dict[str, Any]], notes: Counter[str], *, agent: str, session_id: str,
@@ -239,6 +267,7 @@ def conversation_row(messages: list[dict[str, Any]], notes: Counter[str], *, age
                                  "ends a turn, so there is nothing to train on", path=path,
                                  hint="Leave this file out of data_files (a session stopped before the agent "
                                       "answered)")
+    source: str | None
     if tools is None and any(msg.get("tool_calls") for msg in kept):
         tools, source = infer_tools(kept), "inferred"
     else:
