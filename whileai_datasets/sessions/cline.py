@@ -22,6 +22,8 @@ from whileai_datasets.sessions.assembly import CallBook, anthropic_assistant, an
 
 AGENT = "cline"
 LAYOUT = "json"
+#: Keys typical of Cline's task files (to name the closest layout of an unknown log).
+MARKERS = frozenset(("role", "content", "modelInfo", "ts", "type", "say", "ask"))
 #: The call that ends a task: a result follows only when the user answers it with feedback.
 _TERMINAL = frozenset({"attempt_completion"})
 

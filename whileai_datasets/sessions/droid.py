@@ -21,6 +21,9 @@ from whileai_datasets.sessions.assembly import CallBook, anthropic_assistant, an
 
 AGENT = "droid"
 LAYOUT = "jsonl"
+#: Keys and ``type`` values typical of Droid sessions (to name the closest layout of an unknown log).
+MARKERS = frozenset(("type", "session_start", "message", "id", "cwd", "title", "sessionTitle", "owner", "version",
+                     "todo_state", "visibility", "parentId"))
 
 
 def sniff(head: list[Any]) -> bool:

@@ -37,6 +37,9 @@ from whileai_datasets.sessions.assembly import (
 
 AGENT = "openhands"
 LAYOUT = "json"
+#: Keys typical of OpenHands events (to name the closest layout of an unknown log).
+MARKERS = frozenset(("id", "timestamp", "source", "message", "action", "observation", "args", "content", "extras",
+                     "cause", "tool_call_metadata", "llm_metrics"))
 #: Calls that end the session: no observation answers them.
 _TERMINAL = frozenset({"finish"})
 #: Events that hold no conversation.

@@ -40,6 +40,10 @@ from whileai_datasets.sessions.assembly import (
 
 AGENT = "pi"
 LAYOUT = "jsonl"
+#: Keys and ``type`` values typical of pi and OpenClaw sessions (to name the closest layout of an unknown log).
+MARKERS = frozenset(("type", "session", "message", "id", "parentId", "cwd", "version", "model_change",
+                     "thinking_level_change", "compaction", "branch_summary", "custom", "custom_message", "label",
+                     "session_info", "firstKeptEntryId"))
 #: Entry types that reach the model through their own conversion below.
 _CONTEXT_ENTRIES = frozenset({"message", "custom_message", "branch_summary", "compaction"})
 
