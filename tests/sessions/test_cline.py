@@ -10,12 +10,12 @@ import pytest
 
 from tests.support.session_readers import (
     FIXTURES,
-    PLAIN,
     assert_renders,
     assert_row_shape,
     calls,
     head,
     images,
+    others,
     read,
     results,
     said,
@@ -51,7 +51,7 @@ def test_cline_reads_every_call_result_text_and_thought_of_the_task() -> None:
 def test_cline_rows_keep_the_interface_and_count_redacted_thinking() -> None:
     row = read(cline, FIXTURE)[0]
     assert_row_shape(row, "cline")
-    assert row["session_id"] == FIXTURE.parent.name
+    assert row["session_id"] == "cline"  # a task folder's file takes the folder's name (test below)
     assert row["session_notes"] == {"redacted_thinking": 1}
     # attempt_completion ends the task without a result: the turn is complete, nothing is dropped
     assert row["messages"][-1]["tool_calls"][0]["function"]["name"] == "attempt_completion"
@@ -69,19 +69,26 @@ def test_cline_xml_tool_mode_is_read_as_the_text_the_model_wrote() -> None:
     assert (row["tools"], row["tools_source"]) == (None, None)
 
 
-def test_cline_refuses_ui_messages_and_points_at_the_history_beside_it() -> None:
-    path = FIXTURE.parent / "ui_messages.json"
+def test_cline_refuses_ui_messages_and_points_at_the_history_beside_it(tmp_path: Path) -> None:
+    folder = tmp_path / "tasks" / "1762247523118"
+    folder.mkdir(parents=True)
+    path = folder / "ui_messages.json"
+    path.write_text(json.dumps([
+        {"ts": 1762247523120, "type": "say", "say": "task", "text": "Add a --dry-run flag to scripts/deploy.sh"},
+        {"ts": 1762247524000, "type": "say", "say": "api_req_started", "text": "{\"request\": \"...\"}"},
+        {"ts": 1762247529000, "type": "ask", "ask": "tool", "text": "{\"tool\": \"readFile\"}"}]), encoding="utf-8")
     assert cline.sniff(head(cline, path))
     with pytest.raises(ExportFormatError, match=rf"{path}: this is Cline's ui_messages.json.*Load "
                                                 r"api_conversation_history.json from the same task folder"):
         read(cline, path)
+    history = folder / "api_conversation_history.json"
+    history.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    assert read(cline, history)[0]["session_id"] == "1762247523118"
 
 
-@pytest.mark.parametrize("other", [*(path for name, path in FIXTURES.items() if not name.startswith("cline")),
-                                   *PLAIN], ids=lambda path: path.parent.name + "/" + path.name)
-def test_cline_sniff_claims_only_cline_files(other: Path) -> None:
+def test_cline_sniff_claims_only_cline_files() -> None:
     assert cline.sniff(head(cline, FIXTURE)) and cline.sniff(head(cline, FIXTURES["cline_xml"]))
-    assert not cline.sniff(head(cline, other))
+    assert not any(cline.sniff(other) for other in others(cline, "cline", "cline_xml"))
 
 
 def test_cline_sniff_leaves_an_anthropic_chat_without_anthropic_blocks_alone() -> None:

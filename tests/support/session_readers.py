@@ -12,16 +12,24 @@ from typing import Any
 from whileai_datasets.chat_template import ChatTemplate
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sessions"
-#: Every session fixture of these readers, and the plain OpenAI messages files no reader may claim.
-FIXTURES = {
-    "openhands": DATA / "openhands" / "trajectory.json",
-    "cline": DATA / "cline" / "1762247523118" / "api_conversation_history.json",
-    "cline_xml": DATA / "cline" / "1731500000000" / "api_conversation_history.json",
-    "droid": DATA / "droid" / "session.jsonl",
-    "pi": DATA / "pi" / "session.jsonl",
-    "openclaw": DATA / "openclaw" / "session.jsonl",
-}
-PLAIN = (DATA / "openai_messages.json", DATA / "openai_messages.jsonl")
+#: Every session fixture of these readers.
+FIXTURES = {name: DATA / f"{name}{suffix}" for name, suffix in (
+    ("openhands", ".json"), ("cline", ".json"), ("cline_xml", ".json"), ("droid", ".jsonl"), ("pi", ".jsonl"),
+    ("openclaw", ".jsonl"))}
+#: Plain OpenAI chat, as a bare array of messages and as ``messages`` rows: no session reader may claim it.
+PLAIN_MESSAGES = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": [{"type": "text", "text": "What's the weather in Oslo?"}]},
+    {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "4°C, rain"},
+    {"role": "assistant", "content": "It's 4°C and raining in Oslo."}]
+
+
+def others(module: ModuleType, *own: str) -> list[Any]:
+    """What `module`'s sniff is handed for every fixture but its `own`, and for plain OpenAI chat in its layout."""
+    plain = PLAIN_MESSAGES if module.LAYOUT == "json" else [{"messages": PLAIN_MESSAGES}, {"messages": PLAIN_MESSAGES[:2]}]
+    return [*(head(module, path) for name, path in FIXTURES.items() if name not in own), plain, PLAIN_MESSAGES[1:]]
 
 
 def records(path: Path) -> list[tuple[int, Any]]:

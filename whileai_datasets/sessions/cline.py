@@ -83,6 +83,11 @@ def read(source: Any, path: str) -> Iterator[dict[str, Any]]:
         else:
             raise SessionFormatError(f"messages[{index}] has role {item.get('role')!r}, expected 'user' or "
                                      "'assistant'", path=path, hint="The file is damaged; fix that message")
-    task_id = os.path.basename(os.path.dirname(os.path.abspath(path)))
-    yield conversation_row(messages, notes, agent=AGENT, session_id=task_id, path=path, conversation="main",
+    yield conversation_row(messages, notes, agent=AGENT, session_id=_task_id(path), path=path, conversation="main",
                            terminal_tools=_TERMINAL)
+
+
+def _task_id(path: str) -> str:
+    """The task's id: its folder's name for the file Cline writes there, else the file's own name."""
+    folder, name = os.path.split(os.path.abspath(path))
+    return os.path.basename(folder) if name == "api_conversation_history.json" else os.path.splitext(name)[0]
