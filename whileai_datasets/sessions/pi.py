@@ -116,7 +116,8 @@ def read(source: Iterator[tuple[int, Any]], path: str, *,
     agent = agent_of(tree.header)
     session_id = str(tree.header.get("id") or os.path.splitext(os.path.basename(path))[0])
     leaves = tree.leaves() if branches == "all" else tree.order[-1:]
-    compactions = [key for key in tree.order if tree.entries[key]["type"] == "compaction"]
+    compactions = {key: number for number, key in
+                   enumerate((key for key in tree.order if tree.entries[key]["type"] == "compaction"), 1)}
     rows: list[dict[str, Any]] = []
     skipped: Counter[str] = Counter()
     done: set[str] = set()
@@ -125,7 +126,7 @@ def read(source: Iterator[tuple[int, Any]], path: str, *,
         for at, key in enumerate(keys):
             if key in compactions and key not in done:
                 done.add(key)
-                rows += _row(tree, keys[:at], f"pre-compaction:{compactions.index(key) + 1}", agent, session_id,
+                rows += _row(tree, keys[:at], f"pre-compaction:{compactions[key]}", agent, session_id,
                              skipped)
         rows += _row(tree, keys, "main" if len(leaves) == 1 else f"branch:{leaf}", agent, session_id, skipped)
     if not rows:
