@@ -15,6 +15,8 @@ from typing import Any
 
 from whileai_datasets.sessions._standin import SessionFormatError
 
+#: One encoder for every call's arguments (``json.dumps`` with options builds a new one per call).
+_ENCODER = json.JSONEncoder(ensure_ascii=False)
 #: Types of the values a tool's arguments held, as JSON Schema names them.
 _JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"),
                (dict, "object"))
@@ -24,7 +26,7 @@ def arguments_text(arguments: Any) -> str:
     """A call's arguments as the JSON text OpenAI messages carry (text stays as it is)."""
     if isinstance(arguments, str):
         return arguments
-    return json.dumps({} if arguments is None else arguments, ensure_ascii=False)
+    return _ENCODER.encode({} if arguments is None else arguments)
 
 
 def tool_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
