@@ -59,7 +59,7 @@ def test_droid_pairs_each_result_with_its_call_and_names_the_tool() -> None:
 
 def test_droid_counts_what_the_model_never_saw_or_cannot_be_read() -> None:
     row = read(droid, FIXTURE)[0]
-    assert row["session_notes"] == {"redacted_thinking": 1, "user_only_messages": 1, "skipped_todo_state_records": 1}
+    assert row["session_notes"] == {"redacted_thinking": 1, "user_only_messages": 1, "todo_state_records": 1}
     assert "(note: check the CSV export later)" not in json.dumps(row["messages"])
     assert row["messages"][0] == {"role": "user", "content": _blocks("user")[0]["text"]}  # llm_only context kept
     assert row["tools_source"] == "inferred"

@@ -72,7 +72,7 @@ def test_openhands_condensation_summary_is_context_and_the_history_before_it_a_r
     assert pre["messages"][-1]["role"] == "tool"  # the agent went on after these results: nothing dropped
     assert pre["session_notes"] == {}
     assert main["session_notes"] == {"compaction_summaries": 1, "redacted_thinking": 1,
-                                     "skipped_agent_state_changed_events": 2, "skipped_recall_events": 2}
+                                     "agent_state_changed_events": 2, "recall_events": 2}
 
 
 def test_openhands_finish_ends_the_session_without_a_result() -> None:

@@ -115,9 +115,9 @@ def test_pi_keeps_images_user_commands_and_counts_what_it_does_not_train() -> No
     assert images(list(rows.values()), "user") == 2 and images(list(rows.values()), "tool") == 2
     other = rows["branch:d8e9f0a1"]
     assert {"role": "user", "content": "Ran `npm test`\n```\n# tests 9\n# pass 9\n```"} in other["messages"]
-    assert other["session_notes"] == {"branch_summaries": 1, "redacted_thinking": 1, "skipped_custom_entries": 1,
-                                      "skipped_label_entries": 1, "skipped_model_change_entries": 1,
-                                      "skipped_thinking_level_change_entries": 1}
+    assert other["session_notes"] == {"branch_summaries": 1, "redacted_thinking": 1, "custom_entries": 1,
+                                      "label_entries": 1, "model_change_entries": 1,
+                                      "thinking_level_change_entries": 1}
     assert other["tools_source"] == "inferred"
 
 

@@ -131,7 +131,7 @@ def assistant_blocks(blocks: list[Any], notes: Counter[str], book: CallBook, lin
             book.add(block.get("id"), block.get("name"), line)
             calls.append(tool_call(block["id"], block["name"], block.get(arguments_key)))
         else:
-            notes[f"unread_{kind}_blocks"] += 1
+            notes[f"{kind}_blocks"] += 1
     return assistant_of(texts, thoughts, calls, notes)
 
 
@@ -150,7 +150,7 @@ def anthropic_user(content: Any, notes: Counter[str], book: CallBook, line: int 
             continue
         part = anthropic_part(block)
         if part is None:
-            notes[f"unread_{block.get('type')}_blocks"] += 1
+            notes[f"{block.get('type')}_blocks"] += 1
         else:
             parts.append(part)
     if parts:
@@ -166,7 +166,7 @@ def result_content(value: Any, notes: Counter[str]) -> str | list[dict[str, Any]
     for block in value if isinstance(value, list) else [value]:
         part = anthropic_part(block) if isinstance(block, dict) else None
         if part is None:
-            notes["unread_result_blocks"] += 1
+            notes[f"{block.get('type') if isinstance(block, dict) else 'other'}_blocks"] += 1
         else:
             parts.append(part)
     return content_of(parts)

@@ -47,7 +47,7 @@ def read(source: Iterator[tuple[int, Any]], path: str) -> Iterator[dict[str, Any
         elif kind == "message":
             messages += _message(record, line, notes, book)
         elif isinstance(kind, str):
-            notes[f"skipped_{kind}_records"] += 1
+            notes[f"{kind}_records"] += 1
         else:
             raise SessionFormatError(f"a record without a string 'type' ({type(record).__name__})", path=path,
                                      line=line, hint="Droid writes one typed JSON object per line; the line is "

@@ -82,7 +82,7 @@ def read(source: list[Any], path: str) -> Iterator[dict[str, Any]]:
         if event.get("action") == "condensation":
             pre += _condense(stream, event, session_id, len(pre) + 1)
         elif event.get("action", event.get("observation")) in _SKIPPED:
-            stream.notes[f"skipped_{event.get('action', event.get('observation'))}_events"] += 1
+            stream.notes[f"{event.get('action', event.get('observation'))}_events"] += 1
         elif "action" in event:
             _action(stream, event)
         else:
@@ -110,7 +110,7 @@ def _action(stream: _Stream, event: dict[str, Any]) -> None:
                                  path=stream.path, hint="Only trajectories written in function-calling mode "
                                                         "can be read: the call and its LLM response are missing")
     else:
-        stream.notes[f"skipped_user_{kind}_actions"] += 1
+        stream.notes[f"user_{kind}_actions"] += 1
 
 
 def _response(stream: _Stream, event: dict[str, Any], metadata: dict[str, Any]) -> None:
@@ -175,7 +175,7 @@ def _observation(stream: _Stream, event: dict[str, Any]) -> None:
     elif event.get("observation") == "error":
         stream.add(message("user", content_of(parts)), event)
     else:
-        stream.notes[f"skipped_{event.get('observation')}_observations"] += 1
+        stream.notes[f"{event.get('observation')}_observations"] += 1
 
 
 def _condense(stream: _Stream, event: dict[str, Any], session_id: str, number: int) -> list[dict[str, Any]]:

@@ -175,7 +175,7 @@ def _entry(entry: dict[str, Any], line: int, notes: Counter[str], book: CallBook
         notes["branch_summaries"] += 1
         return [message("user", str(entry.get("summary", "")), weight=0)]
     if kind not in _CONTEXT_ENTRIES:
-        notes[f"skipped_{kind}_entries"] += 1
+        notes[f"{kind}_entries"] += 1
     return []
 
 
