@@ -101,6 +101,17 @@ def test_pi_compaction_summary_is_context_and_the_history_before_it_is_a_row() -
     assert {"role": "user", "content": summary["summary"], "weight": 0} in other["messages"]
 
 
+def test_pi_branch_abandoned_before_an_answer_adds_no_row(tmp_path: Path) -> None:
+    lines = TREES["pi"].read_text(encoding="utf-8")
+    abandoned = {"type": "message", "id": "ffff0002", "parentId": "e1f2a3b4", "timestamp": "2026-11-03T15:00:00.000Z",
+                 "message": {"role": "user", "content": "Actually, wait"}}
+    path = tmp_path / "session.jsonl"
+    path.write_text(lines + json.dumps(abandoned) + "\n", encoding="utf-8")
+    rows = read(pi, path)
+    assert [row["conversation"] for row in rows] == [row["conversation"] for row in read(pi, TREES["pi"])]
+    assert rows[0]["session_notes"]["branches_within_another"] == 1
+
+
 def test_pi_current_branch_option_reads_only_the_path_pi_resumes() -> None:
     rows = read(pi, TREES["pi"], branches="current")
     assert [row["conversation"] for row in rows] == ["main"]

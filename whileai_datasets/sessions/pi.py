@@ -12,8 +12,9 @@ out) and ``custom`` messages. ``custom_message`` entries reach the model as user
 
 Each leaf of the tree is a conversation, the path from the root to it, never interleaved with another branch:
 ``branches="all"`` (the default) yields every leaf's path (``conversation`` ``"branch:<leaf id>"``, or
-``"main"`` when the tree has one leaf); ``branches="current"`` only the path to the last entry written, where
-pi resumes. A ``compaction`` on a path makes the model see its summary, then the entries from
+``"main"`` when the tree has one leaf), but for a branch that, cut to its last complete turn, holds nothing
+another branch does not (counted); ``branches="current"`` only the path to the last entry written, where pi
+resumes. A ``compaction`` on a path makes the model see its summary, then the entries from
 ``firstKeptEntryId`` on: that is the row, and what the model saw just before the compaction is a row of its own
 (``"pre-compaction:<n>"``, n counting compactions in file order). OpenClaw files are told by their header's
 ``cwd``, a folder under ``.openclaw`` (its agents' workspace); the row's ``agent`` says which. Neither agent
@@ -129,11 +130,26 @@ def read(source: Iterator[tuple[int, Any]], path: str, *,
                 rows += _row(tree, keys[:at], f"pre-compaction:{compactions[key]}", agent, session_id,
                              skipped)
         rows += _row(tree, keys, "main" if len(leaves) == 1 else f"branch:{leaf}", agent, session_id, skipped)
+    rows = _within_none(rows, skipped)
     if not rows:
         raise SessionFormatError("the session holds no complete assistant turn on any branch: nothing to train "
                                  "on", path=path, hint="Leave this file out of data_files")
     rows[0]["session_notes"] = dict(sorted((Counter(rows[0]["session_notes"]) + skipped).items()))
     yield from rows
+
+
+def _within_none(rows: list[dict[str, Any]], skipped: Counter[str]) -> list[dict[str, Any]]:
+    """The rows but those whose messages open another row (a branch abandoned before its first answer, cut back
+    to the turns it shares with another branch, trains nothing new): counted as ``branches_within_another``."""
+    kept = []
+    for index, row in enumerate(rows):
+        mine = row["messages"]
+        if any(other["messages"][:len(mine)] == mine and (len(other["messages"]) > len(mine) or later < index)
+               for later, other in enumerate(rows) if later != index):
+            skipped["branches_within_another"] += 1
+        else:
+            kept.append(row)
+    return kept
 
 
 def _row(tree: _Tree, keys: list[str], name: str, agent: str, session_id: str,
