@@ -75,6 +75,20 @@ def test_openhands_condensation_summary_is_context_and_the_history_before_it_a_r
                                      "agent_state_changed_events": 2, "recall_events": 2}
 
 
+def test_openhands_each_condensation_leaves_its_own_row_named_by_its_number(tmp_path: Path) -> None:
+    second = {"id": 11.5, "source": "agent", "action": "condensation", "args": {
+        "forgotten_event_ids": [10, 11], "summary": "parse() now uses csv.reader.", "summary_offset": 3}}
+    events = [*EVENTS[:12], second, *EVENTS[12:]]
+    path = tmp_path / "trajectory.json"
+    path.write_text(json.dumps(events), encoding="utf-8")
+    rows = {row["conversation"]: row for row in read(openhands, path)}
+    assert list(rows) == ["pre-compaction:1", "pre-compaction:2", "main"]
+    assert set(calls([rows["pre-compaction:2"]])) == {"toolu_oh_03"}
+    assert set(calls([rows["main"]])) == {"toolu_oh_04", "toolu_oh_05"}
+    assert [msg["content"] for msg in rows["main"]["messages"] if msg.get("weight") == 0] == [
+        EVENTS[9]["args"]["summary"], second["args"]["summary"]]
+
+
 def test_openhands_finish_ends_the_session_without_a_result() -> None:
     main = read(openhands, FIXTURE)[-1]
     assert main["messages"][-1]["tool_calls"][0]["function"]["name"] == "finish"

@@ -78,9 +78,11 @@ def read(source: list[Any], path: str) -> Iterator[dict[str, Any]]:
     stream = _Stream(path)
     session_id = os.path.splitext(os.path.basename(path))[0]
     pre: list[dict[str, Any]] = []
+    condensations = 0
     for event in source:
         if event.get("action") == "condensation":
-            pre += _condense(stream, event, session_id, len(pre) + 1)
+            condensations += 1
+            pre += _condense(stream, event, session_id, condensations)
         elif event.get("action", event.get("observation")) in _SKIPPED:
             stream.notes[f"{event.get('action', event.get('observation'))}_events"] += 1
         elif "action" in event:
@@ -101,16 +103,16 @@ def _action(stream: _Stream, event: dict[str, Any]) -> None:
     elif isinstance(metadata, dict):
         _response(stream, event, metadata)
     elif kind == "message":
-        role = "user" if event.get("source") == "user" else "assistant"
         parts = [{"type": "text", "text": str(args.get("content", ""))}]
         parts += [{"type": "image", "image": url} for url in args.get("image_urls") or () if url]
-        stream.add(message(role, content_of(parts)), event)
+        said_ = message("user" if event.get("source") == "user" else "assistant", content_of(parts))
+        stream.add(said_ if said_["role"] == "user" else said(said_, stream.notes), event)
     elif event.get("source") == "agent" and kind != "finish":
         raise SessionFormatError(f"the agent's {kind!r} action{stream.where(event)} carries no tool_call_metadata",
                                  path=stream.path, hint="Only trajectories written in function-calling mode "
                                                         "can be read: the call and its LLM response are missing")
     else:
-        stream.notes[f"user_{kind}_actions"] += 1
+        stream.notes[f"{event.get('source')}_{kind}_actions"] += 1
 
 
 def _response(stream: _Stream, event: dict[str, Any], metadata: dict[str, Any]) -> None:
