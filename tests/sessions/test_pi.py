@@ -22,7 +22,7 @@ from tests.support.session_readers import (
     results,
     said,
 )
-from whileai_datasets.errors import ExportFormatError
+from whileai_datasets.errors import ExportFormatError, OptionError
 from whileai_datasets.sessions import pi
 
 TREES = {"pi": FIXTURES["pi"], "openclaw": FIXTURES["openclaw"]}
@@ -117,7 +117,7 @@ def test_pi_current_branch_option_reads_only_the_path_pi_resumes() -> None:
     assert [row["conversation"] for row in rows] == ["main"]
     whole = {row["conversation"]: row for row in read(pi, TREES["pi"])}
     assert rows[0]["messages"] == whole["branch:d8e9f0a1"]["messages"]
-    with pytest.raises(ValueError, match="branches must be 'all' or 'current', got 'leaf'"):
+    with pytest.raises(OptionError, match="branches must be one of 'all', 'current', got 'leaf'"):
         read(pi, TREES["pi"], branches="leaf")
 
 

@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any, Literal
 
+from whileai_datasets._options import check_choice
 from whileai_datasets.sessions._standin import SessionFormatError
 from whileai_datasets.sessions.assembly import (
     CallBook,
@@ -38,6 +39,9 @@ from whileai_datasets.sessions.assembly import (
     image_part,
     message,
 )
+
+#: Which branches of a tree become rows.
+Branches = Literal["all", "current"]
 
 AGENT = "pi"
 LAYOUT = "jsonl"
@@ -109,10 +113,9 @@ class _Tree:
 
 
 def read(source: Iterator[tuple[int, Any]], path: str, *,
-         branches: Literal["all", "current"] = "all") -> Iterator[dict[str, Any]]:
+         branches: Branches = "all") -> Iterator[dict[str, Any]]:
     """One row per branch of the tree (or the current one), and one per compaction before it."""
-    if branches not in ("all", "current"):
-        raise ValueError(f"branches must be 'all' or 'current', got {branches!r}")
+    check_choice(branches, "branches", Branches)
     tree = _Tree(source, path)
     agent = agent_of(tree.header)
     session_id = str(tree.header.get("id") or os.path.splitext(os.path.basename(path))[0])
