@@ -18,7 +18,8 @@ resumes. A ``compaction`` on a path makes the model see its summary, then the en
 ``firstKeptEntryId`` on: that is the row, and what the model saw just before the compaction is a row of its own
 (``"pre-compaction:<n>"``, n counting compactions in file order). OpenClaw files are told by their header's
 ``cwd``, a folder under ``.openclaw`` (its agents' workspace); the row's ``agent`` says which. Neither agent
-records tool schemas in the session: they are inferred from the calls.
+records tool schemas in the session: they are inferred from the calls (a table of pi's built-in tools would be
+wrong for some of its releases: ``edit`` took ``oldText``/``newText``, later a list of ``edits``).
 """
 
 from __future__ import annotations
