@@ -26,10 +26,29 @@ PLAIN_MESSAGES = [
     {"role": "assistant", "content": "It's 4°C and raining in Oslo."}]
 
 
+#: The first records of the session logs the room's other readers take (Claude Code, Codex CLI, Copilot CLI,
+#: Gemini CLI's older JSON, a Hermes export), in their own layouts: no reader here may claim them.
+OTHER_AGENTS = [
+    [{"type": "user", "sessionId": "5b1f", "uuid": "u1", "parentUuid": None, "isSidechain": False,
+      "message": {"role": "user", "content": "fix the build"}}],
+    [{"timestamp": "2026-11-01T10:00:00Z", "type": "session_meta", "payload": {"id": "0199", "cwd": "/w"}},
+     {"type": "response_item", "payload": {"type": "message", "role": "user", "content": []}}],
+    [{"type": "session.start", "id": "e1", "timestamp": "2026-11-01T10:00:00Z", "parentId": None,
+      "data": {"sessionId": "c0p1", "cwd": "/w"}}],
+    {"sessionId": "g1", "projectHash": "ab12", "startTime": "2026-11-01T10:00:00Z",
+     "messages": [{"id": "m1", "type": "user", "content": "hi"}]},
+    [{"id": "h1", "source": "cli", "model": "hermes-4", "system_prompt": "You are Hermes.",
+      "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}],
+]
+
+
 def others(module: ModuleType, *own: str) -> list[Any]:
-    """What `module`'s sniff is handed for every fixture but its `own`, and for plain OpenAI chat in its layout."""
+    """What `module`'s sniff is handed for every fixture but its `own`, for the other agents' first records and for
+    plain OpenAI chat in its layout."""
     plain = PLAIN_MESSAGES if module.LAYOUT == "json" else [{"messages": PLAIN_MESSAGES}, {"messages": PLAIN_MESSAGES[:2]}]
-    return [*(head(module, path) for name, path in FIXTURES.items() if name not in own), plain, PLAIN_MESSAGES[1:]]
+    agents = [value if module.LAYOUT == "json" or isinstance(value, list) else [value] for value in OTHER_AGENTS]
+    return [*(head(module, path) for name, path in FIXTURES.items() if name not in own), *agents, plain,
+            PLAIN_MESSAGES[1:]]
 
 
 def records(path: Path) -> list[tuple[int, Any]]:
