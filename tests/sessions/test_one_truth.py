@@ -27,7 +27,11 @@ TEMPLATES = {"qwen3": {}, "llama3_1": LLAMA3_TOKENS}
 #: Files none of whose rows a template can train, and the cause the audit names: Llama 3.1 renders an assistant
 #: turn's tool call and drops text said beside it (Copilot and Gemini CLI sessions say "I'll check ..." with a call)
 NOTHING_TRAINS = {("copilot.jsonl", "llama3_1"): "template_drops_content",
-                  ("gemini.jsonl", "llama3_1"): "template_drops_content"}
+                  ("gemini.jsonl", "llama3_1"): "template_drops_content",
+                  # Llama 3.1 takes one call per turn, and each of these has a turn with two
+                  ("cline.json", "llama3_1"): "single_tool_call_only",
+                  ("droid.jsonl", "llama3_1"): "single_tool_call_only",
+                  ("openhands.json", "llama3_1"): "single_tool_call_only"}
 #: load_dataset and tokenize keep reasoning as it is; the audit is told the same
 SAME = {"max_length": MAX_LENGTH, "strip_think": False}
 

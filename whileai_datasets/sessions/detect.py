@@ -39,6 +39,10 @@ READERS = (
     "copilot",
     "hermes",
     "aider",
+    "openhands",
+    "cline",
+    "droid",
+    "pi",
 )
 #: Bytes of a file looked at to decide.
 HEAD_BYTES = 64 << 10
