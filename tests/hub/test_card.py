@@ -185,7 +185,9 @@ def test_card_shows_the_trl_lines_per_config_and_never_asks_to_install_this_pack
     assert "trainer = SFTTrainer(" in text
     assert "run `hf auth login` (or set HF_TOKEN)" in text
     assert "### `default` (default)" in text and "### `canonical`" in text
-    assert "trains the completion of each row and nothing else: 6 loss-carrying assistant turns" in text
+    assert "trains the completion of each row and nothing else (6 loss-carrying assistant turns, one row each)" in text
+    # no tokenizer: what TRL labels was not measured, so the card does not call it exact
+    assert "**Not measured**: publish was given no tokenizer" in text and "**Exact**" not in text
     assert "whileai_datasets" not in text and "whileai-datasets push" not in text
     assert "pip install" not in text
 

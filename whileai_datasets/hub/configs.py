@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from datasets import Dataset, Features
 
+from whileai_datasets.chat_template.masks import text_parts
 from whileai_datasets.columnar import _arrow, _batches, _parts, _portable
 from whileai_datasets.errors import PublishError, SchemaError
 from whileai_datasets.hub import facts as config_facts
@@ -172,11 +173,12 @@ def _check_mask(table: pa.Table, where: str, first_row: int = 0) -> None:
 
 
 # --- the configs ----------------------------------------------------------------------------------
-def trainer_table(canonical: pa.Table, where: str, images: bool | None = None) -> pa.Table:
+def trainer_table(canonical: pa.Table, where: str, images: bool | None = None, join_parts: bool = False) -> pa.Table:
     """The default config: one prompt/completion row per loss-carrying assistant turn (see the module doc).
 
     `images`: TRL's ``images`` column always (True: empty lists for rows without), never (False), or
-    when a prompt has an image placeholder (None)."""
+    when a prompt has an image placeholder (None). `join_parts`: text-only content parts as one string, the form
+    a template that concatenates strings is handed by ``tokenize`` (``chat_template.masks.text_parts``)."""
     trl = wire.trl_training_table(canonical)  # TRL messages, `prompt` -> `prompt_text`, no loss_mask
     lists = _arrow.column(trl, "messages")
     messages = _arrow.flat(lists)
@@ -200,7 +202,29 @@ def trainer_table(canonical: pa.Table, where: str, images: bool | None = None) -
         images_of = _arrow.build_list(np.zeros(out.num_rows + 1, dtype=np.int64), pa.array([], pa.string()))
     if images_of is not None:
         out = _arrow.set_column(out, "images", images_of)
-    return _portable.portable_table(wire.ordered(out, ("prompt", "completion", "images", "tools")))
+    out = _portable.portable_table(wire.ordered(out, ("prompt", "completion", "images", "tools")))
+    for name in ("prompt", "completion") if join_parts else ():
+        out = _arrow.set_column(out, name, joined_parts(_arrow.column(out, name)))
+    return out
+
+
+def joined_parts(lists: pa.Array) -> pa.Array:
+    """A list column of TRL messages (JSON) with every text-only parts content as one string (what ``tokenize``
+    hands a template that concatenates strings, so TRL renders the text the mask counts)."""
+    flat = _arrow.flat(lists)
+    texts = (flat.storage if isinstance(flat, pa.ExtensionArray) else flat).to_pylist()
+    changed = False
+    for index, text in enumerate(texts):
+        if text is None or '"content": [' not in text:
+            continue
+        message = json.loads(text)
+        if text_parts.text_only(message.get("content")):
+            texts[index] = json.dumps({**message, "content": text_parts.joined(message["content"])})
+            changed = True
+    if not changed:
+        return lists
+    return _arrow.relist(lists, pa.ExtensionArray.from_storage(pa.json_(), pa.array(texts, pa.string()))
+                         if isinstance(flat, pa.ExtensionArray) else pa.array(texts, flat.type))
 
 
 def canonical_rows(canonical: pa.Table, where: str = "") -> pa.Table:
@@ -307,9 +331,10 @@ class TrainerRows:
     """`trainer_table` with the publish's choice of the `images` column (the same for every chunk)."""
 
     images: bool | None = None
+    join_parts: bool = False
 
     def __call__(self, canonical: pa.Table, where: str) -> pa.Table:
-        return trainer_table(canonical, where, self.images)
+        return trainer_table(canonical, where, self.images, self.join_parts)
 
 
 @dataclass(frozen=True)
@@ -326,12 +351,15 @@ class TokenizedRows:
 
 
 def _tokenized_facts(tokenized: pa.Table, canonical: pa.Table) -> dict[str, int]:
-    return {**config_facts.tokenized_facts(tokenized, canonical), **trainer_formats.labels_facts(tokenized)}
+    return {**config_facts.tokenized_facts(tokenized, canonical), **trainer_formats.labels_facts(tokenized),
+            "trl_labels": config_facts.trl_labels(tokenized)}
 
 
 def _default_builder(extras: Extras) -> Builder:
-    counts = config_facts.CompletionTokens(extras.tokenizer, extras.chat_template) if extras.tokenizer else None
-    return Builder(TrainerRows(extras.images), counts)
+    if extras.tokenizer is None:
+        return Builder(TrainerRows(extras.images))
+    joins = token_masks.Tokenize(extras.tokenizer, extras.chat_template).plan.content_parts == "joined"
+    return Builder(TrainerRows(extras.images, joins), config_facts.TrlDefaultRoute(extras.tokenizer, extras.chat_template))
 
 
 def _preference_builder(extras: Extras) -> Builder | None:

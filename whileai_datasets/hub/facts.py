@@ -8,6 +8,10 @@ publisher itself (``rows``).
 
 from __future__ import annotations
 
+import json
+import warnings
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +21,7 @@ import pyarrow.compute as pc
 
 from whileai_datasets.columnar import _arrow, _portable
 from whileai_datasets.tokenize import token_masks
-from whileai_datasets.tokenize.token_encode import encode_texts
+from whileai_datasets.tokenize.notices import BadMaskRowsWarning
 
 _TOKENIZE_ROWS = 256  # rows rendered and tokenized per call
 
@@ -49,28 +53,95 @@ def tokenized_facts(tokenized: pa.Table, _canonical: pa.Table) -> dict[str, int]
     return {"tokens": len(_arrow.flat(ids)), "marked_tokens": int(pc.sum(_arrow.flat(masks)).as_py() or 0)}
 
 
+#: TRL 1.16's default ``SFTConfig.max_length``: SFTTrainer keeps each row's first 1024 tokens (``keep_start``)
+#: and drops the rows left with no label.
+TRL_MAX_LENGTH = 1024
+#: Fact keys of a TRL failure: ``TRL_FAILURE + message`` counts the rows whose tokenization raised it.
+TRL_FAILURE = "trl_failure: "
+
+
 @dataclass(frozen=True)
-class CompletionTokens:
-    """Tokens SFTTrainer's completion mask supervises on the default config, counted the way it does:
-    render the prompt with the generation prompt and prompt + completion, tokenize both, and count
-    the tokens after their common prefix (rendered with this package's sandboxed renderer)."""
+class TrlDefaultRoute:
+    """What TRL 1.16's ``SFTTrainer`` with a default ``SFTConfig`` labels on the default config, and what this
+    package's mask marks on the same canonical rows (the audit's supervised count), per chunk.
+
+    TRL's preparation (``SFTTrainer._prepare_dataset``, 1.16) is reproduced step by step with the tokenizer's own
+    ``apply_chat_template``, the call TRL makes: ``prompt`` with the generation prompt and ``prompt + completion``
+    without it (``tools`` from the row), labels on the tokens after their common prefix (``common_prefix_length``),
+    then the first ``max_length`` tokens kept. A row whose render raises would stop TRL's ``map`` (counted under
+    ``TRL_FAILURE`` + the error); a config with an ``images`` column is a vision dataset to TRL (``vision_rows``),
+    which it prepares with a processor at batch time, not measured here.
+
+    Facts: ``tokens`` / ``supervised_tokens`` (TRL's sequence and label tokens), ``marked_tokens`` (the mask's,
+    whole rows, no max_length), ``trl_cut_tokens`` (labels past ``max_length``), ``trl_failed_rows``,
+    ``vision_rows``.
+    """
 
     tokenizer: Any
     template: Any = None
+    max_length: int | None = TRL_MAX_LENGTH
 
-    def __call__(self, trainer: pa.Table, _canonical: pa.Table) -> dict[str, int]:
-        chat = token_masks.tokenize(self.tokenizer, self.template).chat
-        rows = _decoded_rows(trainer)
-        supervised = total = 0
-        for start in range(0, len(rows), _TOKENIZE_ROWS):
-            batch = rows[start:start + _TOKENIZE_ROWS]
-            prompts = [chat.render(r["prompt"], tools=r.get("tools") or None, add_generation_prompt=True).text
-                       for r in batch]
-            wholes = [chat.render(r["prompt"] + r["completion"], tools=r.get("tools") or None).text for r in batch]
-            for (p, _), (w, _) in zip(encode_texts(self.tokenizer, prompts), encode_texts(self.tokenizer, wholes)):
-                supervised += len(w) - _common_prefix(p, w)
-                total += len(w)
-        return {"tokens": total, "supervised_tokens": supervised}
+    def __call__(self, trainer: pa.Table, canonical: pa.Table) -> dict[str, int]:
+        facts: Counter[str] = Counter(marked_tokens=marked_tokens(self.tokenizer, self.template, canonical))
+        if "images" in trainer.column_names:
+            facts["vision_rows"] += trainer.num_rows
+        template = getattr(self.template, "text", self.template)
+        for row in _decoded_rows(trainer):
+            try:
+                labels, whole = trl_prompt_completion(self.tokenizer, template, row)
+            except Exception as err:  # noqa: BLE001  (any error stops TRL's map: counted by its message)
+                facts["trl_failed_rows"] += 1
+                facts[TRL_FAILURE + _first_line(err)] += 1
+                continue
+            kept = whole if self.max_length is None else min(whole, self.max_length)
+            facts["tokens"] += kept
+            facts["supervised_tokens"] += max(0, kept - (whole - labels))
+            facts["trl_cut_tokens"] += labels - max(0, kept - (whole - labels))
+        return dict(facts)
+
+
+def trl_prompt_completion(tokenizer: Any, template: str | None, row: dict[str, Any]) -> tuple[int, int]:
+    """(labelled tokens, sequence tokens) of one conversational prompt/completion row as TRL 1.16 tokenizes it."""
+    tools = row.get("tools")
+    tools = json.loads(tools) if isinstance(tools, str) else tools
+    kwargs = {"chat_template": template, "tools": tools, "tokenize": True, "return_dict": True}
+    prompt = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, **kwargs)["input_ids"]
+    whole = tokenizer.apply_chat_template(row["prompt"] + row["completion"], **kwargs)["input_ids"]
+    return len(whole) - _common_prefix(list(prompt), list(whole)), len(whole)
+
+
+def marked_tokens(tokenizer: Any, template: Any, canonical: pa.Table) -> int:
+    """Tokens this package's mask marks on canonical rows, counted as the audit counts them (rows the template
+    cannot render or mask left out)."""
+    transform = token_masks.Tokenize(tokenizer, template, on_bad_row="skip", keep_unsupervised=True)
+    total = 0
+    for start in range(0, canonical.num_rows, _TOKENIZE_ROWS):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", BadMaskRowsWarning)  # those rows are the audit's bad rows
+            chunk = transform(canonical.slice(start, _TOKENIZE_ROWS))
+        total += int(pc.sum(_arrow.flat(_arrow.column(chunk, "assistant_masks"))).as_py() or 0)
+    return total
+
+
+def trl_labels(tokenized: pa.Table, max_length: int | None = TRL_MAX_LENGTH) -> int:
+    """Labels other than -100 a default ``SFTTrainer`` keeps of pre-tokenized rows (their first ``max_length``)."""
+    labels = _arrow.column(tokenized, "labels")
+    flat = np.asarray(_arrow.flat(labels).to_numpy(zero_copy_only=False))
+    position = np.arange(len(flat)) - _arrow.offsets_of(_arrow.lengths(labels))[:-1][_arrow.parents(labels)]
+    kept = flat != -100
+    if max_length is not None:
+        kept &= position < max_length
+    return int(kept.sum())
+
+
+def trl_failures(facts: dict[str, int]) -> dict[str, int]:
+    """The TRL failures in a config's facts: error message -> rows."""
+    return {key[len(TRL_FAILURE):]: n for key, n in facts.items() if key.startswith(TRL_FAILURE)}
+
+
+def _first_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return f"{type(err).__name__}: {text[:200]}"
 
 
 def _decoded_rows(table: pa.Table) -> list[dict[str, Any]]:
@@ -83,3 +154,32 @@ def _common_prefix(left: list[int], right: list[int]) -> int:
     n = min(len(left), len(right))
     diff = np.flatnonzero(np.asarray(left[:n]) != np.asarray(right[:n]))
     return int(diff[0]) if len(diff) else n
+
+
+def trl_verdict(facts: Mapping[str, int], instead: str) -> tuple[bool | None, str]:
+    """Whether TRL's default ``SFTTrainer`` trains on the default config exactly what the mask marks, and the
+    sentence the card and the audit say it with. ``facts``: ``TrlDefaultRoute``'s, summed (None: no tokenizer, not
+    measured); ``instead``: the config to name where it is not exact."""
+    failures = trl_failures(dict(facts))
+    rows = int(facts.get("rows", 0))
+    if facts.get("vision_rows"):
+        return False, ("not exact: the rows carry an `images` column, so SFTTrainer takes them for a vision dataset: "
+                       "it refuses a text-only model (\"The dataset appears to be vision-related\") and a "
+                       "vision-language processor tokenizes them at batch time, which was not measured here; for a "
+                       f"text-only model, {instead}")
+    if failures:
+        said = "; ".join(f"{n} rows: {message}" for message, n in sorted(failures.items(), key=lambda i: -i[1])[:3])
+        return False, (f"not exact: the chat template raises on {facts.get('trl_failed_rows', 0)} of {rows} rows "
+                       f"under TRL's tokenization ({said}), so SFTTrainer stops before it trains; {instead}")
+    supervised, marked = int(facts.get("supervised_tokens", 0)), int(facts.get("marked_tokens", 0))
+    if supervised == marked:
+        return True, f"exact: TRL labels {supervised} tokens, the {marked} the mask marks"
+    why = []
+    cut = int(facts.get("trl_cut_tokens", 0))
+    if cut:
+        why.append(f"{cut} labelled tokens lie past SFTConfig's default max_length {TRL_MAX_LENGTH}")
+    if supervised + cut != marked:
+        why.append("the chat template renders a turn differently as the last message than inside the conversation "
+                   "(e.g. it writes a <think> block into the last turn, or drops earlier turns' reasoning)")
+    return False, (f"not exact: TRL labels {supervised} tokens where the mask marks {marked} "
+                   f"({supervised - marked:+d} tokens): {'; '.join(why)}; {instead}")
