@@ -13,6 +13,7 @@ import dataclasses
 import os
 import re
 import warnings
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,8 @@ from whileai_datasets.auditing import message_figures, template_drops, token_fig
 from whileai_datasets.auditing.audit_report import Audit
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import SchemaError
+from whileai_datasets.hub import configs as repo_configs
+from whileai_datasets.hub import facts as config_facts
 from whileai_datasets.hub import trainer_gaps
 from whileai_datasets.shaping import pipeline, reports
 from whileai_datasets.tokenize.long_values import cap_untrained, reach_chars
@@ -107,6 +110,9 @@ class Run:
         self.gaps: list[Any] = []
         self.marked_rows = self.marked_turns = 0
         self.training_offset = 0
+        #: what TRL's default SFTTrainer labels on the default config a publish of these rows makes (``hub.facts``)
+        self.trl_route: Counter[str] = Counter()
+        self.joins_parts = transform is not None and transform.plan.content_parts == "joined"
         #: format="trl" messages rows: TRL's default SFTTrainer trains every token of them
         self.naive = options.format == "trl" and not options.unroll and options.mask_mode != "final"
 
@@ -204,12 +210,27 @@ class Run:
                               minlength=rows.num_rows)
         self.marked_rows += int((per_row > 0).sum())
         self.marked_turns += int(marked.sum())
+        opens = repo_configs.opens_with_marked_turn(rows)
+        self.add("opens_with_marked_turn", opens, sample_source)
+        if self.transform is not None:
+            self.hub_route(rows.filter(pa.array(~opens)) if opens.any() else rows)
         self.gaps.append(trainer_gaps.chunk_gaps(rows, "training rows", offset=self.training_offset))
         self.training_offset += rows.num_rows
         zero = per_row == 0
         if self.transform is not None:
             zero |= self.token_findings(rows, sample_source, per_row > 0)
         self.add("zero_loss", zero, sample_source)
+
+    def hub_route(self, rows: pa.Table) -> None:
+        """TRL's default ``SFTTrainer`` on the default config ``publish`` makes of these rows, counted as the card
+        counts it (``hub.facts.trl_route``; at the audit's max_length, else TRL's default one)."""
+        canonical = repo_configs.canonical_chunk(rows, "training rows")
+        trainer = repo_configs.trainer_table(canonical, "training rows", join_parts=self.joins_parts)
+        transform = self.transform
+        assert transform is not None
+        self.trl_route.update(config_facts.trl_route(trainer, transform.tokenizer, transform.chat,
+                                                     self.options.max_length or config_facts.TRL_MAX_LENGTH))
+        self.trl_route["rows"] += trainer.num_rows
 
     def token_findings(self, rows: pa.Table, sample_source: np.ndarray, marked: np.ndarray) -> np.ndarray:
         """Tokenize the chunk once and count; returns, per training row, whether it has no supervised token."""
@@ -282,10 +303,26 @@ class Run:
             "prompt/completion rows: the last assistant turn and what follows it" if fmt == "trl" else
             "pre-tokenized rows: exactly the assistant_masks",
         }
+        if found.tokenized:
+            report["trl-default"] = self.hub_entry()
         if (found.supervised_tokens == 0) if found.tokenized else (self.marked_rows == 0):
             for entry in report.values():  # nothing trains: no trainer trains "exactly" anything
                 entry["exact"], entry["how"] = False, f"nothing trains: {nothing_trains(found)}"
         found.trainers = report
+
+
+    def hub_entry(self) -> dict[str, Any]:
+        """The ``trl-default`` trainer: TRL's default ``SFTTrainer`` on the repo's default config, in the card's words."""
+        found, route = self.found, self.trl_route
+        opening = found.findings["opens_with_marked_turn"].rows
+        exact, said = config_facts.trl_verdict({**route, "marked_tokens": found.supervised_tokens},
+                                               "train on the published `tokenized` config instead (publish with "
+                                               "tokenizer=): its labels are the mask")
+        if opening:
+            exact, said = False, (f"publish refuses {opening:,} rows: {repo_configs.OPENS_WITH_MARKED_TURN} "
+                                  f"({repo_configs.OPENS_WITH_MARKED_TURN_HINT}); on the others, {said}")
+        return {"config": "default (published prompt/completion rows)", "unit": "rows", "rows": route["rows"],
+                "exact": exact, "inexact": {}, "trains_tokens": route["supervised_tokens"], "how": said}
 
 
 def nothing_trains(found: Audit) -> str:

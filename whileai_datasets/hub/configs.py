@@ -56,6 +56,9 @@ TOKENIZED = "tokenized"
 #: Columns of the tokenized config (besides the split key).
 TOKENIZED_COLUMNS = ("input_ids", "attention_mask", "assistant_masks")
 _TOKENIZE_ROWS = 256  # rows rendered and tokenized per call
+#: What publish says of a conversation that opens with a loss-carrying turn (and the audit, before it).
+OPENS_WITH_MARKED_TURN = "a loss-carrying assistant turn opens its conversation, so it has no prompt"
+OPENS_WITH_MARKED_TURN_HINT = "Pass system_prompt= to the export, or set that turn's loss_mask entry to 0"
 
 
 @dataclass
@@ -164,12 +167,18 @@ def _check_mask(table: pa.Table, where: str, first_row: int = 0) -> None:
         raise SchemaError(f"loss_mask marks a {roles[at].as_py()!r} message; only assistant turns can carry loss",
                           location=f"{where}, row {first_row + row}, messages[{index}]",
                           hint="Set its loss_mask entry to 0 (a trainer cannot train on text the model never writes)")
-    opening = np.flatnonzero(marked[_arrow.offsets_of(lens)[:-1][lens > 0]])
+    opening = np.flatnonzero(opens_with_marked_turn(table))
     if len(opening):
-        row = int(np.flatnonzero(lens > 0)[opening[0]])
-        raise PublishError("a loss-carrying assistant turn opens its conversation, so it has no prompt",
-                           location=f"{where}, row {first_row + row}, messages[0]",
-                           hint="Pass system_prompt= to the export, or set that turn's loss_mask entry to 0")
+        raise PublishError(OPENS_WITH_MARKED_TURN, location=f"{where}, row {first_row + int(opening[0])}, messages[0]",
+                           hint=OPENS_WITH_MARKED_TURN_HINT)
+
+
+def opens_with_marked_turn(table: pa.Table) -> np.ndarray:
+    """Per row: its first message carries loss (publish refuses such a row: its turn has no prompt)."""
+    lens = _arrow.lengths(_arrow.column(table, "messages"))
+    out = np.zeros(table.num_rows, dtype=bool)
+    out[lens > 0] = config_facts.marked(table)[_arrow.offsets_of(lens)[:-1][lens > 0]]
+    return out
 
 
 # --- the configs ----------------------------------------------------------------------------------
@@ -188,9 +197,8 @@ def trainer_table(canonical: pa.Table, where: str, images: bool | None = None, j
     head = turn - starts[row]
     if len(head) and not head.min():
         first = int(row[np.argmin(head)])
-        raise PublishError("a loss-carrying assistant turn opens its conversation, so it has no prompt",
-                           location=f"{where}, row {first}, messages[0]",
-                           hint="Pass system_prompt= to the export, or set that turn's loss_mask entry to 0")
+        raise PublishError(OPENS_WITH_MARKED_TURN, location=f"{where}, row {first}, messages[0]",
+                           hint=OPENS_WITH_MARKED_TURN_HINT)
     out = _arrow.drop(trl, "messages", "images").take(pa.array(row, pa.int64()))
     prompt = _arrow.list_slices(messages, starts[row], head)
     completion = _arrow.list_slices(messages, turn, np.ones(len(turn), np.int64))
@@ -358,8 +366,13 @@ def _tokenized_facts(tokenized: pa.Table, canonical: pa.Table) -> dict[str, int]
 def _default_builder(extras: Extras) -> Builder:
     if extras.tokenizer is None:
         return Builder(TrainerRows(extras.images))
-    joins = token_masks.Tokenize(extras.tokenizer, extras.chat_template).plan.content_parts == "joined"
-    return Builder(TrainerRows(extras.images, joins), config_facts.TrlDefaultRoute(extras.tokenizer, extras.chat_template))
+    return Builder(TrainerRows(extras.images, joins_text_parts(extras.tokenizer, extras.chat_template)),
+                   config_facts.TrlDefaultRoute(extras.tokenizer, extras.chat_template))
+
+
+def joins_text_parts(tokenizer: Any, template: Any) -> bool:
+    """Whether ``tokenize`` hands this template text-only parts as one string (the default config then does too)."""
+    return bool(token_masks.Tokenize(tokenizer, template).plan.content_parts == "joined")
 
 
 def _preference_builder(extras: Extras) -> Builder | None:

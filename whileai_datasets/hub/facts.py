@@ -82,22 +82,31 @@ class TrlDefaultRoute:
     max_length: int | None = TRL_MAX_LENGTH
 
     def __call__(self, trainer: pa.Table, canonical: pa.Table) -> dict[str, int]:
-        facts: Counter[str] = Counter(marked_tokens=marked_tokens(self.tokenizer, self.template, canonical))
-        if "images" in trainer.column_names:
-            facts["vision_rows"] += trainer.num_rows
-        template = getattr(self.template, "text", self.template)
-        for row in _decoded_rows(trainer):
-            try:
-                labels, whole = trl_prompt_completion(self.tokenizer, template, row)
-            except Exception as err:  # noqa: BLE001  (any error stops TRL's map: counted by its message)
-                facts["trl_failed_rows"] += 1
-                facts[TRL_FAILURE + _first_line(err)] += 1
-                continue
-            kept = whole if self.max_length is None else min(whole, self.max_length)
-            facts["tokens"] += kept
-            facts["supervised_tokens"] += max(0, kept - (whole - labels))
-            facts["trl_cut_tokens"] += labels - max(0, kept - (whole - labels))
+        facts = trl_route(trainer, self.tokenizer, self.template, self.max_length)
+        facts["marked_tokens"] = marked_tokens(self.tokenizer, self.template, canonical)
         return dict(facts)
+
+
+def trl_route(trainer: pa.Table, tokenizer: Any, template: Any, max_length: int | None = TRL_MAX_LENGTH
+              ) -> Counter[str]:
+    """``TrlDefaultRoute``'s facts of TRL's side alone (every key but ``marked_tokens``)."""
+    facts: Counter[str] = Counter()
+    if "images" in trainer.column_names:
+        facts["vision_rows"] += trainer.num_rows
+    text = getattr(template, "text", template)
+    for row in _decoded_rows(trainer):
+        try:
+            labels, whole = trl_prompt_completion(tokenizer, text, row)
+        except Exception as err:  # noqa: BLE001  (any error stops TRL's map: counted by its message)
+            facts["trl_failed_rows"] += 1
+            facts[TRL_FAILURE + _first_line(err)] += 1
+            continue
+        kept = whole if max_length is None else min(whole, max_length)
+        trained = max(0, kept - (whole - labels))
+        facts["tokens"] += kept
+        facts["supervised_tokens"] += trained
+        facts["trl_cut_tokens"] += labels - trained
+    return facts
 
 
 def trl_prompt_completion(tokenizer: Any, template: str | None, row: dict[str, Any]) -> tuple[int, int]:
