@@ -158,6 +158,10 @@ def _tokenized_text(config: Config, tokenizer: Any, template: Any, default: Conf
     else:
         trains += f": **exact**, the {marked} tokens the mask marks"
     trains += "."
+    left_out = _total(config.facts, "rows_left_out")
+    if left_out:
+        trains += (f" {left_out} rows with a loss-carrying turn are left out: the chat template cannot render or mask "
+                   "them (the audit's bad-rows finding names each, with the template's own message).")
     supervised, default_tokens = _total(default.facts, "supervised_tokens"), _total(default.facts, "tokens")
     if supervised is not None and default_tokens is not None:
         verdict = "the same count" if supervised == marked else f"a difference of {supervised - marked:+d}"

@@ -30,6 +30,7 @@ empty. ``hub.streaming`` runs every entry over every chunk, so adding a config i
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -47,6 +48,7 @@ from whileai_datasets.hub import trainer_formats
 from whileai_datasets.hub.reading import read_all
 from whileai_datasets.rows.features import MESSAGE_TYPE, Message
 from whileai_datasets.tokenize import token_masks
+from whileai_datasets.tokenize.notices import BadMaskRowsWarning
 from whileai_datasets.transforms import wire
 
 DEFAULT = "default"
@@ -265,11 +267,17 @@ def preference_table(pairs: Dataset | pa.Table, where: str) -> pa.Table:
 
 
 def tokenized_table(canonical: pa.Table, tokenizer: Any, template: Any, keep: tuple[str, ...]) -> pa.Table:
-    """``input_ids`` / ``attention_mask`` / ``assistant_masks`` of every row with a supervised token."""
-    transform = token_masks.tokenize(tokenizer, template)
+    """``input_ids`` / ``attention_mask`` / ``assistant_masks`` of every row with a supervised token.
+
+    A row the template cannot render or mask is left out, as the audit leaves it out (its ``bad_rows``, named by
+    cause with the template's own message), so TRL trains exactly the audit's count; the card counts them
+    (``rows_left_out``)."""
+    transform = token_masks.tokenize(tokenizer, template, on_bad_row="skip")
     parts = []
     for start in range(0, max(canonical.num_rows, 1), _TOKENIZE_ROWS):
-        chunk = transform(canonical.slice(start, _TOKENIZE_ROWS))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", BadMaskRowsWarning)  # counted on the card (``rows_left_out``)
+            chunk = transform(canonical.slice(start, _TOKENIZE_ROWS))
         parts.append(chunk.select([*TOKENIZED_COLUMNS, *(k for k in keep if k in chunk.column_names)]))
     return _portable.portable_table(pa.concat_tables(parts))
 
@@ -360,7 +368,8 @@ class TokenizedRows:
 
 def _tokenized_facts(tokenized: pa.Table, canonical: pa.Table) -> dict[str, int]:
     return {**config_facts.tokenized_facts(tokenized, canonical), **trainer_formats.labels_facts(tokenized),
-            "trl_labels": config_facts.trl_labels(tokenized)}
+            "trl_labels": config_facts.trl_labels(tokenized),
+            "rows_left_out": int(np.sum(config_facts.row_marks(canonical) > 0)) - tokenized.num_rows}
 
 
 def _default_builder(extras: Extras) -> Builder:
