@@ -30,9 +30,10 @@ CLIENT_TIMEOUT = 900.0
 SCHEMA = [{"type": "function", "function": {"name": "lookup", "description": "Find an order.",
                                             "parameters": {"type": "object",
                                                            "properties": {"n": {"type": "integer"}}}}}]
-#: Templates whose default config TRL trains exactly as marked (each renders a turn the same, last or not); Qwen3
-#: writes a <think> block into the last turn and drops earlier reasoning, gpt-oss drops earlier analysis.
-EXACT = {"qwen2_5", "llama3_1", "gemma3"}
+#: Templates whose default config TRL trains exactly as marked. Qwen3 writes a <think> block into the last turn and
+#: drops earlier reasoning: its rows are shaped (measured per row) until they train the mask. gpt-oss ends the last
+#: turn with <|return|> where the conversation has <|end|>, and renders an earlier tool call's turn differently.
+EXACT = {"qwen3", "qwen2_5", "llama3_1", "gemma3"}
 
 
 # --- rows --------------------------------------------------------------------------------------------------
@@ -40,8 +41,11 @@ def _call(i: int) -> dict[str, Any]:
     return {"id": f"call_{i}", "type": "function", "function": {"name": "lookup", "arguments": json.dumps({"n": i})}}
 
 
-def _rows(tools: bool) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
+def _rows(tools: bool, images: bool = False) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = [{"messages": [  # an image in the prompt: TRL's vision format
+        {"role": "user", "content": [{"type": "image", "image": f"https://images.example.com/{i}.png"},
+                                     {"type": "text", "text": f"what is in picture {i}?"}]},
+        {"role": "assistant", "content": f"a cat number {i}"}]} for i in range(2 if images else 0)]
     for i in range(3):
         rows.append({"messages": [  # <think> in the content of two turns: the earlier one before a later question
             {"role": "system", "content": "Be brief."}, {"role": "user", "content": f"order {i}?"},
@@ -67,16 +71,17 @@ def _rows(tools: bool) -> list[dict[str, Any]]:
     return rows
 
 
-def _templates() -> dict[str, tuple[str, dict[str, Any], bool]]:
-    """name -> (template text, tokenizer's special tokens, whether the rows hold tool turns)."""
+def _templates() -> dict[str, tuple[str, dict[str, Any], bool, bool]]:
+    """name -> (template text, tokenizer's special tokens, whether the rows hold tool turns, and images)."""
     from tests.support.tiny_lm import LLAMA3_TOKENS, trl_template
     from whileai_datasets import ChatTemplate
 
     # Gemma 3 requires alternating user/assistant roles and renders no tool call: its rows hold no tool turn
-    return {"qwen3": (trl_template("qwen3"), {}, True), "qwen2_5": (ChatTemplate.shipped("qwen2_5").text, {}, True),
-            "llama3_1": (ChatTemplate.shipped("llama3_1").text, LLAMA3_TOKENS, True),
-            "gptoss": (ChatTemplate.shipped("gptoss").text, {}, True),
-            "gemma3": (ChatTemplate.shipped("gemma3").text, {}, False)}
+    qwen2_5 = ChatTemplate.shipped("qwen2_5").text
+    return {"qwen3": (trl_template("qwen3"), {}, True, False), "qwen2_5": (qwen2_5, {}, True, False),
+            "llama3_1": (ChatTemplate.shipped("llama3_1").text, LLAMA3_TOKENS, True, False),
+            "gptoss": (ChatTemplate.shipped("gptoss").text, {}, True, False),
+            "gemma3": (ChatTemplate.shipped("gemma3").text, {}, False, False), "vision": (qwen2_5, {}, False, True)}
 
 
 # --- client side -------------------------------------------------------------------------------------------
@@ -145,8 +150,8 @@ def published(hub: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, d
     root = tmp_path_factory.mktemp("hub-route")
     alice = Identity("alice", TOKENS["alice"], root / "alice", hub, timeout=CLIENT_TIMEOUT)
     cases: dict[str, dict[str, Any]] = {}
-    for name, (template, special, tools) in _templates().items():
-        rows = _rows(tools)
+    for name, (template, special, tools, images) in _templates().items():
+        rows = _rows(tools, images)
         source = root / f"{name}.jsonl"
         source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
         ds = datasets.load_dataset("whileai/export", data_files=str(source), split="train",
@@ -217,3 +222,15 @@ def test_the_audit_reports_first_in_publish_s_words_the_rows_publish_refuses(pub
     assert case["published"]["error"].startswith(f"PublishError: split 'train', row 0, messages[0]: "
                                                  f"{OPENS_WITH_MARKED_TURN}")
     assert "opens-with-marked-turn" in case["audit"].format()
+
+
+def test_a_vision_dataset_is_not_called_exact_where_trl_cannot_train_it_with_a_text_model(published):
+    case = published["vision"]
+    trained, entry = case["trained"], case["audit"].trainers["trl-default"]
+    card = " ".join(trained["card"].split())
+    assert "vision-related" in trained["default"]["error"]  # TRL takes the images column for a vision dataset
+    assert "**Not exact**: the rows carry an `images` column" in card and "**Exact**" not in card
+    assert entry["exact"] is False and "`images` column" in entry["how"]
+    supervised = case["audit"].supervised_tokens
+    assert trained["tokenized"] == {"labelled": supervised}  # the config it names instead trains the audit's count
+    assert "left out: the chat template cannot render or mask" in card  # qwen2_5 fails on the image parts

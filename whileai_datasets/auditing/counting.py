@@ -224,10 +224,11 @@ class Run:
     def hub_route(self, rows: pa.Table) -> None:
         """TRL's default ``SFTTrainer`` on the default config ``publish`` makes of these rows, counted as the card
         counts it (``hub.facts.trl_route``; at the audit's max_length, else TRL's default one)."""
-        canonical = repo_configs.canonical_chunk(rows, "training rows")
-        trainer = repo_configs.trainer_table(canonical, "training rows", join_parts=self.joins_parts)
         transform = self.transform
         assert transform is not None
+        canonical = repo_configs.canonical_chunk(rows, "training rows")
+        build = repo_configs.TrainerRows(None, self.joins_parts, transform.tokenizer, transform.chat)
+        trainer = build(canonical, "training rows")
         self.trl_route.update(config_facts.trl_route(trainer, transform.tokenizer, transform.chat,
                                                      self.options.max_length or config_facts.TRL_MAX_LENGTH))
         self.trl_route["rows"] += trainer.num_rows

@@ -116,6 +116,16 @@ def _default_text(config: Config, canonical: Config | None, tokenizer: Any, temp
         trains += (f"Measured by running TRL's tokenization with the tokenizer {_name(tokenizer, 'given to publish')} "
                    f"and {_name(template, 'its chat template')}: the labels cover {_share(supervised, tokens)} "
                    "tokens. ")
+    shaped, left_out = _total(config.facts, "shaped_rows"), _total(config.facts, "rows_left_out")
+    if verdict[0] is not None:
+        holds += (" Each row is in the form whose labels under TRL's tokenization are the mask's tokens of its turn, "
+                  "measured at publish: as exported or, where the chat template renders a turn differently at the "
+                  "end of a conversation, without the reasoning it leaves out of that turn inside the conversation "
+                  "and/or with `chat_template_kwargs` (`{\"enable_thinking\": false}`, which TRL hands the template)"
+                  f": {shaped or 0} rows carry such kwargs. The `canonical` config keeps every row as exported.")
+    if left_out:
+        holds += (f" {left_out} loss-carrying turns are left out: the chat template cannot render or mask their "
+                  "conversation (the audit's bad-rows finding names each, with the template's own message).")
     exact, said = verdict
     return holds, trains + ("**Exact**" if exact else "**Not exact**" if exact is False else "**Not measured**") \
         + said[said.index(":"):] + "."

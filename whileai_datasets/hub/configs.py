@@ -348,9 +348,14 @@ class TrainerRows:
 
     images: bool | None = None
     join_parts: bool = False
+    tokenizer: Any = None  # given: each row in the form TRL trains exactly as marked (``facts.shaped_for_trl``)
+    template: Any = None
 
     def __call__(self, canonical: pa.Table, where: str) -> pa.Table:
-        return trainer_table(canonical, where, self.images, self.join_parts)
+        table = trainer_table(canonical, where, self.images, self.join_parts)
+        if self.tokenizer is None:
+            return table
+        return config_facts.shaped_for_trl(table, canonical, self.tokenizer, self.template)
 
 
 @dataclass(frozen=True)
@@ -375,7 +380,8 @@ def _tokenized_facts(tokenized: pa.Table, canonical: pa.Table) -> dict[str, int]
 def _default_builder(extras: Extras) -> Builder:
     if extras.tokenizer is None:
         return Builder(TrainerRows(extras.images))
-    return Builder(TrainerRows(extras.images, joins_text_parts(extras.tokenizer, extras.chat_template)),
+    return Builder(TrainerRows(extras.images, joins_text_parts(extras.tokenizer, extras.chat_template),
+                               extras.tokenizer, extras.chat_template),
                    config_facts.TrlDefaultRoute(extras.tokenizer, extras.chat_template))
 
 

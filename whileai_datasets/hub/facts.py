@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from whileai_datasets.columnar import _arrow, _portable
 from whileai_datasets.tokenize import token_masks
 from whileai_datasets.tokenize.notices import BadMaskRowsWarning
+from whileai_datasets.transforms.think import strip_think_text
 
 _TOKENIZE_ROWS = 256  # rows rendered and tokenized per call
 
@@ -84,7 +85,18 @@ class TrlDefaultRoute:
     def __call__(self, trainer: pa.Table, canonical: pa.Table) -> dict[str, int]:
         facts = trl_route(trainer, self.tokenizer, self.template, self.max_length)
         facts["marked_tokens"] = marked_tokens(self.tokenizer, self.template, canonical)
+        facts["rows_left_out"] = int(marked(canonical).sum()) - trainer.num_rows
+        facts["shaped_rows"] = int(np.sum(_shaped(trainer)))
         return dict(facts)
+
+
+def _shaped(trainer: pa.Table) -> np.ndarray:
+    """Per row: it carries ``chat_template_kwargs`` of its own (``shaped_for_trl``)."""
+    if KWARGS_COLUMN not in trainer.column_names:
+        return np.zeros(trainer.num_rows, dtype=bool)
+    kwargs = trainer.column(KWARGS_COLUMN).combine_chunks()
+    texts = kwargs.storage if isinstance(kwargs, pa.ExtensionArray) else kwargs
+    return _arrow.to_numpy_bool(pc.not_equal(pc.fill_null(texts, "{}"), "{}"))
 
 
 def trl_route(trainer: pa.Table, tokenizer: Any, template: Any, max_length: int | None = TRL_MAX_LENGTH
@@ -110,13 +122,10 @@ def trl_route(trainer: pa.Table, tokenizer: Any, template: Any, max_length: int 
 
 
 def trl_prompt_completion(tokenizer: Any, template: str | None, row: dict[str, Any]) -> tuple[int, int]:
-    """(labelled tokens, sequence tokens) of one conversational prompt/completion row as TRL 1.16 tokenizes it."""
-    tools = row.get("tools")
-    tools = json.loads(tools) if isinstance(tools, str) else tools
-    kwargs = {"chat_template": template, "tools": tools, "tokenize": True, "return_dict": True}
-    prompt = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, **kwargs)["input_ids"]
-    whole = tokenizer.apply_chat_template(row["prompt"] + row["completion"], **kwargs)["input_ids"]
-    return len(whole) - _common_prefix(list(prompt), list(whole)), len(whole)
+    """(labelled tokens, sequence tokens) of one conversational prompt/completion row as TRL 1.16 tokenizes it
+    (``tools`` and ``chat_template_kwargs`` from the row, as its ``tokenize_fn`` passes them)."""
+    prompt, whole = _trl_ids(tokenizer, template, row)
+    return len(whole) - _common_prefix(prompt, whole), len(whole)
 
 
 def marked_tokens(tokenizer: Any, template: Any, canonical: pa.Table) -> int:
@@ -154,7 +163,7 @@ def _first_line(err: BaseException) -> str:
 
 
 def _decoded_rows(table: pa.Table) -> list[dict[str, Any]]:
-    names = [n for n in ("prompt", "completion", "tools") if n in table.column_names]
+    names = [n for n in ("prompt", "completion", "tools", KWARGS_COLUMN) if n in table.column_names]
     features = _portable.portable_features(table.select(names).schema)
     return [features.decode_example(row) for row in table.select(names).to_pylist()]
 
@@ -192,3 +201,119 @@ def trl_verdict(facts: Mapping[str, int], instead: str) -> tuple[bool | None, st
                    "(e.g. it writes a <think> block into the last turn, or drops earlier turns' reasoning)")
     return False, (f"not exact: TRL labels {supervised} tokens where the mask marks {marked} "
                    f"({supervised - marked:+d} tokens): {'; '.join(why)}; {instead}")
+
+
+# --- the default config shaped for TRL's route, row by row, by measuring ------------------------------------
+#: What a default row may be handed to reach the render of its turn inside the conversation, tried in order:
+#: as it is; without the turn's reasoning (a template that drops earlier turns' reasoning); and each again with
+#: ``chat_template_kwargs`` ``{"enable_thinking": False}`` (TRL passes a row's own kwargs to the template: a
+#: template that writes an empty think block into the last turn then writes it into the generation prompt, so it
+#: is prompt). The first whose TRL labels are the mask's tokens of that turn is published.
+KWARGS_COLUMN = "chat_template_kwargs"
+_NO_THINKING = {"enable_thinking": False}
+
+
+def shaped_for_trl(trainer: pa.Table, canonical: pa.Table, tokenizer: Any, template: Any) -> pa.Table:
+    """The default config's rows (``trainer``, built from ``canonical``) each in the first form whose labels under
+    TRL's tokenization are exactly the tokens the mask marks for that turn in the whole conversation; a row no
+    form makes exact is kept as it is (the card and the audit count what it trains). The turns of a row the template
+    cannot render or mask are left out, as the audit and the tokenized config leave that row out."""
+    targets, left_out = turn_targets(canonical, tokenizer, template)
+    text = getattr(template, "text", template)
+    completions = _arrow.flat(_arrow.column(trainer, "completion"))
+    stored = (completions.storage if isinstance(completions, pa.ExtensionArray) else completions).to_pylist()
+    kwargs = ["{}"] * trainer.num_rows
+    changed = False
+    for index, row in enumerate(_decoded_rows(trainer)):
+        target = targets[index] if index < len(targets) else None
+        if target is None or _labels_or_none(tokenizer, text, row) == target:
+            continue
+        for form in _forms(row)[1:]:
+            if _labels_or_none(tokenizer, text, form) == target:
+                stored[index] = json.dumps(form["completion"][0], ensure_ascii=False)
+                kwargs[index] = json.dumps(form.get(KWARGS_COLUMN) or {})
+                changed = True
+                break
+    if changed:
+        trainer = _with_forms(trainer, stored, kwargs)
+    return trainer.filter(pa.array(~left_out)) if left_out.any() else trainer
+
+
+def _with_forms(trainer: pa.Table, stored: list[str], kwargs: list[str]) -> pa.Table:
+    """``trainer`` with its completions' JSON ``stored`` and, where any is set, the ``chat_template_kwargs``."""
+    column = pa.ExtensionArray.from_storage(pa.json_(), pa.array(stored, pa.string()))
+    trainer = _arrow.set_column(trainer, "completion", _arrow.relist(_arrow.column(trainer, "completion"), column))
+    if any(k != "{}" for k in kwargs):
+        trainer = _arrow.set_column(trainer, KWARGS_COLUMN, pa.ExtensionArray.from_storage(pa.json_(),
+                                                                                          pa.array(kwargs)))
+    return trainer
+
+
+def _forms(row: dict[str, Any]) -> list[dict[str, Any]]:
+    turn = row["completion"][0]
+    bare = {k: v for k, v in turn.items() if k not in ("reasoning_content", "thinking")}
+    if isinstance(bare.get("content"), str) and "</think>" in bare["content"]:
+        bare["content"] = strip_think_text(pa.array([bare["content"]]))[0].as_py()
+    plain = {**row, "completion": [bare]}
+    return [row, plain, {**row, KWARGS_COLUMN: _NO_THINKING}, {**plain, KWARGS_COLUMN: _NO_THINKING}]
+
+
+def _labels_or_none(tokenizer: Any, template: str | None, row: dict[str, Any]) -> list[int] | None:
+    try:
+        return trl_label_ids(tokenizer, template, row)
+    except Exception:  # noqa: BLE001  (a form the template cannot render is not the one)
+        return None
+
+
+def trl_label_ids(tokenizer: Any, template: str | None, row: dict[str, Any]) -> list[int]:
+    """The token ids TRL 1.16 labels on one conversational prompt/completion row (before max_length)."""
+    prompt, whole = _trl_ids(tokenizer, template, row)
+    return whole[_common_prefix(prompt, whole):]
+
+
+def _trl_ids(tokenizer: Any, template: str | None, row: dict[str, Any]) -> tuple[list[int], list[int]]:
+    tools = row.get("tools")
+    tools = json.loads(tools) if isinstance(tools, str) else tools
+    kwargs = {"chat_template": template, "tools": tools, "tokenize": True, "return_dict": True,
+              **(row.get(KWARGS_COLUMN) or {})}
+    prompt = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, **kwargs)["input_ids"]
+    whole = tokenizer.apply_chat_template(row["prompt"] + row["completion"], **kwargs)["input_ids"]
+    return list(prompt), list(whole)
+
+
+def turn_targets(canonical: pa.Table, tokenizer: Any, template: Any) -> tuple[list[list[int] | None], np.ndarray]:
+    """Per marked turn of ``canonical`` (flat order, the default config's rows): the token ids the mask marks for
+    it in the whole conversation (None where they are not known: turns whose marked tokens run together), and
+    whether its row is one the template cannot render or mask (``tokenize`` leaves it out)."""
+    marks = row_marks(canonical).astype(np.int64)
+    numbered = _arrow.set_column(canonical, _ROW, pa.array(np.arange(canonical.num_rows, dtype=np.int64)))
+    transform = token_masks.Tokenize(tokenizer, template, on_bad_row="skip", keep_unsupervised=True)
+    runs: dict[int, list[list[int]]] = {}
+    for start in range(0, canonical.num_rows, _TOKENIZE_ROWS):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", BadMaskRowsWarning)
+            chunk = transform(numbered.slice(start, _TOKENIZE_ROWS))
+        for row, ids, mask in zip(chunk.column(_ROW).to_pylist(), chunk.column("input_ids").to_pylist(),
+                                  chunk.column("assistant_masks").to_pylist()):
+            runs[row] = _runs(ids, mask)
+    targets: list[list[int] | None] = []
+    for row, count in enumerate(marks):
+        found = runs.get(row)
+        targets += found if found is not None and len(found) == count else [None] * int(count)
+    left_out = np.repeat(np.array([row not in runs for row in range(canonical.num_rows)], dtype=bool), marks)
+    return targets, left_out
+
+
+_ROW = "__trl_route_row"
+
+
+def _runs(ids: list[int], mask: list[int]) -> list[list[int]]:
+    out: list[list[int]] = []
+    previous = 0
+    for token, flag in zip(ids, mask):
+        if flag and not previous:
+            out.append([])
+        if flag:
+            out[-1].append(token)
+        previous = flag
+    return out
