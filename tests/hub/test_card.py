@@ -213,3 +213,32 @@ def test_a_new_publish_deletes_the_plots_an_earlier_card_linked() -> None:
                             {"card/audit/kept.svg": b"<svg/>"})
     deleted = sorted(op.path_in_repo for op in ops if type(op).__name__ == "CommitOperationDelete")
     assert deleted == ["card/audit/old.svg"]
+
+
+def test_the_default_config_is_called_exact_only_where_what_trl_labels_was_measured_equal_to_the_mask():
+    from whileai_datasets.hub.card_configs import default_verdict
+
+    def verdict(default_facts: dict[str, int], tokenized_facts: dict[str, int] | None = None) -> tuple:
+        configs = [Config("default", {"train": 3}, FEATURES, facts={"train": {"rows": 3, **default_facts}})]
+        if tokenized_facts is not None:
+            configs.append(Config("tokenized", {"train": 3}, FEATURES, facts={"train": tokenized_facts}))
+        return default_verdict(configs)
+
+    assert verdict({}) == (None, verdict({})[1]) and verdict({})[1].startswith("not measured: publish was given no")
+    exact, said = verdict({"vision_rows": 3})  # no tokenizer, and yet: TRL takes it for a vision dataset
+    assert exact is False and "the rows carry an `images` column" in said
+    assert verdict({"marked_tokens": 40, "supervised_tokens": 40}) == (
+        True, "exact: TRL labels 40 tokens, the 40 the mask marks")
+    exact, said = verdict({"marked_tokens": 40, "supervised_tokens": 52},
+                          {"marked_tokens": 40, "trl_labels": 30})
+    assert exact is False
+    assert said.startswith("not exact: TRL labels 52 tokens where the mask marks 40 (+12 tokens): the chat template "
+                           "renders a turn differently as the last message")
+    assert said.endswith("train on the `tokenized` config instead: its `labels` are the mask (40 tokens; SFTConfig's "
+                         "default max_length 1024 keeps 30 of them: pass max_length=None)")
+    exact, said = verdict({"marked_tokens": 40, "supervised_tokens": 35, "trl_cut_tokens": 5})
+    assert exact is False and "5 labelled tokens lie past SFTConfig's default max_length 1024;" in said
+    exact, said = verdict({"marked_tokens": 40, "supervised_tokens": 30, "trl_failed_rows": 2,
+                           "trl_failure: TypeError: can only concatenate str": 2})
+    assert exact is False and said.startswith("not exact: the chat template raises on 2 of 3 rows under TRL's "
+                                              "tokenization (2 rows: TypeError: can only concatenate str)")

@@ -29,12 +29,12 @@ def default_verdict(configs: Sequence[Config]) -> tuple[bool | None, str]:
     (the audit says the same, ``hub.facts.trl_verdict``); None: not measured (no tokenizer)."""
     by_name = {c.name: c for c in configs}
     default, tokenized = by_name.get(DEFAULT), by_name.get(TOKENIZED)
-    if default is None or _total(default.facts, "marked_tokens") is None:
-        return None, NOT_MEASURED
     summed: dict[str, int] = {}
-    for split in default.facts.values():
+    for split in (default.facts.values() if default is not None else ()):
         for key, value in split.items():
             summed[key] = summed.get(key, 0) + int(value)
+    if "marked_tokens" not in summed and not summed.get("vision_rows"):
+        return None, NOT_MEASURED
     return config_facts.trl_verdict(summed, instead_of_default(tokenized))
 
 

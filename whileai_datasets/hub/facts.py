@@ -90,6 +90,12 @@ class TrlDefaultRoute:
         return dict(facts)
 
 
+def vision_facts(trainer: pa.Table, _canonical: pa.Table) -> dict[str, int]:
+    """Rows TRL takes for a vision dataset (the config has an ``images`` column): what a publish without a
+    tokenizer can say of TRL's route."""
+    return {"vision_rows": trainer.num_rows if "images" in trainer.column_names else 0}
+
+
 def _shaped(trainer: pa.Table) -> np.ndarray:
     """Per row: it carries ``chat_template_kwargs`` of its own (``shaped_for_trl``)."""
     if KWARGS_COLUMN not in trainer.column_names:
