@@ -113,6 +113,7 @@ class Run:
         #: what TRL's default SFTTrainer labels on the default config a publish of these rows makes (``hub.facts``)
         self.trl_route: Counter[str] = Counter()
         self.joins_parts = transform is not None and transform.plan.content_parts == "joined"
+        self.runs: dict[int, list[list[int]]] = {}  # per training row tokenize kept: its marked runs
         #: format="trl" messages rows: TRL's default SFTTrainer trains every token of them
         self.naive = options.format == "trl" and not options.unroll and options.mask_mode != "final"
 
@@ -212,26 +213,33 @@ class Run:
         self.marked_turns += int(marked.sum())
         opens = repo_configs.opens_with_marked_turn(rows)
         self.add("opens_with_marked_turn", opens, sample_source)
-        if self.transform is not None:
-            self.hub_route(rows.filter(pa.array(~opens)) if opens.any() else rows)
         self.gaps.append(trainer_gaps.chunk_gaps(rows, "training rows", offset=self.training_offset))
         self.training_offset += rows.num_rows
         zero = per_row == 0
         if self.transform is not None:
             zero |= self.token_findings(rows, sample_source, per_row > 0)
+            self.hub_route(rows, opens)
         self.add("zero_loss", zero, sample_source)
 
-    def hub_route(self, rows: pa.Table) -> None:
-        """TRL's default ``SFTTrainer`` on the default config ``publish`` makes of these rows, counted as the card
-        counts it (``hub.facts.trl_route``; at the audit's max_length, else TRL's default one)."""
+    def hub_route(self, rows: pa.Table, opens: np.ndarray) -> None:
+        """TRL's default ``SFTTrainer`` on the default config ``publish`` makes of these rows (those it does not
+        refuse), counted as the card counts it (``hub.facts.shaped_for_trl``; at the audit's max_length, else TRL's
+        default one). The marked runs ``token_findings`` kept are the turns' targets, when nothing was cut."""
         transform = self.transform
         assert transform is not None
-        canonical = repo_configs.canonical_chunk(rows, "training rows")
-        build = repo_configs.TrainerRows(None, self.joins_parts, transform.tokenizer, transform.chat)
-        trainer = build(canonical, "training rows")
-        self.trl_route.update(config_facts.trl_route(trainer, transform.tokenizer, transform.chat,
-                                                     self.options.max_length or config_facts.TRL_MAX_LENGTH))
-        self.trl_route["rows"] += trainer.num_rows
+        kept = np.flatnonzero(~opens)
+        canonical = repo_configs.canonical_chunk(rows.take(pa.array(kept, pa.int64())) if opens.any() else rows,
+                                                 "training rows")
+        runs, self.runs = self.runs, {}
+        targets = None
+        if self.options.max_length is None:
+            targets = config_facts.turn_targets(canonical, transform.tokenizer, transform.chat,
+                                                {j: runs[int(i)] for j, i in enumerate(kept) if int(i) in runs})
+        trainer = repo_configs.trainer_table(canonical, "training rows", join_parts=self.joins_parts)
+        shaped, counts = config_facts.shaped_for_trl(trainer, canonical, transform.tokenizer, transform.chat, targets,
+                                                self.options.max_length or config_facts.TRL_MAX_LENGTH)
+        self.trl_route.update(counts)
+        self.trl_route["rows"] += shaped.num_rows
 
     def token_findings(self, rows: pa.Table, sample_source: np.ndarray, marked: np.ndarray) -> np.ndarray:
         """Tokenize the chunk once and count; returns, per training row, whether it has no supervised token."""
@@ -244,6 +252,9 @@ class Run:
             tokenized = self.transform(numbered, indices=sample_source.tolist())  # type: ignore[misc]
         figures = token_figures.token_columns(tokenized)
         position = figures["row"]
+        if self.options.max_length is None:  # each kept row's marked runs: the turns' targets (``hub_route``)
+            self.runs = {int(row): config_facts.marked_runs(ids, mask) for row, ids, mask in zip(
+                position, tokenized.column("input_ids").to_pylist(), tokenized.column("assistant_masks").to_pylist())}
         source = sample_source[position]
         skipped = np.ones(rows.num_rows, dtype=bool)
         skipped[position] = False

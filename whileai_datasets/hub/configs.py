@@ -355,7 +355,7 @@ class TrainerRows:
         table = trainer_table(canonical, where, self.images, self.join_parts)
         if self.tokenizer is None:
             return table
-        return config_facts.shaped_for_trl(table, canonical, self.tokenizer, self.template)
+        return config_facts.shaped_for_trl(table, canonical, self.tokenizer, self.template)[0]
 
 
 @dataclass(frozen=True)

@@ -108,30 +108,53 @@ def _shaped(trainer: pa.Table) -> np.ndarray:
 def trl_route(trainer: pa.Table, tokenizer: Any, template: Any, max_length: int | None = TRL_MAX_LENGTH
               ) -> Counter[str]:
     """``TrlDefaultRoute``'s facts of TRL's side alone (every key but ``marked_tokens``)."""
+    text = getattr(template, "text", template)
+    return route_facts(trainer, trl_ids(tokenizer, text, _decoded_rows(trainer)), max_length)
+
+
+def route_facts(trainer: pa.Table, outcomes: list[tuple[list[int], list[int]] | Exception],
+                max_length: int | None) -> Counter[str]:
+    """TRL's figures from each row's (prompt ids, prompt + completion ids), or the error its render raised."""
     facts: Counter[str] = Counter()
     if "images" in trainer.column_names:
         facts["vision_rows"] += trainer.num_rows
-    text = getattr(template, "text", template)
-    for row in _decoded_rows(trainer):
-        try:
-            labels, whole = trl_prompt_completion(tokenizer, text, row)
-        except Exception as err:  # noqa: BLE001  (any error stops TRL's map: counted by its message)
+    for outcome in outcomes:
+        if isinstance(outcome, Exception):  # it stops TRL's map: counted by its message
             facts["trl_failed_rows"] += 1
-            facts[TRL_FAILURE + _first_line(err)] += 1
+            facts[TRL_FAILURE + _first_line(outcome)] += 1
             continue
-        kept = whole if max_length is None else min(whole, max_length)
-        trained = max(0, kept - (whole - labels))
+        prompt, whole = outcome
+        labels = len(whole) - _common_prefix(prompt, whole)
+        kept = len(whole) if max_length is None else min(len(whole), max_length)
+        trained = max(0, kept - (len(whole) - labels))
         facts["tokens"] += kept
         facts["supervised_tokens"] += trained
         facts["trl_cut_tokens"] += labels - trained
     return facts
 
 
-def trl_prompt_completion(tokenizer: Any, template: str | None, row: dict[str, Any]) -> tuple[int, int]:
-    """(labelled tokens, sequence tokens) of one conversational prompt/completion row as TRL 1.16 tokenizes it
-    (``tools`` and ``chat_template_kwargs`` from the row, as its ``tokenize_fn`` passes them)."""
-    prompt, whole = _trl_ids(tokenizer, template, row)
-    return len(whole) - _common_prefix(prompt, whole), len(whole)
+def trl_ids(tokenizer: Any, template: str | None, rows: list[dict[str, Any]]
+            ) -> list[tuple[list[int], list[int]] | Exception]:
+    """Per conversational prompt/completion row, as TRL 1.16's ``tokenize_fn`` tokenizes it: the ids of ``prompt``
+    with the generation prompt and of ``prompt + completion`` (``tools`` and ``chat_template_kwargs`` from the
+    row), or what the render raised. ``apply_chat_template(tokenize=True)`` is its render then
+    ``tokenizer(text, add_special_tokens=False)``: rendered here row by row, encoded in one batch."""
+    texts: list[str] = []
+    outcomes: list[Any] = []
+    for row in rows:
+        tools = row.get("tools")
+        kwargs = {"chat_template": template, "tools": json.loads(tools) if isinstance(tools, str) else tools,
+                  "tokenize": False, **(row.get(KWARGS_COLUMN) or {})}
+        try:
+            pair = (tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, **kwargs),
+                    tokenizer.apply_chat_template(row["prompt"] + row["completion"], **kwargs))
+        except Exception as err:  # noqa: BLE001  (reported per row: it stops TRL's map)
+            outcomes.append(err)
+            continue
+        outcomes.append(len(texts))
+        texts += pair
+    ids = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+    return [o if isinstance(o, Exception) else (list(ids[o]), list(ids[o + 1])) for o in outcomes]
 
 
 def marked_tokens(tokenizer: Any, template: Any, canonical: pa.Table) -> int:
@@ -219,30 +242,46 @@ KWARGS_COLUMN = "chat_template_kwargs"
 _NO_THINKING = {"enable_thinking": False}
 
 
-def shaped_for_trl(trainer: pa.Table, canonical: pa.Table, tokenizer: Any, template: Any) -> pa.Table:
+def shaped_for_trl(trainer: pa.Table, canonical: pa.Table, tokenizer: Any, template: Any,
+                   targets: tuple[list[list[int] | None], np.ndarray] | None = None,
+                   max_length: int | None = TRL_MAX_LENGTH) -> tuple[pa.Table, Counter[str]]:
     """The default config's rows (``trainer``, built from ``canonical``) each in the first form whose labels under
     TRL's tokenization are exactly the tokens the mask marks for that turn in the whole conversation; a row no
     form makes exact is kept as it is (the card and the audit count what it trains). The turns of a row the template
-    cannot render or mask are left out, as the audit and the tokenized config leave that row out."""
-    targets, left_out = turn_targets(canonical, tokenizer, template)
+    cannot render or mask are left out, as the audit and the tokenized config leave that row out. Returns the rows
+    and TRL's figures on them (``route_facts``). ``targets``: ``turn_targets``, when the caller has them."""
+    wanted, left_out = targets if targets is not None else turn_targets(canonical, tokenizer, template)
     text = getattr(template, "text", template)
+    rows = _decoded_rows(trainer)
+    outcomes = trl_ids(tokenizer, text, rows)
     completions = _arrow.flat(_arrow.column(trainer, "completion"))
     stored = (completions.storage if isinstance(completions, pa.ExtensionArray) else completions).to_pylist()
     kwargs = ["{}"] * trainer.num_rows
     changed = False
-    for index, row in enumerate(_decoded_rows(trainer)):
-        target = targets[index] if index < len(targets) else None
-        if target is None or _labels_or_none(tokenizer, text, row) == target:
+    for index, (row, outcome) in enumerate(zip(rows, outcomes)):
+        target = wanted[index] if index < len(wanted) else None
+        if target is None or left_out[index] or _labels(outcome) == target:
             continue
         for form in _forms(row)[1:]:
-            if _labels_or_none(tokenizer, text, form) == target:
+            found = trl_ids(tokenizer, text, [form])[0]
+            if _labels(found) == target:
                 stored[index] = json.dumps(form["completion"][0], ensure_ascii=False)
                 kwargs[index] = json.dumps(form.get(KWARGS_COLUMN) or {})
-                changed = True
+                outcomes[index], changed = found, True
                 break
     if changed:
         trainer = _with_forms(trainer, stored, kwargs)
-    return trainer.filter(pa.array(~left_out)) if left_out.any() else trainer
+    if left_out.any():
+        trainer = trainer.filter(pa.array(~left_out))
+        outcomes = [o for o, out in zip(outcomes, left_out) if not out]
+    return trainer, route_facts(trainer, outcomes, max_length)
+
+
+def _labels(outcome: tuple[list[int], list[int]] | Exception) -> list[int] | None:
+    if isinstance(outcome, Exception):
+        return None
+    prompt, whole = outcome
+    return whole[_common_prefix(prompt, whole):]
 
 
 def _with_forms(trainer: pa.Table, stored: list[str], kwargs: list[str]) -> pa.Table:
@@ -264,34 +303,24 @@ def _forms(row: dict[str, Any]) -> list[dict[str, Any]]:
     return [row, plain, {**row, KWARGS_COLUMN: _NO_THINKING}, {**plain, KWARGS_COLUMN: _NO_THINKING}]
 
 
-def _labels_or_none(tokenizer: Any, template: str | None, row: dict[str, Any]) -> list[int] | None:
-    try:
-        return trl_label_ids(tokenizer, template, row)
-    except Exception:  # noqa: BLE001  (a form the template cannot render is not the one)
-        return None
-
-
-def trl_label_ids(tokenizer: Any, template: str | None, row: dict[str, Any]) -> list[int]:
-    """The token ids TRL 1.16 labels on one conversational prompt/completion row (before max_length)."""
-    prompt, whole = _trl_ids(tokenizer, template, row)
-    return whole[_common_prefix(prompt, whole):]
-
-
-def _trl_ids(tokenizer: Any, template: str | None, row: dict[str, Any]) -> tuple[list[int], list[int]]:
-    tools = row.get("tools")
-    tools = json.loads(tools) if isinstance(tools, str) else tools
-    kwargs = {"chat_template": template, "tools": tools, "tokenize": True, "return_dict": True,
-              **(row.get(KWARGS_COLUMN) or {})}
-    prompt = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, **kwargs)["input_ids"]
-    whole = tokenizer.apply_chat_template(row["prompt"] + row["completion"], **kwargs)["input_ids"]
-    return list(prompt), list(whole)
-
-
-def turn_targets(canonical: pa.Table, tokenizer: Any, template: Any) -> tuple[list[list[int] | None], np.ndarray]:
+def turn_targets(canonical: pa.Table, tokenizer: Any, template: Any,
+                 runs: dict[int, list[list[int]]] | None = None) -> tuple[list[list[int] | None], np.ndarray]:
     """Per marked turn of ``canonical`` (flat order, the default config's rows): the token ids the mask marks for
     it in the whole conversation (None where they are not known: turns whose marked tokens run together), and
-    whether its row is one the template cannot render or mask (``tokenize`` leaves it out)."""
+    whether its row is one the template cannot render or mask (``tokenize`` leaves it out). ``runs``: per row
+    ``tokenize`` kept, its marked runs (``marked_runs``), when the caller tokenized the rows already."""
     marks = row_marks(canonical).astype(np.int64)
+    if runs is None:
+        runs = _tokenized_runs(canonical, tokenizer, template)
+    targets: list[list[int] | None] = []
+    for row, count in enumerate(marks):
+        found = runs.get(row)
+        targets += found if found is not None and len(found) == count else [None] * int(count)
+    left_out = np.repeat(np.array([row not in runs for row in range(canonical.num_rows)], dtype=bool), marks)
+    return targets, left_out
+
+
+def _tokenized_runs(canonical: pa.Table, tokenizer: Any, template: Any) -> dict[int, list[list[int]]]:
     numbered = _arrow.set_column(canonical, _ROW, pa.array(np.arange(canonical.num_rows, dtype=np.int64)))
     transform = token_masks.Tokenize(tokenizer, template, on_bad_row="skip", keep_unsupervised=True)
     runs: dict[int, list[list[int]]] = {}
@@ -301,19 +330,15 @@ def turn_targets(canonical: pa.Table, tokenizer: Any, template: Any) -> tuple[li
             chunk = transform(numbered.slice(start, _TOKENIZE_ROWS))
         for row, ids, mask in zip(chunk.column(_ROW).to_pylist(), chunk.column("input_ids").to_pylist(),
                                   chunk.column("assistant_masks").to_pylist()):
-            runs[row] = _runs(ids, mask)
-    targets: list[list[int] | None] = []
-    for row, count in enumerate(marks):
-        found = runs.get(row)
-        targets += found if found is not None and len(found) == count else [None] * int(count)
-    left_out = np.repeat(np.array([row not in runs for row in range(canonical.num_rows)], dtype=bool), marks)
-    return targets, left_out
+            runs[row] = marked_runs(ids, mask)
+    return runs
 
 
 _ROW = "__trl_route_row"
 
 
-def _runs(ids: list[int], mask: list[int]) -> list[list[int]]:
+def marked_runs(ids: list[int], mask: list[int]) -> list[list[int]]:
+    """The ids of each run of marked tokens, in order."""
     out: list[list[int]] = []
     previous = 0
     for token, flag in zip(ids, mask):
