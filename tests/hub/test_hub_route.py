@@ -190,6 +190,8 @@ def test_trl_default_trains_what_the_audit_and_the_card_say_or_both_say_not_exac
     assert trained["blocked"] == BLOCKED_IMPORT
     supervised, card = found.supervised_tokens, " ".join(trained["card"].split())
     entry = found.trainers["trl-default"]
+    said = case["published"]["trainers"]["trl-default"]  # what publish returns: the card's words, the audit's
+    assert (said["exact"], said["how"]) == (entry["exact"], entry["how"])
     # the tokenized config: TRL trains exactly the audit's count, and the card says so
     assert trained["tokenized"] == {"labelled": supervised}
     assert f"**exact**, the {supervised} tokens the mask marks" in card

@@ -26,6 +26,7 @@ from whileai_datasets.auditing import message_figures, template_drops, token_fig
 from whileai_datasets.auditing.audit_report import Audit
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import SchemaError
+from whileai_datasets.hub import card_configs
 from whileai_datasets.hub import configs as repo_configs
 from whileai_datasets.hub import facts as config_facts
 from whileai_datasets.hub import trainer_gaps
@@ -328,8 +329,7 @@ class Run:
         found, route = self.found, self.trl_route
         opening = found.findings["opens_with_marked_turn"].rows
         exact, said = config_facts.trl_verdict({**route, "marked_tokens": found.supervised_tokens},
-                                               "train on the published `tokenized` config instead (publish with "
-                                               "tokenizer=): its labels are the mask")
+                                               card_configs.TOKENIZED_INSTEAD)
         if opening:
             exact, said = False, (f"publish refuses {opening:,} rows: {repo_configs.OPENS_WITH_MARKED_TURN} "
                                   f"({repo_configs.OPENS_WITH_MARKED_TURN_HINT}); on the others, {said}")

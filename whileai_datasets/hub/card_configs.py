@@ -24,6 +24,10 @@ NOT_MEASURED = (
 )
 
 
+#: Where the default config is not exact: the config to train on (the audit says it in the same words).
+TOKENIZED_INSTEAD = "train on the `tokenized` config instead: its `labels` are the mask"
+
+
 def default_verdict(configs: Sequence[Config]) -> tuple[bool | None, str]:
     """Whether TRL's default `SFTTrainer` trains the default config exactly as marked, and the words for it
     (the audit says the same, ``hub.facts.trl_verdict``); None: not measured (no tokenizer)."""
@@ -43,7 +47,7 @@ def instead_of_default(tokenized: Config | None) -> str:
     if tokenized is None:
         return "publish with tokenizer= for a `tokenized` config, whose labels are the mask"
     labels, marked = _total(tokenized.facts, "trl_labels"), _total(tokenized.facts, "marked_tokens")
-    text = "train on the `tokenized` config instead: its `labels` are the mask"
+    text = TOKENIZED_INSTEAD
     if labels is not None and marked is not None and labels != marked:
         text += (f" ({marked} tokens; SFTConfig's default max_length {config_facts.TRL_MAX_LENGTH} keeps {labels} "
                  "of them: pass max_length=None)")
