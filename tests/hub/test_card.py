@@ -225,6 +225,8 @@ def test_the_default_config_is_called_exact_only_where_what_trl_labels_was_measu
         return default_verdict(configs)
 
     assert verdict({}) == (None, verdict({})[1]) and verdict({})[1].startswith("not measured: publish was given no")
+    assert verdict({"parts_rows": 2})[1].endswith(". 2 rows hand the template content as a list of parts, which a "
+                                                  "template that concatenates strings (Qwen2.5's, gpt-oss's) fails on")
     exact, said = verdict({"vision_rows": 3})  # no tokenizer, and yet: TRL takes it for a vision dataset
     assert exact is False and "the rows carry an `images` column" in said
     assert verdict({"marked_tokens": 40, "supervised_tokens": 40}) == (

@@ -38,7 +38,9 @@ def default_verdict(configs: Sequence[Config]) -> tuple[bool | None, str]:
         for key, value in split.items():
             summed[key] = summed.get(key, 0) + int(value)
     if "marked_tokens" not in summed and not summed.get("vision_rows"):
-        return None, NOT_MEASURED
+        parts = summed.get("parts_rows", 0)
+        return None, NOT_MEASURED + (f". {parts} rows hand the template content as a list of parts, which a template "
+                                     "that concatenates strings (Qwen2.5's, gpt-oss's) fails on" if parts else "")
     return config_facts.trl_verdict(summed, instead_of_default(tokenized))
 
 

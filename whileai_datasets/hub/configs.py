@@ -379,7 +379,7 @@ def _tokenized_facts(tokenized: pa.Table, canonical: pa.Table) -> dict[str, int]
 
 def _default_builder(extras: Extras) -> Builder:
     if extras.tokenizer is None:
-        return Builder(TrainerRows(extras.images), config_facts.vision_facts)
+        return Builder(TrainerRows(extras.images), config_facts.unmeasured_facts)
     return Builder(TrainerRows(extras.images, joins_text_parts(extras.tokenizer, extras.chat_template),
                                extras.tokenizer, extras.chat_template),
                    config_facts.TrlDefaultRoute(extras.tokenizer, extras.chat_template))

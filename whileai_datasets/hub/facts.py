@@ -90,10 +90,19 @@ class TrlDefaultRoute:
         return dict(facts)
 
 
-def vision_facts(trainer: pa.Table, _canonical: pa.Table) -> dict[str, int]:
-    """Rows TRL takes for a vision dataset (the config has an ``images`` column): what a publish without a
-    tokenizer can say of TRL's route."""
-    return {"vision_rows": trainer.num_rows if "images" in trainer.column_names else 0}
+def unmeasured_facts(trainer: pa.Table, _canonical: pa.Table) -> dict[str, int]:
+    """What a publish without a tokenizer can say of TRL's route: rows TRL takes for a vision dataset (the config
+    has an ``images`` column), and rows whose messages hold content as a list of parts (``parts_rows``)."""
+    parts = np.zeros(trainer.num_rows, dtype=bool)
+    for name in ("prompt", "completion"):
+        lists = _arrow.column(trainer, name)
+        flat = _arrow.flat(lists)
+        texts = flat.storage if isinstance(flat, pa.ExtensionArray) else flat
+        if pa.types.is_string(texts.type) and len(texts):
+            hit = _arrow.to_numpy_bool(pc.fill_null(pc.match_substring(texts, '"content": ['), False))
+            parts |= np.bincount(_arrow.parents(lists)[hit], minlength=trainer.num_rows) > 0
+    return {"vision_rows": trainer.num_rows if "images" in trainer.column_names else 0,
+            "parts_rows": int(parts.sum())}
 
 
 def _shaped(trainer: pa.Table) -> np.ndarray:
