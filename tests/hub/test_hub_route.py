@@ -141,6 +141,7 @@ def train_each(cases: list[dict[str, Any]], token: str, out: str) -> list[dict[s
 @pytest.fixture(scope="module")
 def published(hub: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     import datasets
+    from transformers import AutoTokenizer
 
     import whileai_datasets  # noqa: F401  (registers whileai/export)
     from tests.hub.conftest import TOKENS, Identity
@@ -169,8 +170,10 @@ def published(hub: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, d
                                     cache_dir=str(root / "cache"))
     opening.save_to_disk(str(root / "opening"))
     cases["opening"] = {"name": "opening", "repo_id": f"alice/hub-route-opening-{uuid.uuid4().hex[:8]}",
-                        "rows": str(root / "opening"), "configs": [], "audit": audit(opening)}
-    listed = [{k: v for k, v in case.items() if k != "audit"} for case in cases.values()]
+                        "rows": str(root / "opening"), "configs": [], "audit": audit(opening),
+                        "audit_tokenized": audit(opening, tokenizer=AutoTokenizer.from_pretrained(
+                            cases["qwen2_5"]["tokenizer"]))}
+    listed = [{k: v for k, v in case.items() if not k.startswith("audit")} for case in cases.values()]
     for case, outcome in zip(cases.values(), alice.run(publish_each, cases=listed, token=alice.token)):
         case["published"] = outcome
     trained = [c for c in listed if "error" not in cases[c["name"]]["published"] and c["configs"]]
@@ -224,6 +227,9 @@ def test_the_audit_reports_first_in_publish_s_words_the_rows_publish_refuses(pub
     assert case["published"]["error"].startswith(f"PublishError: split 'train', row 0, messages[0]: "
                                                  f"{OPENS_WITH_MARKED_TURN}")
     assert "opens-with-marked-turn" in case["audit"].format()
+    # with a tokenizer, TRL's route on the published default config is not called exact while publish refuses
+    entry = case["audit_tokenized"].trainers["trl-default"]
+    assert entry["exact"] is False and entry["how"].startswith(f"publish refuses these rows (1): {OPENS_WITH_MARKED_TURN}")
 
 
 def test_a_vision_dataset_is_not_called_exact_where_trl_cannot_train_it_with_a_text_model(published):

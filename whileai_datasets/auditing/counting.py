@@ -115,6 +115,7 @@ class Run:
         self.trl_route: Counter[str] = Counter()
         self.joins_parts = transform is not None and transform.plan.content_parts == "joined"
         self.runs: dict[int, list[list[int]]] = {}  # per training row tokenize kept: its marked runs
+        self.supervised_by_row: dict[int, int] = {}  # per training row tokenize kept: its supervised tokens
         #: format="trl" messages rows: TRL's default SFTTrainer trains every token of them
         self.naive = options.format == "trl" and not options.unroll and options.mask_mode != "final"
 
@@ -229,6 +230,8 @@ class Run:
         transform = self.transform
         assert transform is not None
         kept = np.flatnonzero(~opens)
+        refused = np.flatnonzero(opens).tolist()  # publish refuses them: their tokens are not TRL's to train
+        self.trl_route["refused_tokens"] += sum(self.supervised_by_row.get(row, 0) for row in refused)
         canonical = repo_configs.canonical_chunk(rows.take(pa.array(kept, pa.int64())) if opens.any() else rows,
                                                  "training rows")
         runs, self.runs = self.runs, {}
@@ -253,6 +256,7 @@ class Run:
             tokenized = self.transform(numbered, indices=sample_source.tolist())  # type: ignore[misc]
         figures = token_figures.token_columns(tokenized)
         position = figures["row"]
+        self.supervised_by_row = dict(zip(position.tolist(), figures["num_supervised_tokens"].tolist()))
         if self.options.max_length is None:  # each kept row's marked runs: the turns' targets (``hub_route``)
             self.runs = {int(row): config_facts.marked_runs(ids, mask) for row, ids, mask in zip(
                 position, tokenized.column("input_ids").to_pylist(), tokenized.column("assistant_masks").to_pylist())}
@@ -328,10 +332,10 @@ class Run:
         """The ``trl-default`` trainer: TRL's default ``SFTTrainer`` on the repo's default config, in the card's words."""
         found, route = self.found, self.trl_route
         opening = found.findings["opens_with_marked_turn"].rows
-        exact, said = config_facts.trl_verdict({**route, "marked_tokens": found.supervised_tokens},
-                                               card_configs.TOKENIZED_INSTEAD)
+        marked = found.supervised_tokens - route["refused_tokens"]
+        exact, said = config_facts.trl_verdict({**route, "marked_tokens": marked}, card_configs.TOKENIZED_INSTEAD)
         if opening:
-            exact, said = False, (f"publish refuses {opening:,} rows: {repo_configs.OPENS_WITH_MARKED_TURN} "
+            exact, said = False, (f"publish refuses these rows ({opening:,}): {repo_configs.OPENS_WITH_MARKED_TURN} "
                                   f"({repo_configs.OPENS_WITH_MARKED_TURN_HINT}); on the others, {said}")
         return {"config": "default (published prompt/completion rows)", "unit": "rows", "rows": route["rows"],
                 "exact": exact, "inexact": {}, "trains_tokens": route["supervised_tokens"], "how": said}
