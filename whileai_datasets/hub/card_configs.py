@@ -128,7 +128,8 @@ def _default_text(config: Config, canonical: Config | None, tokenizer: Any, temp
                   "measured at publish: as exported or, where the chat template renders a turn differently at the "
                   "end of a conversation, without the reasoning it leaves out of that turn inside the conversation "
                   "and/or with `chat_template_kwargs` (`{\"enable_thinking\": false}`, which TRL hands the template)"
-                  f": {shaped or 0} rows carry such kwargs. The `canonical` config keeps every row as exported.")
+                  f": {shaped or 0} rows carry such kwargs. The forms are measured for {_name(template, 'the chat template')}"
+                  " of the tokenizer given to publish; the `canonical` config keeps every row as exported.")
     if left_out:
         holds += (f" {left_out} loss-carrying turns are left out: the chat template cannot render or mask their "
                   "conversation (the audit's bad-rows finding names each, with the template's own message).")
