@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from whileai_datasets.auditing.tally import COUNT_EDGES, SHARE_EDGES, Finding, Histogram, Worst
+from whileai_datasets.hub.configs import OPENS_WITH_MARKED_TURN, OPENS_WITH_MARKED_TURN_HINT
 from whileai_datasets.tokenize.mask_totals import naive_ratio
 from whileai_datasets.tokenize.row_failures import CAUSES
 
@@ -40,6 +41,8 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
     "trains_every_token": ("format='trl' messages rows: TRL's default SFTTrainer trains every token of them, "
                            "not the mask (tokenize them, or export with mask_mode='final' / unroll for prompt/"
                            "completion rows)", True, "tokens trained outside the mask"),
+    "opens_with_marked_turn": (f"rows that publish refuses: {OPENS_WITH_MARKED_TURN} ({OPENS_WITH_MARKED_TURN_HINT})",
+                               True, ""),
     "duplicate_system": ("rows opening with two system messages (system_prompt= given on rows that carry their "
                          "own)", True, ""),
     "missing_system": ("rows with no system message first", True, ""),
@@ -104,7 +107,7 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
 }
 #: Findings that name a lossless adaptation: the row's own text given to the template in the form it takes.
 ADAPTATIONS = ("text_parts_joined", "tool_call_ids_rewritten")
-TRAINING_LEVEL = frozenset(("zero_loss", "read_to_max_length", "render_unsupervised", "truncated_to_nothing",
+TRAINING_LEVEL = frozenset(("zero_loss", "opens_with_marked_turn", "read_to_max_length", "render_unsupervised", "truncated_to_nothing",
                             "truncated",
                             "supervision_truncated", "completion_turns_lost", "tool_output_cut", "bad_rows",
                             "trains_every_token", *CAUSES))
