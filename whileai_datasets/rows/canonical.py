@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from whileai_datasets.errors import WhileaiError
 from whileai_datasets.rows import content as content_parts
-from whileai_datasets.rows import conversations, normalize, schema, training_flags, unread_keys
+from whileai_datasets.rows import conversations, normalize, pairs, schema, training_flags, unread_keys
 from whileai_datasets.rows.columns import MAX_KEY_ORDERS, MessageColumns, ScalarColumns
 from whileai_datasets.rows.features import storage_type
 from whileai_datasets.rows.leaks import LeakScan
@@ -268,7 +268,7 @@ class PreferenceChunk(Chunk):
         return _PREFERENCE_KEYS
 
     def _add(self, row: dict[str, Any], ctx: RowContext) -> tuple[dict[str, Any], Any, Any]:
-        pair = normalize.join_preference(row)
+        pair = pairs.read_pair(row, ctx)
         for side in ("chosen", "rejected"):
             turns = self._side(pair.get(side), ctx, side)
             self.lists[side].add(turns, system=self.options.system_prompt, ctx=ctx, column=side)
