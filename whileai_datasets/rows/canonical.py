@@ -215,6 +215,10 @@ class TrainingChunk(Chunk):
         if shaped.get("images") is not None:  # TRL's vision rows: placeholders + references
             turns = content_parts.fill_images(turns, shaped["images"], ctx.error)
         flags = self._row_flags(shaped, source, ctx, column)
+        if shaped.get(conversations.SYSTEM_PROMPT_KEY) is not None:  # a Hermes agent export's own system prompt
+            own = conversations.row_system_prompt(shaped, turns, own, ctx)
+            if not system:
+                system, own = own, ""
         if own:  # the option's system prompt, then the row's own
             turns = [{"role": "system", "content": own}, *turns]
             flags = [None, *flags] if flags is not None else None

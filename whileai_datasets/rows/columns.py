@@ -14,9 +14,10 @@ as they were (``on_bad_row="skip"``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pyarrow as pa
@@ -139,7 +140,7 @@ class MessageColumns:
                 )
             role = message.get("role")
             if type(role) is not str or role not in _ROLE_SET:  # a list or dict role is not hashable
-                _bad_role(ctx, f"{column}[{i}]", role)
+                role = _other_role(ctx, f"{column}[{i}]", role)
             content = message.get("content")
             read = None
             if type(content) is not str or "reasoning_content" in message:
@@ -152,6 +153,8 @@ class MessageColumns:
                 if said is not None:
                     said.append(content)
                 calls = message.get("tool_calls")
+                if calls and type(calls) is str:  # the list written as JSON text
+                    calls = _json_text(calls, ctx, f"{column}[{i}].tool_calls")
                 if calls and type(calls) is not list:
                     raise ctx.error(
                         f"{column}[{i}].tool_calls",
@@ -219,6 +222,8 @@ class MessageColumns:
 
     def _call(self, call: Any, count: int, ctx: RowContext, column: str, i: int, j: int) -> str:
         """Append one tool call (its id, name and arguments); returns its id."""
+        if type(call) is str:  # one call written as JSON text (some RL libraries store them so)
+            call = _json_text(call, ctx, f"{column}[{i}].tool_calls[{j}]")
         if type(call) is not dict:
             path = f"{column}[{i}].tool_calls[{j}]"
             raise ctx.error(path, f"expected a tool-call object, got {normalize.type_name(call)}", "Fix the row.")
@@ -285,7 +290,28 @@ class MessageColumns:
         return pa.ListArray.from_arrays(messages.offsets, pa.array(values, pa.int8()))
 
 
-def _bad_role(ctx: RowContext, path: str, role: Any) -> None:
+#: roles read as another: OpenAI's current API (and Codex) write its system turn as ``developer``;
+#: chat templates and TRL know it as ``system`` (docs/differences.md)
+ROLE_ALIASES = {"developer": "system"}
+
+
+def _other_role(ctx: RowContext, path: str, role: Any) -> str:
+    """The role ``role`` is read as (``ROLE_ALIASES``), or the error for a role that is not read."""
+    if type(role) is str and role in ROLE_ALIASES:
+        return ROLE_ALIASES[role]
+    _bad_role(ctx, path, role)
+
+
+def _json_text(text: str, ctx: RowContext, path: str) -> Any:
+    """Tool calls written as JSON text, parsed; text that is not JSON is the row's error."""
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        raise ctx.error(path, f"expected a tool call (an object, or JSON text of one), got text that is not JSON "
+                        f"({err}) starting {text[:40]!r}", "Fix the row.") from err
+
+
+def _bad_role(ctx: RowContext, path: str, role: Any) -> NoReturn:
     got = "no role" if role is None else repr(role)
     raise ctx.error(
         f"{path}.role",

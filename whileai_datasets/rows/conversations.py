@@ -75,6 +75,26 @@ def row_system(row: dict[str, Any], messages: list[Any], ctx: RowContext) -> str
     return "" if leading else system
 
 
+#: the row key some agent exports (Hermes) hold the agent's system prompt under, beside ``messages``
+SYSTEM_PROMPT_KEY = "system_prompt"
+
+
+def row_system_prompt(row: dict[str, Any], messages: list[Any], own: str, ctx: RowContext) -> str:
+    """The system text that leads ``messages``: the row's ``system_prompt`` (``own``, the row's
+    ``system``, when the conversation opens with that very text already)."""
+    text = row[SYSTEM_PROMPT_KEY]
+    if not isinstance(text, str):
+        raise ctx.error(SYSTEM_PROMPT_KEY, f"expected the system prompt as text, got {type_name(text)}",
+                        "Fix the row.")
+    first = messages[0] if messages else None
+    if not text or isinstance(first, dict) and first.get("role") == "system" and first.get("content") == text:
+        return own
+    if own and own != text:
+        raise ctx.error(SYSTEM_PROMPT_KEY, "expected one system prompt, got two different ones: 'system' and "
+                        "'system_prompt'", "Keep one of the two keys (or merge their texts), then load the file again.")
+    return text
+
+
 def _sharegpt(turns: list[Any], ctx: RowContext, column: str) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     calls_before = 0
