@@ -188,6 +188,12 @@ def _storable(text: str, start: int, end: int, value: Any, ctx: RowContext) -> A
 def _check_end(window: _Window, closing: str = "array's closing ']'") -> None:
     """Only whitespace may follow the array (or the one object)."""
     rest = window.peek()
+    if rest and closing.startswith("object"):
+        raise ExportFormatError(
+            f"text after the {closing} (it starts {rest!r})", location=f"{window.source} line {window.line_at(window.pos)}",
+            hint="A .json file holds one JSON value: one row (an object) or an array of rows; write several rows as "
+            "a JSON array, or as JSONL (one row per line).",
+        )
     if rest:
         raise _syntax_error(window, None, f"text after the {closing} (it starts {rest!r})")
 
