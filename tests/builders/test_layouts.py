@@ -245,3 +245,44 @@ def test_a_system_prompt_that_is_not_text_is_refused(tmp_path: Path, load: Any) 
     row = {"system_prompt": ["a"], "messages": [{"role": "user", "content": "a"}]}
     with pytest.raises(ExportFormatError, match=r"line 1 \(row 0\), system_prompt: expected the system prompt as text"):
         load(write_jsonl(tmp_path / "rows.jsonl", [row]))
+
+
+def test_swift_conversation_pairs_read_as_turns(load: Any) -> None:
+    rows = template_rows(load(LAYOUTS / "swift_conversation.jsonl"))
+    for row, given in zip(rows, _raw("swift_conversation.jsonl"), strict=True):
+        turns = [m for pair in given["conversation"] for m in
+                 ({"role": "user", "content": pair["human"]}, {"role": "assistant", "content": pair["assistant"]})]
+        system = [{"role": "system", "content": given["system"]}] if "system" in given else []
+        assert row["messages"] == system + turns
+
+
+def test_a_swift_pair_without_its_reply_is_refused(tmp_path: Path, load: Any) -> None:
+    with pytest.raises(ExportFormatError, match=r"line 1 \(row 0\), conversation\[0\]: expected a "
+                       r'\{"human": \.\.\., "assistant": \.\.\.\} pair of texts, got \{"human": "hi"\}'):
+        load(write_jsonl(tmp_path / "swift.jsonl", [{"conversation": [{"human": "hi"}]}]))
+
+
+# ---------------------------------------------------------------- hints
+
+
+def test_a_pair_file_in_the_default_config_points_to_the_preference_config(load: Any) -> None:
+    from whileai_datasets import UnreadKeysWarning
+
+    with pytest.warns(UnreadKeysWarning, match=r"row key 'chosen' in 3 row\(s\) .*: a side of a preference pair; "
+                      r"load the file with the 'preference' config"):
+        load(LAYOUTS / "llama_factory_dpo.json")
+
+
+def test_a_misspelt_conversation_key_gets_a_did_you_mean(tmp_path: Path, load: Any) -> None:
+    with pytest.raises(ExportFormatError, match=r"the row has 'mesages'\. Did you mean 'messages' for 'mesages'\?"):
+        load(write_jsonl(tmp_path / "rows.jsonl", [{"mesages": [{"role": "user", "content": "x"}]}]))
+
+
+def test_a_pair_row_with_no_conversation_names_the_commands_flag(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from whileai_datasets import cli
+
+    source = write_jsonl(tmp_path / "pairs.jsonl", [{"chosen": "a", "rejected": "b"}])
+    assert cli.main(["export", str(source), str(tmp_path / "out.jsonl")]) == 1
+    assert "The row is a preference pair ('chosen', 'rejected'): pass the file as pairs with --preference" in \
+        capsys.readouterr().err

@@ -190,7 +190,8 @@ def _check_end(window: _Window, closing: str = "array's closing ']'") -> None:
     rest = window.peek()
     if rest and closing.startswith("object"):
         raise ExportFormatError(
-            f"text after the {closing} (it starts {rest!r})", location=f"{window.source} line {window.line_at(window.pos)}",
+            f"text after the {closing} (it starts {rest!r})",
+            location=f"{window.source} line {window.line_at(window.pos)}",
             hint="A .json file holds one JSON value: one row (an object) or an array of rows; write several rows as "
             "a JSON array, or as JSONL (one row per line).",
         )

@@ -201,9 +201,10 @@ class TrainingChunk(Chunk):
         if source and type(source[0]) is dict and "role" not in source[0]:  # ShareGPT turns under messages
             source = conversations.as_messages(source, ctx, "messages")
         column, system, own = "messages", self.options.system_prompt, ""
-        if not source and "conversations" in shaped:
+        if not source and ("conversations" in shaped or "conversation" in shaped):
             source = conversations.from_conversations(shaped, ctx)
-            column, own = "conversations", conversations.row_system(shaped, source or [], ctx)
+            column = conversations.conversation_key(shaped) or ""
+            own = conversations.row_system(shaped, source or [], ctx)
             if not system:  # the row's system leads as the option's would (error paths keep the turns' indices)
                 system, own = own, ""
         if not source and ("response" in shaped or "completion" in shaped):

@@ -73,11 +73,10 @@ def _prefix(row: dict[str, Any], ctx: RowContext) -> list[Any]:
     if isinstance(prompt, list):
         return conversations.as_messages(prompt, ctx, "prompt")
     turns = conversations.from_conversations(row, ctx)
-    column = "conversations"
     if turns is None and isinstance(row.get("messages"), list):
-        turns, column = conversations.as_messages(row["messages"], ctx, "messages"), "messages"
+        turns = conversations.as_messages(row["messages"], ctx, "messages")
     if turns is None and isinstance(row.get("instruction"), str):
-        turns, column = _alpaca(row, ctx), "instruction"
+        turns = _alpaca(row, ctx)
     if turns is None and isinstance(prompt, str) and prompt:
         return [{"role": "user", "content": prompt}]
     if turns is None:
@@ -173,9 +172,9 @@ def _swift(row: dict[str, Any], ctx: RowContext) -> dict[str, Any]:
                             "Fix the row.")
         last = chosen[-1]
         if not (isinstance(last, dict) and last.get("role") == "assistant"):
+            got = repr(last.get("role")) if isinstance(last, dict) else type_name(last)
             raise ctx.error("messages", "expected the last message to be the chosen assistant reply beside "
-                            f"rejected_response, got a {type_name(last) if not isinstance(last, dict) else last.get('role')!r} "
-                            "message last", "Fix the row: end messages with the chosen reply.")
+                            f"rejected_response, got a {got} message last", "Fix the row: end messages with the chosen reply.")
         rejected = [*chosen[:-1], {"role": "assistant", "content": reply}]
     rest = {k: v for k, v in row.items() if k not in ("messages", *SWIFT_REJECTED)}
     return {**rest, "chosen": chosen, "rejected": rejected}
