@@ -397,8 +397,7 @@ def no_loss_of(reports: dict[str, Any], split: str) -> str | None:
 def _all_rows_skipped(split: str, bad: BadRows) -> ExportFormatError:
     """A split left with no rows: every row was bad and skipped (an empty file raises earlier)."""
     return ExportFormatError(
-        f"no rows in split {split!r}: all {bad.count} row(s) were bad and skipped ({option_names.spell('on_bad_row', 'skip')}); "
-        f"first: {bad.first_error}",
+        f"no rows in split {split!r}: all {bad.count} row(s) are bad and were left out; first: {bad.first_error}",
         location=f"split {split!r}",
         hint="Fix the rows (the first error says what is wrong), or check that "
         f"{'the input' if option_names.in_command_line() else 'data_files'} names the right export.",
