@@ -286,3 +286,31 @@ def test_a_pair_row_with_no_conversation_names_the_commands_flag(tmp_path: Path,
     assert cli.main(["export", str(source), str(tmp_path / "out.jsonl")]) == 1
     assert "The row is a preference pair ('chosen', 'rejected'): pass the file as pairs with --preference" in \
         capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- tool-call arguments
+
+
+def _arguments_row(**keys: Any) -> dict[str, Any]:
+    call = {"id": "c1", "type": "function", "function": {"name": "pick", "arguments": '{"a": "x", "b": "y"}'}}
+    return {"messages": [{"role": "user", "content": "pick"}, {"role": "assistant", "content": "", "tool_calls": [call]},
+                         {"role": "tool", "tool_call_id": "c1", "content": "ok"}], **keys}
+
+
+def test_another_tools_argument_text_keeps_its_bytes(tmp_path: Path, load: Any) -> None:
+    row = _arguments_row()
+    loaded = template_rows(load(write_jsonl(tmp_path / "rows.jsonl", [row])))[0]
+    given = row["messages"][1]["tool_calls"][0]["function"]["arguments"]
+    assert loaded["messages"][1]["tool_calls"][0]["function"]["arguments"] == given
+
+
+def test_whileai_rows_keep_whileais_argument_encoding(tmp_path: Path) -> None:
+    import whileai_datasets
+    from whileai.simulations import export_dataset as theirs
+
+    rows = [_arguments_row(scenario_id="s1", reward=1.0)]
+    theirs(rows, str(tmp_path / "theirs.jsonl"), validate=False)
+    whileai_datasets.export_dataset(rows, str(tmp_path / "ours.jsonl"), validate=False)
+    ours, their = read_jsonl(tmp_path / "ours.jsonl"), read_jsonl(tmp_path / "theirs.jsonl")
+    assert ours == their
+    assert their[0]["messages"][1]["tool_calls"][0]["function"]["arguments"] == '{"a": "x","b": "y"}'

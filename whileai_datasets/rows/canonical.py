@@ -33,6 +33,12 @@ _FAST_TYPES: dict[str, tuple[type, ...]] = {
 _TRAINING_KEYS = frozenset(schema.CARRY_KEYS) | frozenset(schema.SOURCE_KEYS)
 _PREFERENCE_KEYS = frozenset(schema.PAIR_KEYS) | {"prompt"}
 _RAW_KEYS = frozenset(schema.RAW_SCALAR_FEATURES)
+#: row keys that make a ``messages`` row whileai's own (its carried and source keys, and the keys of the shapes
+#: only whileai writes): its tool-call arguments are encoded as whileai encodes them; any other row's arguments
+#: given as JSON text keep their bytes (another tool wrote them so, and its model was trained on them so)
+WHILEAI_MARKERS = (_TRAINING_KEYS - {"prompt"}) | frozenset((
+    "steps", "final_text", "opener", "tool_trace", "messages_json", "steps_json", "metadata_json", "conversation_id",
+    "schema_version", "prompt_text", "lineage"))
 
 
 @dataclass(frozen=True)
@@ -70,18 +76,21 @@ class Normalizer:
         #: the keys the rows read so far had and no shape read (``rows.unread_keys``); the reader's
         #: caller takes it and says so once
         self.unread = unread_keys.Unread()
-        #: a row's key order -> its keys that look meant to be read (``unread_keys.row_suspects``)
-        self._suspects: dict[tuple[str, ...], tuple[str, ...]] = {}
+        #: a row's key order -> its keys that look meant to be read (``unread_keys.row_suspects``), and
+        #: whether a row with those keys is whileai's own (``whileai_keys``)
+        self._suspects: dict[tuple[str, ...], tuple[tuple[str, ...], bool]] = {}
         self._read_keys = frozenset(unread_keys.ROW_KEYS) | frozenset(self.kinds)
 
-    def suspects(self, row: dict[str, Any]) -> tuple[str, ...]:
-        """``unread_keys.row_suspects`` of ``row``'s keys, once per key order."""
+    def suspects(self, row: dict[str, Any]) -> tuple[tuple[str, ...], bool]:
+        """``unread_keys.row_suspects`` of ``row``'s keys, and whether it carries a key only whileai writes
+        (``WHILEAI_MARKERS``), once per key order."""
         keys = tuple(row)
         found = self._suspects.get(keys)
         if found is None:
             if len(self._suspects) >= MAX_KEY_ORDERS:
                 self._suspects.clear()
-            found = self._suspects[keys] = unread_keys.row_suspects(keys, self._read_keys)
+            found = self._suspects[keys] = (unread_keys.row_suspects(keys, self._read_keys),
+                                            not WHILEAI_MARKERS.isdisjoint(keys))
         return found
 
     def empty_table(self) -> pa.Table:
@@ -209,6 +218,9 @@ class TrainingChunk(Chunk):
                 system, own = own, ""
         if not source and ("response" in shaped or "completion" in shaped):
             shaped = conversations.prompt_reply(shaped)
+        if not source and shaped.get("steps") and type(shaped["steps"]) is not list:
+            raise ctx.error("steps", f"expected a list of steps, got {normalize.type_name(shaped['steps'])}",
+                            "Fix the row (a rollout's steps are a list of objects).")
         built = None if source else normalize.conversation(shaped)
         turns = source or built
         if not turns:
@@ -223,11 +235,13 @@ class TrainingChunk(Chunk):
         if own:  # the option's system prompt, then the row's own
             turns = [{"role": "system", "content": own}, *turns]
             flags = [None, *flags] if flags is not None else None
-        self.lists["messages"].add(turns, system=system, ctx=ctx, column=column, row_flags=flags)
+        suspects, whileai = self.normalizer.suspects(shaped)
+        self.lists["messages"].add(turns, system=system, ctx=ctx, column=column, row_flags=flags,
+                                   argument_text=not (whileai or built is not None))
         if self.options.tools_json is None:
             self.tools.append(self._tools_of(shaped, ctx))
         self.scalars.add(shaped, ctx)
-        for key in self.normalizer.suspects(shaped):
+        for key in suspects:
             self.normalizer.unread.add("row", key, ctx, key)
         # the leak check reads the raw row; the turns rebuilt from it, and the
         # assistant texts just added, are reused when nothing reshaped it

@@ -49,7 +49,7 @@ class MessageColumns:
 
     __slots__ = ("row_offsets", "role", "content", "name", "tool_call_id", "extra", "reasoning", "parts",
                  "call_offsets", "call_id", "call_name", "call_arguments", "keep_keys", "said", "flags",
-                 "unread")
+                 "unread", "argument_text")
 
     def __init__(self, keep_keys: bool = False) -> None:
         self.keep_keys = keep_keys
@@ -76,6 +76,8 @@ class MessageColumns:
         self.flags: list[int] = []
         #: ``(key, path)`` of the keys the row added last has that are not read (``rows.unread_keys``)
         self.unread: list[tuple[str, str]] = []
+        #: the row being added keeps arguments given as JSON text of an object byte for byte (not whileai's row)
+        self.argument_text = False
 
     def rollback(self, rows: int) -> None:
         """Keep only the first ``rows`` rows: what a failed row added goes (its
@@ -99,15 +101,18 @@ class MessageColumns:
             del column[calls:]
 
     def add(self, messages: Sequence[Any], *, system: str, ctx: RowContext, column: str = "messages",
-            row_flags: Sequence[int | None] | None = None) -> None:
+            row_flags: Sequence[int | None] | None = None, argument_text: bool = False) -> None:
         """One row's messages in the canonical form, as whileai's
         ``_convert_messages`` builds them (without think-stripping or
         truncation: those are transforms): tool-call ids in call order
         (``call_0000``, ...) linked first in, first out to the tool messages
         that answer them; training flags (``row_flags``: the row's own
         ``loss_mask``, one per message, and each message's ``weight`` / ``loss``)
-        kept for ``loss_mask``. The builder's hottest loop: error paths build
+        kept for ``loss_mask``. With ``argument_text`` (a row another tool wrote),
+        arguments given as JSON text of an object keep their bytes; else they are
+        encoded as whileai encodes them. The builder's hottest loop: error paths build
         their messages only when raised."""
+        self.argument_text = argument_text
         # bound appends: this loop runs once per message of every row
         add_role, add_content = self.role.append, self.content.append
         add_name, add_answer, add_calls_end = self.name.append, self.tool_call_id.append, self.call_offsets.append
@@ -235,7 +240,11 @@ class MessageColumns:
             call_id = str(call_id)
         name = function.get("name")
         self.call_name.append(name if type(name) is str else str(name or ""))
-        self.call_arguments.append(normalize.wire_arguments(function.get("arguments")))
+        arguments = function.get("arguments")
+        if self.argument_text and type(arguments) is str and _object_text(arguments):
+            self.call_arguments.append(arguments)  # another tool's text, as its model saw it
+        else:
+            self.call_arguments.append(normalize.wire_arguments(arguments))
         self.call_id.append(call_id)
         return call_id
 
@@ -300,6 +309,14 @@ def _other_role(ctx: RowContext, path: str, role: Any) -> str:
     if type(role) is str and role in ROLE_ALIASES:
         return ROLE_ALIASES[role]
     _bad_role(ctx, path, role)
+
+
+def _object_text(text: str) -> bool:
+    """Whether ``text`` is the JSON text of an object (what wire arguments hold)."""
+    try:
+        return type(json.loads(text)) is dict
+    except ValueError:
+        return False
 
 
 def _json_text(text: str, ctx: RowContext, path: str) -> Any:
