@@ -36,7 +36,7 @@ from datasets.builder import Key
 from datasets.exceptions import DatasetGenerationError
 
 from whileai_datasets import option_names
-from whileai_datasets.builders import cache_space, inputs, split_facts, unread
+from whileai_datasets.builders import cache_space, inputs, own_columns, split_facts, unread
 from whileai_datasets.builders.config import WhileaiExportConfig
 from whileai_datasets.errors import ExportFormatError, NothingToTrainWarning, WhileaiError
 from whileai_datasets.reading import file_kind, parallel, read_errors
@@ -328,7 +328,7 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         self.no_loss, self.unread = NoLoss(), Unread()  # said by _as_dataset, on this load and on every load from the cache
 
     def _as_dataset(self, split: Any = datasets.Split.TRAIN, in_memory: bool = False) -> datasets.Dataset:
-        ds = super()._as_dataset(split, in_memory)
+        ds = own_columns.without_empty_own_columns(super()._as_dataset(split, in_memory), self.config.name)
         folder = self._fs._strip_protocol(self._output_dir)
         said = no_loss_of(split_facts.per_split(folder, "no_loss"), str(split))
         if said is not None:

@@ -314,3 +314,28 @@ def test_whileai_rows_keep_whileais_argument_encoding(tmp_path: Path) -> None:
     ours, their = read_jsonl(tmp_path / "ours.jsonl"), read_jsonl(tmp_path / "theirs.jsonl")
     assert ours == their
     assert their[0]["messages"][1]["tool_calls"][0]["function"]["arguments"] == '{"a": "x","b": "y"}'
+
+
+# ---------------------------------------------------------------- whileai's own columns
+
+
+def test_another_tools_file_gets_none_of_whileais_own_columns(load: Any) -> None:
+    from whileai_datasets import EXPORT_FEATURES, PREFERENCE_FEATURES
+
+    rows = load(LAYOUTS / "llama_factory_mllm.json")
+    assert rows.column_names == ["messages", "loss_mask", "tools", "prompt"]
+    assert len(EXPORT_FEATURES) > 30  # what a whileai export keeps
+    again = load(LAYOUTS / "llama_factory_mllm.json")  # from the cache: the same columns
+    assert again.column_names == rows.column_names
+    pairs = load(LAYOUTS / "llama_factory_dpo.json", "preference")
+    assert pairs.column_names == ["prompt", "chosen", "rejected", "tools"]
+    assert len(PREFERENCE_FEATURES) > len(pairs.column_names)
+
+
+def test_a_split_with_any_whileai_row_keeps_every_column(tmp_path: Path, load: Any) -> None:
+    from whileai_datasets import EXPORT_FEATURES
+
+    mixed = _raw("llama_factory_mllm.json") + [{**_raw("one_object.json")[0]}]
+    rows = load(write_jsonl(tmp_path / "mixed.jsonl", mixed))
+    assert rows.column_names == list(EXPORT_FEATURES)
+    assert rows["reward"] == [None, None, 1.0]
