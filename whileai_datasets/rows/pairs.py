@@ -40,6 +40,12 @@ def read_pair(row: dict[str, Any], ctx: RowContext) -> dict[str, Any]:
     """``row`` with ``chosen`` and ``rejected`` as whole conversations (message lists, or rollout
     objects that ``normalize.conversation`` rebuilds), whatever layout it came in."""
     if isinstance(row.get("input"), dict) and ("preferred_output" in row or "non_preferred_output" in row):
+        for side in _SIDES[1]:
+            if not isinstance(row.get(side), list):
+                raise ctx.error(side, f"expected the {side} side as a message list, got "
+                                f"{type_name(row[side]) if side in row else 'none'}",
+                                "OpenAI and Fireworks pairs hold both preferred_output and non_preferred_output; "
+                                "fix the row.")
         pair = normalize.join_preference(row)  # OpenAI / Fireworks
         need_assistant(pair["chosen"], ctx, "preferred_output")
         need_assistant(pair["rejected"], ctx, "non_preferred_output")
