@@ -244,10 +244,14 @@ class Audit:
 
     def _finding(self, found: Finding) -> dict[str, Any]:
         base = self.training_rows if found.name in TRAINING_LEVEL else self.rows
+        share_of = "training_rows" if found.name in TRAINING_LEVEL else "rows"
+        if found.name == "zero_loss" and self.findings["unreadable"].rows:  # it counts the unreadable rows too
+            base += self.findings["unreadable"].rows
+            share_of = "rows" if base == self.rows else share_of
         first = found.where or [self._where(r) for r in found.first]
         return {"description": found.description, "problem": found.problem, "rows": found.rows,
                 "share": found.rows / base if base else 0.0,
-                "share_of": "training_rows" if found.name in TRAINING_LEVEL else "rows", "amount": found.amount,
+                "share_of": share_of, "amount": found.amount,
                 "unit": found.unit,
                 "first": first, **({"first_error": found.first_error} if found.first_error else {})}
 
