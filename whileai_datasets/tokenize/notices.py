@@ -15,7 +15,8 @@ from whileai_datasets import option_names
 from whileai_datasets.errors import NothingToTrainWarning
 from whileai_datasets.tokenize.row_failures import by_cause, dashed
 
-__all__ = ["BadMaskRowsWarning", "UnsupervisedRowsWarning", "bad_rows_warning", "dropped_warning"]
+__all__ = ["BadMaskRowsWarning", "PartialRenderWarning", "UnsupervisedRowsWarning", "bad_rows_warning",
+           "dropped_warning", "partial_warning"]
 
 
 class UnsupervisedRowsWarning(NothingToTrainWarning):
@@ -24,6 +25,11 @@ class UnsupervisedRowsWarning(NothingToTrainWarning):
 
 class BadMaskRowsWarning(UserWarning):
     """Rows whose mask failed the check (or that did not render) were dropped, as asked (on_bad_row='skip')."""
+
+
+class PartialRenderWarning(UserWarning):
+    """Rows that train, but whose render is not what the model wrote: an earlier turn the template renders
+    partially, or a trained turn it runs into the next (the message names the rows, by cause)."""
 
 
 
@@ -59,5 +65,26 @@ def bad_rows_warning(bad: int, total: int, indices: Sequence[int] | None, failur
         f"template could not render ({option_names.spell('on_bad_row', 'skip')})" + (f": {causes}" if causes else "")
         + "; mask_report counts them as bad_rows_dropped, whileai_datasets.audit counts every cause over a dataset.",
         BadMaskRowsWarning,
+        stacklevel=3,
+    )
+
+
+def partial_warning(total: int, notices: Sequence[Any]) -> None:
+    """Warn (``PartialRenderWarning``) when rows of a batch train with a render that is not what the model
+    wrote (``notices``: ``row_failures.Failure`` of the rows named, ``row_failures.NOTED``): how many, by
+    cause, naming the rows and the first one's message."""
+    if not notices:
+        return
+    causes = []
+    for cause, items in by_cause(list(notices)).items():
+        rows = sorted({f.row for f in items})
+        shown = ", ".join(map(str, rows[:8])) + (", ..." if len(rows) > 8 else "")
+        causes.append(f"{len(rows)} {dashed(cause)} (row{'s' if len(rows) > 1 else ''} {shown}; first: "
+                      f"{items[0].error.problem})")
+    named = len({f.row for f in notices})
+    warnings.warn(
+        f"{named} of {total} rows in this batch train with a render that is not what the model wrote: "
+        + "; ".join(causes) + ". They are kept; whileai_datasets.audit counts them over a dataset.",
+        PartialRenderWarning,
         stacklevel=3,
     )

@@ -28,6 +28,7 @@ from whileai_datasets import option_names
 from whileai_datasets._gc import gc_paused
 from whileai_datasets._options import check_choice, check_count
 from whileai_datasets._typing import OnBadRow
+from whileai_datasets.chat_template.masks.dropped import NoteKind, dropped_output, row_notes
 from whileai_datasets.chat_template.masks.mask_check import check_row
 from whileai_datasets.chat_template.masks.masking import (
     MaskPlan,
@@ -47,9 +48,11 @@ from whileai_datasets.errors import RenderBudgetError, SchemaError, TemplateErro
 from whileai_datasets.tokenize.encode_queue import EncodeQueue, Ticket
 from whileai_datasets.tokenize.notices import (
     BadMaskRowsWarning,
+    PartialRenderWarning,
     UnsupervisedRowsWarning,
     bad_rows_warning,
     dropped_warning,
+    partial_warning,
 )
 from whileai_datasets.tokenize.row_failures import Cause, RowFailures, summary, tagged
 from whileai_datasets.tokenize.span_masks import chunk_token_masks, spans_to_token_mask
@@ -57,11 +60,12 @@ from whileai_datasets.tokenize.token_columns import arrow_columns, numpy_columns
 from whileai_datasets.tokenize.token_encode import PieceEncoder
 from whileai_datasets.tokenize.token_rows import Decoded, batch_chunks, check_columns, list_chunks
 
-__all__ = ["BadMaskRowsWarning", "Tokenize", "UnsupervisedRowsWarning", "spans_to_token_mask",
-           "supervised_spans", "template_messages", "tokenize"]
+__all__ = ["BadMaskRowsWarning", "PartialRenderWarning", "Tokenize", "UnsupervisedRowsWarning",
+           "spans_to_token_mask", "supervised_spans", "template_messages", "tokenize"]
 
 
 Found = tuple[str, list[tuple[int, int]], str]  # a row's text, supervised spans and mask method
+Notice = tuple[NoteKind, str]  # what a row that trains is named for (``dropped.row_notes``)
 #: the row-failure cause of a mask violation that is a turn's own output the template does not render
 _DROPPED_CAUSES: dict[str, Cause] = {"tool_calls": "template_drops_tool_calls", "content": "template_drops_content"}
 
@@ -166,6 +170,9 @@ class Tokenize:
     encoder: PieceEncoder = field(default_factory=PieceEncoder, init=False, repr=False, compare=False)
     #: the rows of the last call the template could not render or mask, with their causes (``row_failures``)
     failures: RowFailures = field(default_factory=RowFailures, init=False, repr=False, compare=False)
+    #: the rows of the last call that train but are named (``row_failures.NOTED``): a partial render, a turn
+    #: run into the next
+    notices: RowFailures = field(default_factory=RowFailures, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_count(self.max_length, "max_length", minimum=1)
@@ -194,30 +201,39 @@ class Tokenize:
         per-turn rendering; that result is used (and reported as ``"turns"``)
         when it passes. ``shaped``: ``messages`` already are ``template_messages`` of the row.
         """
+        text, spans, method, _ = self._noted_spans(messages, tools, mask, row, shaped=shaped)
+        return text, spans, method
+
+    def _noted_spans(self, messages: list[dict[str, Any]], tools: Any, mask: list[int], row: int | None, *,
+                     shaped: bool = False) -> tuple[str, list[tuple[int, int]], str, list[Notice]]:
+        """``checked_spans`` plus what the row trains with that is not what the model wrote (``Notice``)."""
         shaped_messages = messages if shaped else template_messages(messages, self.plan.arguments)
         return self._checked(shaped_messages, tools, mask, row)
 
     def _checked(self, shaped: list[dict[str, Any]], tools: Any, mask: list[int],
-                 row: int | None) -> tuple[str, list[tuple[int, int]], str]:
+                 row: int | None) -> tuple[str, list[tuple[int, int]], str, list[Notice]]:
         if self.plan.tool_call_ids != "as_given":  # the lossless id rewrite the template needs
             shaped = rewrite_ids(shaped, self.plan.tool_call_ids)
         if self.plan.content_parts != "as_given":  # text-only parts as one string (``text_parts.py``)
             shaped = join_text_parts(shaped, self.plan.content_parts)
+        rerender = self.plan.rerender(tools or None)
         try:
             rendered, spans = self.plan.render_row(shaped, tools or None, mask)
         except TemplateError as err:
-            return self._untracked(shaped, tools, mask, err)
-        violation = check_row(rendered, shaped, mask, spans, spans_known=self.plan.tracking_exact)
+            return (*self._untracked(shaped, tools, mask, err, rerender), [])
+        dropped = dropped_output(rendered, shaped, mask, spans_known=self.plan.tracking_exact, rerender=rerender,
+                                 history=True)
+        violation = check_row(rendered, shaped, mask, spans, spans_known=self.plan.tracking_exact, dropped=dropped)
         if violation is None:
-            return rendered.text, spans, self.plan.method
+            return rendered.text, spans, self.plan.method, row_notes(rendered, shaped, mask, dropped)
         if self.plan.method != "turns":
             again, turn_spans = self.plan.render_row(shaped, tools or None, mask, method="turns")
-            if check_row(again, shaped, mask, turn_spans) is None:
-                return again.text, turn_spans, "turns"
+            if check_row(again, shaped, mask, turn_spans, dropped=dropped) is None:
+                return again.text, turn_spans, "turns", row_notes(again, shaped, mask, dropped)
         raise self._violation_error(violation, shaped, tools, row)
 
     def _untracked(self, shaped: list[dict[str, Any]], tools: Any, mask: list[int],
-                   err: TemplateError) -> tuple[str, list[tuple[int, int]], str]:
+                   err: TemplateError, rerender: Any) -> tuple[str, list[tuple[int, int]], str]:
         """Per-turn rendering over plain renders, for a row the tracked render failed on.
 
         A template can trip over the span markers on one row only (it measures or
@@ -227,7 +243,7 @@ class Tokenize:
             rendered, spans = self.plan.render_row(shaped, tools or None, mask, method="turns", tracked=False)
         except TemplateError:
             raise err from None
-        if check_row(rendered, shaped, mask, spans, spans_known=False) is not None:
+        if check_row(rendered, shaped, mask, spans, spans_known=False, rerender=rerender) is not None:
             raise err
         return rendered.text, spans, "turns"
 
@@ -266,6 +282,7 @@ class Tokenize:
         template as they are (``batch_inputs(messages_prepared=True)``)."""
         out: list[RowMask | None] = []
         self.failures.take()  # only this call's failures are kept
+        self.notices.take()
         pending: deque[tuple[list[Found | None], Ticket | None]] = deque()
 
         def finish() -> None:
@@ -317,7 +334,10 @@ class Tokenize:
         ``failures``; with ``on_bad_row="raise"`` the call raises once every row of it is tried)."""
         try:
             with budget_scope(self.chat.budget):  # per row: one row over the budget spoils no other
-                return self.checked_spans(messages, tools, mask, row, shaped=shaped)
+                text, spans, method, notes = self._noted_spans(messages, tools, mask, row, shaped=shaped)
+            for kind, said in notes:
+                self.notices.add(position, row, tagged(TemplateError(f"row {row}, {said}"), kind))
+            return text, spans, method
         except RenderBudgetError as err:
             if self.on_bad_row == "raise":  # a time budget per row: stop at once rather than wait on every row
                 raise _at_row(err, row) from None
@@ -347,6 +367,7 @@ class Tokenize:
         bad = sum(row is None for row in rows)
         keep = [i for i, row in enumerate(rows) if row is not None and (self.keep_unsupervised or row.supervised > 0)]
         bad_rows_warning(bad, len(rows), indices, self.failures.items)
+        partial_warning(len(rows), self.notices.items)
         if not self.keep_unsupervised:
             dropped_warning(rows, indices)
         kept = [row for row in (rows[i] for i in keep) if row is not None]

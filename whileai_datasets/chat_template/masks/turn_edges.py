@@ -8,7 +8,12 @@ turn's generation blocks or its per-turn rendering:
   prefilled ``<think>``, an empty think block) is prompt: the model never
   writes it. So where a turn's span starts with (a whole-tag or whole-line
   prefix of) that prefill, the prefill is cut off, on every turn alike, also
-  on the history turns the template renders without the prompt.
+  on the history turns the template renders without the prompt. And what the
+  template writes after that point is the model's, even where a generation
+  block starts later: Nemotron 3 writes ``<think></think>\n`` before a call in
+  one branch and ``</think>\n`` inside the block in another, so a turn whose
+  own pass holds the role line before its first span starts right after the
+  role line and the prefill it repeats, on every branch alike.
 * the end. A template with no end-of-turn marker (GLM-4.x) has the model stop
   by writing the next opener (``<|observation|>``, ``<|user|>``), which its
   generation config lists as a stop token. So when a stop token follows a
@@ -60,22 +65,45 @@ def _prefill_at(text: str, start: int, prefill: str) -> int:
 
 
 def settle_turns(text: str, turns: Iterable[Sequence[Span]], *, prefill: str = "",
-                 stop_tokens: Sequence[str] = ()) -> list[Span]:
+                 stop_tokens: Sequence[str] = (), passes: Sequence[Span] | None = None,
+                 role: str = "") -> list[Span]:
     """Each turn's spans (sorted, in order of the text) with the prefill cut and a following stop token added.
 
-    ``turns`` holds one list of spans per loss-carrying turn; the result is every span, sorted.
+    ``turns`` holds one list of spans per loss-carrying turn; the result is every span, sorted. ``passes``
+    (one per turn: where the turn's own loop pass writes) with ``role`` (the generation prompt's role
+    line): a turn's first span starts where the text leaves the role line and the prefill it repeats.
     """
     stops = sorted({s for s in stop_tokens if s}, key=len, reverse=True)
     out: list[Span] = []
-    for spans in turns:
+    for n, spans in enumerate(turns):
         spans = sorted(s for s in spans if s[1] > s[0])
         if not spans:
             continue
         first_start, first_end = spans[0]
-        cut = _prefill_at(text, first_start, prefill)
-        spans[0] = (min(first_start + cut, first_end), first_end)
+        own = passes[n] if passes is not None and n < len(passes) else None
+        opened = _after_role_line(text, own, first_start, role, prefill) if own is not None else None
+        if opened is not None:
+            first_start = opened
+        else:
+            first_start = min(first_start + _prefill_at(text, first_start, prefill), first_end)
+        spans[0] = (first_start, first_end)
         out.extend(s for s in _with_stops(text, spans, stops) if s[1] > s[0])
     return sorted(out)
+
+
+def _after_role_line(text: str, own: Span, first: int, role: str, prefill: str) -> int | None:
+    """Where the model starts writing in a turn whose pass ``own`` holds ``role`` before ``first`` (the
+    turn's first span): past the role line and the whole pieces of the prefill the text repeats there.
+    None where the pass holds no role line before the span (the span decides alone)."""
+    start, end = own
+    if not role.strip() or end <= start or not start <= first <= end:
+        return None
+    at = text.rfind(role, start, first)
+    if at < 0:
+        return None
+    opened = at + len(role)
+    opened += _prefill_at(text, opened, prefill)
+    return opened if opened <= first else None
 
 
 def _with_stops(text: str, spans: list[Span], stops: Sequence[str]) -> list[Span]:
