@@ -29,7 +29,7 @@ from whileai_datasets.hub import trainer_gaps
 from whileai_datasets.shaping import pipeline, reports
 from whileai_datasets.tokenize.long_values import cap_untrained, reach_chars
 from whileai_datasets.tokenize.row_failures import CAUSES, by_cause
-from whileai_datasets.tokenize.token_masks import BadMaskRowsWarning, Tokenize
+from whileai_datasets.tokenize.token_masks import BadMaskRowsWarning, PartialRenderWarning, Tokenize
 
 #: Training options the audit does not use: the tools (with the rows), the export's gates and weights.
 _NOT_RECORDED = ("tools", "validate", "weights")
@@ -219,6 +219,7 @@ class Run:
         numbered = _arrow.set_column(capped, token_figures.ROW_COLUMN, pa.array(np.arange(rows.num_rows)))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", BadMaskRowsWarning)  # counted below as bad_rows
+            warnings.simplefilter("ignore", PartialRenderWarning)  # counted below, each under its cause
             tokenized = self.transform(numbered, indices=sample_source.tolist())  # type: ignore[misc]
         figures = token_figures.token_columns(tokenized)
         position = figures["row"]
@@ -227,6 +228,7 @@ class Run:
         skipped[position] = False
         self.add("bad_rows", skipped, sample_source)
         self.failure_findings(self.transform.failures.take(), rows.num_rows, sample_source)  # type: ignore[union-attr]
+        self.failure_findings(self.transform.notices.take(), rows.num_rows, sample_source)  # type: ignore[union-attr]
         found.tokens += int(figures["num_tokens"].sum())
         found.supervised_tokens += int(figures["num_supervised_tokens"].sum())
         found.tokens_before_cut += int((figures["num_tokens"] + figures["tokens_truncated"]).sum())

@@ -178,7 +178,8 @@ class Tokenize:
         check_count(self.max_length, "max_length", minimum=1)
         check_choice(self.on_bad_row, "on_bad_row", OnBadRow)
         plan = _resolve_template(self.tokenizer, self.template).mask_plan()
-        stops = model_stop_tokens(self.tokenizer) if self.stop_tokens is None else tuple(self.stop_tokens)
+        stops = model_stop_tokens(self.tokenizer, plan.probe_render()) if self.stop_tokens is None \
+            else tuple(self.stop_tokens)
         plan = replace(plan, stop_tokens=stops)
         object.__setattr__(self, "plan", plan)
         object.__setattr__(self, "chat", plan.template)

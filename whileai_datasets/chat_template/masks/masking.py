@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from datetime import datetime
 from typing import Any, Literal
 
@@ -236,19 +237,25 @@ class MaskPlan:
         return settle_turns(text, turns, prefill=prompt_prefill(self.generation_prompt),
                             stop_tokens=self.stop_tokens, passes=passes, role=role_line(self.generation_prompt))
 
-    def rerender(self, tools: Any) -> Callable[[list[dict[str, Any]]], str | None]:
-        """Renders a row's messages (shaped for this template) again as plain text, None where the template
-        refuses them: how ``dropped.py`` tells a turn's piece rendered elsewhere from one merely mentioned."""
+    def plain(self, messages: list[dict[str, Any]], tools: Any) -> str | None:
+        """``messages`` (shaped for this template) rendered with the template as given, as plain text; None
+        where it refuses them."""
         chat = self.original or self.template
+        try:
+            return render_plain(chat.text, messages, tools=tools, kwargs=dict(chat.special_tokens), now=PINNED_NOW,
+                                name=chat.name)
+        except TemplateError:
+            return None
 
-        def render(messages: list[dict[str, Any]]) -> str | None:
-            try:
-                return render_plain(chat.text, messages, tools=tools, kwargs=dict(chat.special_tokens),
-                                    now=PINNED_NOW, name=chat.name)
-            except TemplateError:
-                return None
+    def rerender(self, tools: Any) -> Callable[[list[dict[str, Any]]], str | None]:
+        """``plain`` with the row's tools: how ``dropped.py`` tells a turn's piece rendered elsewhere from
+        one merely mentioned."""
+        return partial(self.plain, tools=tools)
 
-        return render
+    def probe_render(self) -> Callable[[list[dict[str, Any]], Any], str | None]:
+        """``plain`` of canonical probe messages (arguments as dicts), put in the template's argument
+        encoding first (``turn_edges.opener_stops``)."""
+        return lambda messages, tools: self.plain(encode_arguments(messages, self.arguments), tools)
 
     def turn_renderer(self, tracked: bool = True) -> TurnRenderer:
         chat = self.original or self.template

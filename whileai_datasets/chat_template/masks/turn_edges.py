@@ -17,7 +17,12 @@ turn's generation blocks or its per-turn rendering:
 * the end. A template with no end-of-turn marker (GLM-4.x) has the model stop
   by writing the next opener (``<|observation|>``, ``<|user|>``), which its
   generation config lists as a stop token. So when a stop token follows a
-  turn's span directly, it is trained with the turn. A template that writes an
+  turn's span directly, it is trained with the turn. A tokenizer loaded on its
+  own often comes without its generation config (``from_pretrained`` of the
+  tokenizer does not fetch it): then, for a template that writes no end marker
+  after an assistant turn, the openers it writes right after one (found on
+  probe conversations) are the stop tokens, where the tokenizer holds each as
+  one added token; without that, the model would never learn to stop. A template that writes an
   end marker puts it inside the span already; the opener after the marker is
   no stop token and stays out. The same holds inside a turn: where the
   template writes text the model does not (Gemma 4's tool results, between a
@@ -28,7 +33,7 @@ turn's generation blocks or its per-turn rendering:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -160,9 +165,10 @@ def _generation_config(tokenizer: Any) -> Mapping[str, Any] | None:
     return loaded if isinstance(loaded, dict) else None
 
 
-def stop_tokens(tokenizer: Any) -> tuple[str, ...]:
+def stop_tokens(tokenizer: Any, render: Render | None = None) -> tuple[str, ...]:
     """The tokens that end generation for ``tokenizer``'s model: its eos token and the eos ids of the
-    generation config beside it."""
+    generation config beside it; where there is no generation config, with ``render`` (the template's
+    plain render), the openers a template without end marker writes after a turn (``opener_stops``)."""
     found: list[str] = []
     eos = getattr(tokenizer, "eos_token", None)
     if isinstance(eos, str) and eos:
@@ -170,4 +176,45 @@ def stop_tokens(tokenizer: Any) -> tuple[str, ...]:
     config = _generation_config(tokenizer)
     if config is not None:
         found += _ids_to_tokens(tokenizer, config.get("eos_token_id"))
+    elif render is not None:
+        found += opener_stops(render, added_tokens(tokenizer))
     return tuple(dict.fromkeys(found))
+
+
+#: a template's plain render of (messages, tools); None where it refuses them
+Render = Callable[[list[dict[str, Any]], Any], "str | None"]
+_TOOL = {"type": "function", "function": {"name": "probe_lookup", "description": "Look up.", "parameters": {
+    "type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}
+_CALL = {"id": "call_probe1", "type": "function", "function": {"name": "probe_lookup", "arguments": {"q": "Qprobe"}}}
+
+
+def added_tokens(tokenizer: Any) -> tuple[str, ...]:
+    """The tokens added to ``tokenizer``'s vocabulary (special tokens and the like), longest first."""
+    getter = getattr(tokenizer, "get_added_vocab", None)
+    vocab = getter() if callable(getter) else {}
+    return tuple(sorted((t for t in vocab if isinstance(t, str) and t.strip()), key=len, reverse=True))
+
+
+def opener_stops(render: Render, tokens: Sequence[str]) -> tuple[str, ...]:
+    """The openers a template writes right after an assistant turn, where it writes no end marker of its
+    own after one (GLM-4.x: ``<|user|>`` after a reply, ``<|observation|>`` after a call), each one of
+    ``tokens``; () for a template with an end marker.
+
+    Found on probes: the conversation ending with the turn renders with nothing after the turn's text,
+    and the same conversation with the next message writes the opener there.
+    """
+    user, reply = {"role": "user", "content": "Uprobe ask"}, {"role": "assistant", "content": "Aprobe reply"}
+    alone = render([user, reply], None)
+    if alone is None or not alone.rstrip().endswith("Aprobe reply") or not tokens:
+        return ()
+    found: list[str] = []
+    follows = (([user, reply], {"role": "user", "content": "Uprobe again"}, None),
+               ([user, {"role": "assistant", "content": "", "tool_calls": [_CALL]}],
+                {"role": "tool", "content": "Rprobe result", "tool_call_id": "call_probe1"}, [_TOOL]))
+    for turn, following, tools in follows:
+        before, after = render(turn, tools), render([*turn, following], tools)
+        if before is None or after is None or not after.startswith(before.rstrip()):
+            continue
+        rest = after[len(before.rstrip()):].lstrip()
+        found += [next((t for t in tokens if rest.startswith(t)), "")]
+    return tuple(t for t in dict.fromkeys(found) if t)
