@@ -252,3 +252,43 @@ def test_mistral_tool_templates_train_each_turn_from_inst_to_eos(path: Path) -> 
                  for i in range(m.start(1), m.end(1))}
         assert _supervised(tokenizer, text, row.assistant_masks) == truth, name
         assert text.count("[TOOL_CALLS]") == sum(bool(m.get("tool_calls")) for m in given)
+
+
+# ---- what TRL's SFTTrainer trains from these masks --------------------------------------------------
+
+
+@pytest.mark.slow  # trl and torch on import: as tests/tokenizing/test_trl_end_to_end.py
+@pytest.mark.filterwarnings("ignore:`gradient_checkpointing` is deprecated:FutureWarning")
+@pytest.mark.parametrize(("stem", "specials", "eos"), [
+    ("glm4moe", GLM_SPECIALS, "<|endoftext|>"),
+    ("nemotron_3_nano", ["<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>",
+                         "<|endoftext|>"], "<|im_end|>"),
+])
+def test_sft_trainer_labels_the_tokens_the_family_trains(stem: str, specials: list[str], eos: str, trl_dir: Path,
+                                                          tmp_path: Path) -> None:
+    """A BPE tokenizer trained here (the family's special tokens, no generation config), TRL's SFTTrainer
+    with default settings on the tokenized rows: its labels are our masks, the stop token and the
+    ``</think>`` before each call included."""
+    datasets = pytest.importorskip("datasets")
+    trl = pytest.importorskip("trl")
+    from tests.support.tiny_lm import tiny_causal_lm, train_tokenizer
+
+    template = _trl(stem, trl_dir)
+    rows = [ROWS["one_call"], ROWS["parallel_beside_reasoning"], CALL_THEN_USER]
+    texts = [render(_char_tokenizer(template), template, r, TOOLS, False) or "" for r in rows]
+    tokenizer = train_tokenizer(texts * 4, chat_template=template, special_tokens=specials, eos_token=eos,
+                                pad_token="<|endoftext|>", additional=[t for t in specials if t != eos])
+    tokenized = tokenize(tokenizer)(_batch(rows, "assistant"))
+    dataset = datasets.Dataset.from_dict({k: tokenized[k] for k in ("input_ids", "attention_mask", "assistant_masks")})
+    args = trl.SFTConfig(output_dir=str(tmp_path), report_to=[], use_cpu=True, max_length=None,
+                         per_device_train_batch_size=4, dataloader_drop_last=False, save_strategy="no")
+    trainer = trl.SFTTrainer(model=tiny_causal_lm(len(tokenizer)), args=args, train_dataset=dataset,
+                             processing_class=tokenizer)
+    labelled = [[int(t) for t, label in zip(batch["input_ids"].flatten(), batch["labels"].flatten()) if label != -100]
+                for batch in trainer.get_train_dataloader()]
+    ours = [int(t) for ids, mask in zip(tokenized["input_ids"], tokenized["assistant_masks"])
+            for t, m in zip(ids, mask) if m]
+    assert sorted(t for batch in labelled for t in batch) == sorted(ours)
+    stop = "<|observation|>" if stem == "glm4moe" else "</think>"
+    calls = sum(len(m.get("tool_calls") or []) and 1 for r in rows for m in r if m["role"] == "assistant")
+    assert ours.count(tokenizer.convert_tokens_to_ids(stop)) >= calls
