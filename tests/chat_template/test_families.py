@@ -292,3 +292,18 @@ def test_sft_trainer_labels_the_tokens_the_family_trains(stem: str, specials: li
     stop = "<|observation|>" if stem == "glm4moe" else "</think>"
     calls = sum(len(m.get("tool_calls") or []) and 1 for r in rows for m in r if m["role"] == "assistant")
     assert ours.count(tokenizer.convert_tokens_to_ids(stop)) >= calls
+
+
+def test_the_audit_counts_the_rows_tokenize_names(tmp_path: Path, trl_dir: Path) -> None:
+    """gpt-oss drops the text beside a call from the history: with mask_mode='final' the rows train and
+    the audit counts them under history-partly-rendered, as tokenize names them."""
+    from tests.conftest import write_jsonl
+    from whileai_datasets import audit
+
+    tokenizer = _char_tokenizer(_trl("gptoss", trl_dir))
+    rows = [{"messages": BESIDE, "tools": TOOLS}, {"messages": PLAIN}, {"messages": BESIDE, "tools": TOOLS}]
+    found = audit(str(write_jsonl(tmp_path / "rows.jsonl", rows)), tokenizer=tokenizer, mask_mode="final")
+    assert found.count("history_partly_rendered") == 2
+    assert found.count("bad_rows") == 0
+    line = next(x for x in found.format().splitlines() if "history-partly-rendered" in x)
+    assert line.split() == ["history-partly-rendered", "2", "rows", "(66.7%)"]

@@ -71,7 +71,7 @@ def bad_rows_warning(bad: int, total: int, indices: Sequence[int] | None, failur
 
 def partial_warning(total: int, notices: Sequence[Any]) -> None:
     """Warn (``PartialRenderWarning``) when rows of a batch train with a render that is not what the model
-    wrote (``notices``: ``row_failures.Failure`` of the rows named, ``row_failures.NOTED``): how many, by
+    wrote (``notices``: ``row_failures.Failure`` of the rows named, ``row_failures.NOTES``): how many, by
     cause, naming the rows and the first one's message."""
     if not notices:
         return

@@ -170,7 +170,7 @@ class Tokenize:
     encoder: PieceEncoder = field(default_factory=PieceEncoder, init=False, repr=False, compare=False)
     #: the rows of the last call the template could not render or mask, with their causes (``row_failures``)
     failures: RowFailures = field(default_factory=RowFailures, init=False, repr=False, compare=False)
-    #: the rows of the last call that train but are named (``row_failures.NOTED``): a partial render, a turn
+    #: the rows of the last call that train but are named (``row_failures.NOTES``): a partial render, a turn
     #: run into the next
     notices: RowFailures = field(default_factory=RowFailures, init=False, repr=False, compare=False)
 
