@@ -108,18 +108,25 @@ class _Haystack:
         self.messages = messages
         self.rerender = rerender
         self._stand_ins: tuple[dict[tuple[int, str], str], str] | None = None
+        self._passes: dict[int, str] = {}
 
     def has(self, index: int, piece: str) -> bool:
         forms = _forms(piece)
         if not forms:
             return True
-        if index < len(self.spans) and self.spans[index][1] > self.spans[index][0]:
-            own = squeeze(self.text[self.spans[index][0]:self.spans[index][1]])
-            if any(form in own for form in forms):
-                return True
+        own = self._own(index)
+        if own and any(form in own for form in forms):
+            return True
         if not any(form in self.whole for form in forms):
             return False
         return self._stand_in_rendered(index, piece)
+
+    def _own(self, index: int) -> str:
+        """Message ``index``'s own pass, whitespace squeezed ('' where untracked), computed once."""
+        if index not in self._passes:
+            start, end = self.spans[index] if index < len(self.spans) else (0, 0)
+            self._passes[index] = squeeze(self.text[start:end]) if end > start else ""
+        return self._passes[index]
 
     def _stand_in_rendered(self, index: int, piece: str) -> bool:
         """Whether the stand-in of ``piece`` (a piece of message ``index`` found outside its own pass)
