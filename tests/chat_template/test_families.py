@@ -39,8 +39,8 @@ def _assistant(text: str, *calls: dict[str, Any], **more: Any) -> dict[str, Any]
     return {"role": "assistant", "content": text, **({"tool_calls": list(calls)} if calls else {}), **more}
 
 
-CALL_THEN_USER = [_user("Userask heron?"), _assistant("", _call("call_1", "Oslocity")), _tool("call_1", "Toolresult one."),
-                  _assistant("Reply narwhal."), _user("Userask ibex?"), _assistant("", _call("call_2", "Limacity")),
+CALL_THEN_USER = [_user("Userask heron?"), _assistant("", _call("call_1", "Oslocity")),
+                  _tool("call_1", "Toolresult one."), _assistant("Reply narwhal."), _user("Userask ibex?"), _assistant("", _call("call_2", "Limacity")),
                   _tool("call_2", "Toolresult two."), _assistant("Reply pangolin.")]
 #: the call's argument is in the user's question and its name in the tool list: found "somewhere" either way
 ARGS_IN_USER = [_user("Userask weather in Zanzibarcity?"), _assistant("", _call("call_1", "Zanzibarcity")),

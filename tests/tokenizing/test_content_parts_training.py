@@ -190,8 +190,8 @@ def _layout_text(message: dict[str, Any]) -> str:
 
 
 def _calls_text(message: dict[str, Any]) -> str:
-    return "".join(f"<tool_call>{c['function']['name']}({json.dumps(json.loads(c['function']['arguments']))})</tool_call>"
-                   for c in message.get("tool_calls") or [])
+    return "".join(f"<tool_call>{c['function']['name']}({json.dumps(json.loads(c['function']['arguments']))})"
+                   "</tool_call>" for c in message.get("tool_calls") or [])
 
 
 def test_tokenize_reads_every_part_layout_and_marks_only_assistant_text(tmp_path: Path, load: Any) -> None:

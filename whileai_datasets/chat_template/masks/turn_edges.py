@@ -22,9 +22,9 @@ turn's generation blocks or its per-turn rendering:
   tokenizer does not fetch it): then, for a template that writes no end marker
   after an assistant turn, the openers it writes right after one (found on
   probe conversations) are the stop tokens, where the tokenizer holds each as
-  one added token; without that, the model would never learn to stop. A template that writes an
-  end marker puts it inside the span already; the opener after the marker is
-  no stop token and stays out. The same holds inside a turn: where the
+  one added token; without that, the model would never learn to stop. A
+  template that writes an end marker puts it inside the span already; the
+  opener after the marker is no stop token and stays out. The same holds inside a turn: where the
   template writes text the model does not (Gemma 4's tool results, between a
   call and the turn's content), a stop token right before that text
   (``<|tool_response>``) is where the model stopped, and is trained.
