@@ -203,9 +203,11 @@ def opener_stops(render: Render, tokens: Sequence[str]) -> tuple[str, ...]:
     Found on probes: the conversation ending with the turn renders with nothing after the turn's text,
     and the same conversation with the next message writes the opener there.
     """
+    if not tokens:
+        return ()
     user, reply = {"role": "user", "content": "Uprobe ask"}, {"role": "assistant", "content": "Aprobe reply"}
     alone = render([user, reply], None)
-    if alone is None or not alone.rstrip().endswith("Aprobe reply") or not tokens:
+    if alone is None or not alone.rstrip().endswith("Aprobe reply"):
         return ()
     found: list[str] = []
     follows = (([user, reply], {"role": "user", "content": "Uprobe again"}, None),
