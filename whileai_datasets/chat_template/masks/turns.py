@@ -105,7 +105,7 @@ def _own_pass(rendered: RenderedChat, messages: list[dict[str, Any]], k: int, ge
     with it: for a template whose history renders differently around every turn (vLLM's Mistral tool
     templates write the system prompt into the last user message, so neither the prompt nor the history
     is a prefix of the rendering with the turn). None where the pass holds none of the turn's output, or
-    any other message's content (``foreign``).
+    any other message's content (``foreign``), or where a later message's content is written before it.
     """
     text = rendered.text
     start, end = rendered.message_spans[k] if k < len(rendered.message_spans) else (0, 0)
@@ -117,6 +117,9 @@ def _own_pass(rendered: RenderedChat, messages: list[dict[str, Any]], k: int, ge
     own = text[start:end]
     pieces = [content_text(messages[k]).strip(), *call_pieces(messages[k])]
     if not any(p and p in own for p in pieces) or any(a < end and start < e for a, e in foreign):
+        return None
+    later = (content_text(m).strip() for m in messages[k + 1:])
+    if any(0 <= text.find(piece) < start for piece in later if piece):  # written after what it had not seen
         return None
     while end > start and text[end - 1].isspace():
         end -= 1
