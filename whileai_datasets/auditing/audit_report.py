@@ -12,7 +12,7 @@ from typing import Any
 from whileai_datasets.auditing.tally import COUNT_EDGES, SHARE_EDGES, Finding, Histogram, Worst
 from whileai_datasets.hub.configs import OPENS_WITH_MARKED_TURN, OPENS_WITH_MARKED_TURN_HINT
 from whileai_datasets.tokenize.mask_totals import naive_ratio
-from whileai_datasets.tokenize.row_failures import CAUSES
+from whileai_datasets.tokenize.row_failures import CAUSES, NOTES
 
 #: Schema version of ``Audit.to_dict()``; bumped when a key changes meaning or goes away.
 SCHEMA_VERSION = 1
@@ -104,13 +104,15 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
                  "leaves them out, on_bad_row='raise' stops on them; each is counted by cause below", True, ""),
     # one finding per cause of a bad row (``tokenize.row_failures``), with the template's own first message
     **{cause: (description, True, "") for cause, description in CAUSES.items()},
+    # rows that train but are named, by cause (``tokenize.row_failures.NOTES``): not bad rows
+    **{cause: (description, True, "") for cause, description in NOTES.items()},
 }
 #: Findings that name a lossless adaptation: the row's own text given to the template in the form it takes.
 ADAPTATIONS = ("text_parts_joined", "tool_call_ids_rewritten")
 TRAINING_LEVEL = frozenset(("zero_loss", "opens_with_marked_turn", "read_to_max_length", "render_unsupervised", "truncated_to_nothing",
                             "truncated",
                             "supervision_truncated", "completion_turns_lost", "tool_output_cut", "bad_rows",
-                            "trains_every_token", *CAUSES))
+                            "trains_every_token", *CAUSES, *NOTES))
 #: ``--fail-on`` names that stand for several findings.
 GROUPS = {"template_drops": ("template_drops_system", "template_drops_tools", "template_drops_reasoning",
                              "template_drops_content_parts", "template_drops_images")}

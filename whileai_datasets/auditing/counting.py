@@ -35,7 +35,12 @@ from whileai_datasets.sessions.common import CUT_NOTES as SESSION_CUT_NOTES
 from whileai_datasets.shaping import pipeline, reports
 from whileai_datasets.tokenize.long_values import cap_untrained, reach_chars
 from whileai_datasets.tokenize.row_failures import CAUSES, by_cause
-from whileai_datasets.tokenize.token_masks import BadMaskRowsWarning, SalvagedRowsWarning, Tokenize
+from whileai_datasets.tokenize.token_masks import (
+    BadMaskRowsWarning,
+    PartialRenderWarning,
+    SalvagedRowsWarning,
+    Tokenize,
+)
 from whileai_datasets.tokenize.views import ThinkMeasure
 
 #: Training options the audit does not use: the tools (with the rows), the export's gates and weights.
@@ -287,6 +292,7 @@ class Run:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", BadMaskRowsWarning)  # counted below as bad_rows
             warnings.simplefilter("ignore", SalvagedRowsWarning)  # counted below as salvaged
+            warnings.simplefilter("ignore", PartialRenderWarning)  # counted below, each under its cause
             tokenized = self.transform(numbered, indices=sample_source.tolist())  # type: ignore[misc]
         figures = token_figures.token_columns(tokenized)
         position = figures["row"]
@@ -303,6 +309,7 @@ class Run:
         self.failure_findings(failures.take(), rows.num_rows, sample_source)
         if self.measures_think():
             self.think_findings(self.transform.on_render.take(rows.num_rows), sample_source)  # type: ignore[union-attr]
+        self.failure_findings(self.transform.notices.take(), rows.num_rows, sample_source)  # type: ignore[union-attr]
         found.tokens += int(figures["num_tokens"].sum())
         found.supervised_tokens += int(figures["num_supervised_tokens"].sum())
         found.tokens_before_cut += int((figures["num_tokens"] + figures["tokens_truncated"]).sum())
