@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from whileai_datasets.auditing.tally import COUNT_EDGES, SHARE_EDGES, Finding, Histogram, Worst
+from whileai_datasets.privacy.scan import Findings
 from whileai_datasets.tokenize.mask_totals import naive_ratio
 from whileai_datasets.tokenize.row_failures import CAUSES
 
@@ -78,6 +79,11 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
                                 "adaptation: the pairing is kept; the rewritten ids are what the calls' tokens "
                                 "train)", False, ""),
     "template_adds_system": ("rows without a system message, given the template's own default one", True, ""),
+    "secrets": ("rows holding a secret (a cloud key, an API token, a private key, a JWT, a password in a URL or "
+                "an .env line, a high-entropy value assigned to a secret-named key): publish refuses them; "
+                "``privacy`` lists the kinds with masked previews, transforms.anonymize replaces them", True, ""),
+    "personal_data": ("rows holding personal data (emails, user names in home-directory paths and ls -l "
+                      "owners): transforms.anonymize(key=...) pseudonymizes them", False, ""),
     "bad_rows": ("rows the template cannot render or whose mask fails the check: tokenize(on_bad_row='skip') "
                  "leaves them out, on_bad_row='raise' stops on them; each is counted by cause below", True, ""),
     # one finding per cause of a bad row (``tokenize.row_failures``), with the template's own first message
@@ -139,6 +145,9 @@ class Audit:
     * ``worst``: ``least_supervised`` (lowest supervised share: ``{"row", "supervised_share",
       "num_tokens", "num_supervised_tokens"}``) and ``most_cut`` (``{"row", "tokens_cut",
       "supervised_lost"}``), at most 10 each, with ``file``/``line``
+    * ``privacy``: ``privacy.scan.Findings.to_dict()``: ``scanned_rows``, ``secret_rows``, ``personal_rows``,
+      and per kind of ``secrets`` and ``personal`` ``{"rows", "values", "first": [{"row", "field", "preview",
+      "file", "line"}]}`` (``preview`` masked: never the value)
     * ``mask_methods``: method -> rows; ``template``: ``TemplateFacts.to_dict()`` or None
     * ``trainers``: trainer ("llama-factory", "ms-swift", "axolotl", "trl") -> ``{"config", "rows", "unit",
       "exact" (bool), "inexact": shape -> {"rows", "first", "effect"}, "trains_tokens" (None without a
@@ -169,6 +178,8 @@ class Audit:
     worst: dict[str, Worst] = field(
         default_factory=lambda: {"least_supervised": Worst("supervised_share"), "most_cut": Worst("tokens_cut", highest=True)})
     locations: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: secrets and personal data by kind, with masked previews (``privacy.scan.Findings``)
+    privacy: Findings = field(default_factory=Findings)
 
     @property
     def naive_ratio(self) -> float | None:
@@ -218,7 +229,15 @@ class Audit:
             "mask_methods": dict(self.mask_methods),
             "template": self.template,
             "trainers": self.trainers,
+            "privacy": self._privacy(),
         }
+
+    def _privacy(self) -> dict[str, Any]:
+        found = self.privacy.to_dict()
+        for group in ("secrets", "personal"):
+            for kind in found[group].values():
+                kind["first"] = [{**self._where(p["row"]), **p} for p in kind["first"]]
+        return found
 
     def _finding(self, found: Finding) -> dict[str, Any]:
         base = self.training_rows if found.name in TRAINING_LEVEL else self.rows

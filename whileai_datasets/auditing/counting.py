@@ -117,6 +117,9 @@ class Run:
         numbers = offset + np.arange(chunk.num_rows, dtype=np.int64)
         flags = message_figures.source_flags(chunk, self.options)
         self.source_findings(flags, numbers)
+        secret, personal = self.found.privacy.add(chunk, offset)
+        self.add("secrets", secret, numbers)
+        self.add("personal_data", personal, numbers)
         self.export_warnings(chunk, numbers)
         self.long_tool_outputs(chunk, numbers)
         keep = ~flags["no_messages"]

@@ -59,13 +59,23 @@ _PLACEHOLDER_WORDS = frozenset({"password", "passwd", "pass", "secret", "token",
                                 "your-token", "your_api_key", "your-api-key", "mypassword", "placeholder"})
 
 
+#: A name in code rather than a value: words of one case (or Capitalized) joined by ``_`` or ``.``.
+_CODE_NAME = re.compile(r"_?(?:[A-Z][A-Z0-9]*|[a-z][a-z0-9]*|[A-Z][a-z]+[0-9]*)(?:[_.]+(?:[A-Z][A-Z0-9]*|"
+                        r"[a-z][a-z0-9]*|[A-Z][a-z]+[0-9]*))+_?")
+
+
+#: Another variable's name (``HF_TOKEN=HUB_TOKEN`` in code).
+_ENV_NAME = re.compile(r"_?[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+
+
 def placeholder(value: str) -> bool:
-    """A stand-in rather than a value: a variable (``$X``, ``${X}``, ``{{x}}``, ``%(x)s``, ``<x>``), a run
-    of one character (``****``), a word such as ``password``, or our own placeholders (``<secret:...>``)."""
-    stripped = value.strip("\"'`")
+    """A stand-in rather than a value: a variable (``$X``, ``${X}``, ``{{x}}``, ``%(x)s``, ``<x>``, a name in
+    code such as ``HUB_TOKEN`` or ``config.api_key``), a run of one character (``****``), a word such as
+    ``password``, or our own placeholders (``<secret:...>``)."""
+    stripped = value.strip("\"'`,;)")
     if not stripped or stripped[0] in "$<{%*[(" or stripped.startswith("os.environ") or "..." in stripped:
         return True
-    return len(set(stripped)) == 1 or stripped.lower() in _PLACEHOLDER_WORDS
+    return len(set(stripped)) == 1 or stripped.lower() in _PLACEHOLDER_WORDS or bool(_ENV_NAME.fullmatch(stripped))
 
 
 def entropy(value: str) -> float:
@@ -80,9 +90,10 @@ def _classes(value: str) -> int:
 
 def high_entropy(value: str) -> bool:
     """A random-looking value: not a stand-in, at least two of lower case, upper case and digits, and at least
-    3 bits per character (an English word or an identifier falls below; a hex digest reaches about 3.7, a
-    base64 key about 5)."""
-    return not placeholder(value) and _classes(value) >= 2 and entropy(value) >= 3.0
+    3 bits per character (an English word falls below; a hex digest reaches about 3.7, a base64 key about 5),
+    and not a name in code (``_GEMMA4_STOPS``, ``config.api_key``)."""
+    return (not placeholder(value) and not _CODE_NAME.fullmatch(value.rstrip(".")) and _classes(value) >= 2
+            and entropy(value) >= 3.0)
 
 
 def _not_placeholder(value: str) -> bool:
