@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from whileai_datasets.auditing.tally import COUNT_EDGES, SHARE_EDGES, Finding, Histogram, Worst
-from whileai_datasets.privacy.scan import Findings
+from whileai_datasets.privacy.scanning import Findings
 from whileai_datasets.tokenize.mask_totals import naive_ratio
 from whileai_datasets.tokenize.row_failures import CAUSES
 
@@ -145,7 +145,7 @@ class Audit:
     * ``worst``: ``least_supervised`` (lowest supervised share: ``{"row", "supervised_share",
       "num_tokens", "num_supervised_tokens"}``) and ``most_cut`` (``{"row", "tokens_cut",
       "supervised_lost"}``), at most 10 each, with ``file``/``line``
-    * ``privacy``: ``privacy.scan.Findings.to_dict()``: ``scanned_rows``, ``secret_rows``, ``personal_rows``,
+    * ``privacy``: ``privacy.scanning.Findings.to_dict()``: ``scanned_rows``, ``secret_rows``, ``personal_rows``,
       and per kind of ``secrets`` and ``personal`` ``{"rows", "values", "first": [{"row", "field", "preview",
       "file", "line"}]}`` (``preview`` masked: never the value)
     * ``mask_methods``: method -> rows; ``template``: ``TemplateFacts.to_dict()`` or None
@@ -178,7 +178,7 @@ class Audit:
     worst: dict[str, Worst] = field(
         default_factory=lambda: {"least_supervised": Worst("supervised_share"), "most_cut": Worst("tokens_cut", highest=True)})
     locations: dict[int, dict[str, Any]] = field(default_factory=dict)
-    #: secrets and personal data by kind, with masked previews (``privacy.scan.Findings``)
+    #: secrets and personal data by kind, with masked previews (``privacy.scanning.Findings``)
     privacy: Findings = field(default_factory=Findings)
 
     @property

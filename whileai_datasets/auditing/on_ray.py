@@ -40,7 +40,7 @@ from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError, TemplateError, WhileaiError, stacklevel_outside
 from whileai_datasets.export.sources import CHUNK_ROWS
 from whileai_datasets.hub import trainer_gaps
-from whileai_datasets.privacy.scan import FIRST_PLACES, Findings, KindCount
+from whileai_datasets.privacy.scanning import FIRST_PLACES, Findings, KindCount
 from whileai_datasets.reading.reader import BadRows
 from whileai_datasets.rows.canonical import Options
 

@@ -40,7 +40,7 @@ from whileai_datasets.hub.card_sections import CardSection, section_files, secti
 from whileai_datasets.hub.reading import chunks
 from whileai_datasets.hub.splits import count_disjoint_groups
 from whileai_datasets.privacy import gate
-from whileai_datasets.privacy.scan import Findings
+from whileai_datasets.privacy.scanning import Findings
 from whileai_datasets.transforms.anonymize import Anonymize
 
 #: Failures of a request to the Hub: an error answer or a lost connection.

@@ -8,6 +8,6 @@ from __future__ import annotations
 
 from whileai_datasets.privacy.gate import refuse_secrets, scan
 from whileai_datasets.privacy.rules import PERSONAL_KINDS, SECRET_KINDS
-from whileai_datasets.privacy.scan import Findings
+from whileai_datasets.privacy.scanning import Findings
 
 __all__ = ["PERSONAL_KINDS", "SECRET_KINDS", "Findings", "refuse_secrets", "scan"]

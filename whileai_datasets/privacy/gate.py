@@ -19,7 +19,7 @@ from whileai_datasets._options import check_choice
 from whileai_datasets._typing import SecretsPolicy
 from whileai_datasets.errors import PublishError
 from whileai_datasets.privacy import rules
-from whileai_datasets.privacy.scan import Findings, scan_tables
+from whileai_datasets.privacy.scanning import Findings, scan_tables
 
 #: How publish names the option in its messages.
 OPTION = "secrets"

@@ -53,7 +53,7 @@ def leaves(table: pa.Table) -> Iterator[Leaf]:
 
 def _walk(array: pa.Array, path: tuple[str, ...], offsets: tuple[np.ndarray, ...]) -> Iterator[Leaf]:
     kind = array.type
-    if isinstance(kind, pa.ExtensionType):
+    if isinstance(kind, pa.BaseExtensionType):
         yield from _walk(array.storage, path, offsets)
     elif pa.types.is_dictionary(kind):
         yield from _walk(_arrow.decoded(array), path, offsets)
@@ -82,7 +82,7 @@ def _rebuild(array: pa.Array, new: Mapping[tuple[str, ...], pa.Array]) -> pa.Arr
     if () in new:
         values = new[()]
         return values.cast(kind) if values.type != kind else values
-    if isinstance(kind, pa.ExtensionType):
+    if isinstance(kind, pa.BaseExtensionType):
         return pa.ExtensionArray.from_storage(kind, _rebuild(array.storage, new))
     if pa.types.is_dictionary(kind):
         return _rebuild(_arrow.decoded(array), new)

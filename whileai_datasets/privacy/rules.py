@@ -136,23 +136,29 @@ def _email(value: str) -> bool:
 
 # --- the rules ------------------------------------------------------------------------------------------
 _B64 = r"A-Za-z0-9+/"
+#: One base64 character, a slash escaped or not (datasets' Json text writes ``/`` as ``\\/``).
+_B64_CHAR = r"(?:[A-Za-z0-9+]|\\?/)"
+#: A slash, escaped or not.
+_SLASH = r"\\?/"
 _URLSAFE = r"A-Za-z0-9_\-"
 #: Before a name in a line (``KEY=value`` in .env files, ``env`` output, JSON-escaped text).
 _LINE_START = r"(?:^|\\n|[\s\"'`;])"
+#: An optional quote, escaped or not (a key inside JSON text held in a JSON string: ``{\\"api_key\\": ...}``).
+_QUOTE = r"(?:\\?[\"'])?"
 _SECRET_WORD = r"(?:SECRET|TOKEN|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?|AUTH_?KEY)"
 
 RULES: tuple[Rule, ...] = (
     Rule("private_key", "secret",
          r"-----BEGIN[A-Z0-9 ]{0,20} PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END[A-Z0-9 ]{0,20} PRIVATE "
-         r"KEY(?: BLOCK)?-----|(?:[" + _B64 + r"=\s]|\\[nr])*)",
+         r"KEY(?: BLOCK)?-----|(?:[" + _B64 + r"=\s]|\\[nr/])*)",
          "a PEM or OpenSSH private key block (RSA, EC, DSA, OpenSSH, PGP)"),
     Rule("aws_access_key", "secret", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b", "an AWS access key id"),
     Rule("aws_secret_key", "secret",
-         r"(?i)aws_?secret_?(?:access_?)?key[\"']?\s*[:=]\s*[\"']?(?P<value>[" + _B64 + r"]{40})",
+         r"(?i)aws_?secret_?(?:access_?)?key" + _QUOTE + r"\s*[:=]\s*" + _QUOTE + r"(?P<value>" + _B64_CHAR + r"{40})",
          "an AWS secret access key (after its name)"),
     Rule("gcp_api_key", "secret", r"\bAIza[0-9A-Za-z_\-]{35}", "a Google Cloud API key"),
     Rule("gcp_oauth_secret", "secret", r"\bGOCSPX-[0-9A-Za-z_\-]{28}", "a Google OAuth client secret"),
-    Rule("azure_storage_key", "secret", r"(?i)AccountKey=(?P<value>[" + _B64 + r"]{86}==)",
+    Rule("azure_storage_key", "secret", r"(?i)AccountKey=(?P<value>" + _B64_CHAR + r"{86}==)",
          "an Azure storage account key (in a connection string)"),
     Rule("azure_client_secret", "secret", r"\b[A-Za-z0-9_~.\-]{3}[0-9]Q~[A-Za-z0-9_~.\-]{31,34}",
          "an Azure AD (Entra) client secret"),
@@ -162,7 +168,8 @@ RULES: tuple[Rule, ...] = (
          "a GitHub token (classic, fine-grained, OAuth, app)"),
     Rule("gitlab_token", "secret", r"\bgl(?:pat|dt|rt|ptt|oas)-[0-9A-Za-z_\-]{20,}", "a GitLab token"),
     Rule("slack_token", "secret",
-         r"\bxox[abposr]-[0-9A-Za-z\-]{10,}|https://hooks\.slack\.com/services/T[A-Z0-9]+/B[A-Z0-9]+/[A-Za-z0-9]{16,}",
+         r"\bxox[abposr]-[0-9A-Za-z\-]{10,}|https:" + _SLASH * 2 + r"hooks\.slack\.com" + _SLASH + "services" + _SLASH
+         + r"T[A-Z0-9]+" + _SLASH + r"B[A-Z0-9]+" + _SLASH + r"[A-Za-z0-9]{16,}",
          "a Slack token or incoming-webhook URL"),
     Rule("anthropic_key", "secret", r"\bsk-ant-[a-z]{2,8}[0-9]{0,3}-[" + _URLSAFE + r"]{32,}", "an Anthropic API key"),
     Rule("openai_key", "secret",
@@ -173,24 +180,24 @@ RULES: tuple[Rule, ...] = (
          r"\beyJ[" + _URLSAFE + r"]{8,}\.eyJ[" + _URLSAFE + r"]{8,}\.[" + _URLSAFE + r"]*", "a JSON Web Token",
          _jwt),
     Rule("url_password", "secret",
-         r"\b[a-zA-Z][a-zA-Z0-9+.\-]{1,20}://[^\s:/@\"'<>\\]+:(?P<value>[^\s:/@\"'<>\\]+)@[A-Za-z0-9\[]",
+         r"[a-zA-Z][a-zA-Z0-9+.\-]{1,20}:" + _SLASH * 2 + r"[^\s:/@\"'<>\\]+:(?P<value>[^\s:/@\"'<>\\]+)@[A-Za-z0-9\[]",
          "a password inside a URL (database URLs, `git remote -v`)", _not_placeholder),
-    Rule("url_token", "secret", r"\b(?:https?|git|ssh)://(?P<value>[" + _URLSAFE + r"]{20,})@[A-Za-z0-9]",
+    Rule("url_token", "secret", r"(?:https?|git|ssh):" + _SLASH * 2 + r"(?P<value>[" + _URLSAFE + r"]{20,})@[A-Za-z0-9]",
          "a token as a URL's user (`git remote -v` of a clone made with a token)", _url_user_token),
     Rule("env_secret", "secret",
-         _LINE_START + r"(?:export\s+)?(?:[A-Z0-9]+_)*" + _SECRET_WORD + r"(?:_[A-Z0-9]+)*=[\"']?"
-         r"(?P<value>[^\s\"'\\]+)",
+         _LINE_START + r"(?:export\s+)?(?:[A-Z0-9]+_)*" + _SECRET_WORD + r"(?:_[A-Z0-9]+)*=" + _QUOTE
+         + r"(?P<value>[^\s\"'\\]+)",
          "the value of a secret-named variable (`.env` files, `env` output)", _not_placeholder),
     Rule("assigned_secret", "secret",
          r"(?i)\b[A-Za-z0-9_.\-]{0,40}(?:secret|token|passw(?:or)?d|api_?key|apikey|access_?key|private_?key|"
-         r"credential|auth_?key)s?[\"']?\s*(?::=|=>|=|:)\s*[\"']?(?P<value>[A-Za-z0-9+/=_\-.~!@#%^&*]{12,})",
+         r"credential|auth_?key)s?" + _QUOTE + r"\s*(?::=|=>|=|:)\s*" + _QUOTE + r"(?P<value>[A-Za-z0-9+/=_\-.~!@#%^&*]{12,})",
          "a high-entropy value assigned to a secret-named key (code, JSON, YAML)", high_entropy),
     # personal data
     Rule("email", "personal",
          r"\b[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9\-]{1,63}(?:\.[A-Za-z0-9\-]{1,63})*\.[A-Za-z]{2,24}\b",
          "an email address", _email),
     Rule("home_user", "personal",
-         r"(?:/home/|/Users/|[A-Za-z]:(?:\\\\|\\|/)Users(?:\\\\|\\|/))(?P<value>[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)",
+         r"(?:" + _SLASH + r"(?:home|Users)" + _SLASH + r"|[A-Za-z]:(?:\\\\|\\|/)Users(?:\\\\|\\|/))(?P<value>[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)",
          "a user name in a home-directory path (/home/NAME, /Users/NAME, C:\\Users\\NAME)", _person),
     Rule("file_owner", "personal",
          r"(?m)(?:^|\\n)[\-dlcbps][rwxsStT\-]{9}[.@+]?\s+[0-9]+\s+(?P<value>[A-Za-z_][A-Za-z0-9_.\-]*)\s+"
@@ -223,7 +230,7 @@ def spans(text: str, *, personal: bool = True) -> list[Span]:
             value = text[start:end]
             if start == end or (rule.check is not None and not rule.check(value)):
                 continue
-            if rule.kind == "email" and text[max(0, start - 3):start].endswith((":", "://", ":/")):
+            if rule.kind == "email" and text[max(0, start - 5):start].endswith((":", "//", "\\/")):
                 continue  # a URL's user and host (``https://user@host``), not an address
             if not any(start < s.end and s.start < end for s in found):
                 found.append(Span(rule.kind, start, end, value))

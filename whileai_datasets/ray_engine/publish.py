@@ -39,7 +39,7 @@ from whileai_datasets.hub.card import hash_sources
 from whileai_datasets.hub.publishing import PublishResult
 from whileai_datasets.hub.splits import HoldOut
 from whileai_datasets.privacy import gate
-from whileai_datasets.privacy.scan import Findings
+from whileai_datasets.privacy.scanning import Findings
 from whileai_datasets.ray_engine import block_counts, source_files
 from whileai_datasets.ray_engine import output as ray_output
 from whileai_datasets.ray_engine import source as ray_source

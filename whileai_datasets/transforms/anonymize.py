@@ -25,7 +25,7 @@ from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import OptionError
 from whileai_datasets.privacy import rules
 from whileai_datasets.privacy.leaves import replaced
-from whileai_datasets.privacy.scan import hits
+from whileai_datasets.privacy.scanning import hits
 
 #: The per-row count of what was replaced: a list of {kind, count}, null for a row with nothing replaced.
 REPORT_COLUMN = "anonymized"
