@@ -37,19 +37,28 @@ class Hit:
 
 
 def hits(table: pa.Table, *, personal: bool = True) -> Iterator[Hit]:
-    """Every string of ``table`` holding a secret (or, with ``personal``, personal data), leaf by leaf."""
-    for leaf in leaves(table):
-        if not len(leaf.values) or leaf.values.null_count == len(leaf.values):
+    """Every string of ``table`` holding a secret (or, with ``personal``, personal data), leaf by leaf.
+
+    One regex call covers every leaf (their values concatenated): RE2 compiles the combined pattern once per
+    table, not once per leaf (a chunked array would compile it once per chunk)."""
+    found = [leaf for leaf in leaves(table) if len(leaf.values) and leaf.values.null_count < len(leaf.values)]
+    if not found:
+        return
+    pattern = rules.PREFILTER if personal else rules.SECRETS_PREFILTER
+    every = pa.concat_arrays([leaf.values.cast(pa.large_string()) for leaf in found])
+    flags = pc.fill_null(pc.match_substring_regex(every, pattern), False).to_numpy(zero_copy_only=False)
+    if not flags.any():
+        return
+    starts = np.cumsum([0] + [len(leaf.values) for leaf in found])
+    for leaf, start, end in zip(found, starts[:-1], starts[1:]):
+        positions = np.flatnonzero(flags[start:end])
+        if not len(positions):
             continue
-        flags = pc.match_substring_regex(leaf.values, rules.PREFILTER if personal else rules.SECRETS_PREFILTER)
-        if not pc.any(flags).as_py():
-            continue
-        positions = np.flatnonzero(pc.fill_null(flags, False).to_numpy(zero_copy_only=False))
         texts = leaf.values.take(pa.array(positions, pa.int64())).to_pylist()
-        found = [rules.spans(text, personal=personal) for text in texts]
-        keep = [i for i, spans in enumerate(found) if spans]
+        spans = [rules.spans(text, personal=personal) for text in texts]
+        keep = [i for i, found_spans in enumerate(spans) if found_spans]
         if keep:
-            yield Hit(leaf, positions[keep], [texts[i] for i in keep], [found[i] for i in keep])
+            yield Hit(leaf, positions[keep], [texts[i] for i in keep], [spans[i] for i in keep])
 
 
 @dataclass
