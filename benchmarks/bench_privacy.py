@@ -86,7 +86,7 @@ def run_scan(n: int, repeat: int) -> None:
     from whileai_datasets import transforms
 
     ds = _load(n)
-    strings = sum(len(v) for v in [ds.data.table.nbytes])
+    strings = ds.data.table.nbytes
     methods = {
         "map python": lambda: ds.map(_read_python, batched=True, remove_columns=ds.column_names,
                                      load_from_cache_file=False),

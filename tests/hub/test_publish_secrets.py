@@ -120,3 +120,35 @@ def test_allow_publishes_them_as_they_are_and_the_card_names_it(alice, repo_id, 
     assert "- **Secrets:** 57 rows: aws_access_key (3 rows)" in card
     assert "**they were published as they are** (`secrets='allow'`)" in card
     assert "policy: allow" in card
+
+
+def publish_planted_on_ray(path: str, repo_id: str) -> dict[str, Any]:
+    import warnings
+
+    import ray
+
+    warnings.filterwarnings("ignore", category=DeprecationWarning, module="ray.data.context")
+    from whileai_datasets import publish_rollouts
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        return dict(publish_rollouts(path, repo_id, engine="ray"))
+    finally:
+        ray.shutdown()
+
+
+@pytest.mark.ray
+def test_the_ray_publish_refuses_before_it_opens_the_repo(alice, hub, repo_id, planted) -> None:
+    pytest.importorskip("ray.data")
+    path, plans = planted
+    alice.env_token = True
+    mark = hub.mark()
+
+    error = alice.run_error(publish_planted_on_ray, path=path, repo_id=repo_id)
+
+    assert error.type == PUBLISH_ERROR
+    assert "found secrets in 57 of 87 rows: aws_access_key in 3 rows (split 'train' row 0 messages[1].content;" \
+        in error.message
+    assert not any(value in error.message for p in plans for value in p.values)
+    assert hub.requests(mark) == []
+    assert alice.run(repo_exists, repo_id=repo_id, token=alice.token) is False
