@@ -46,6 +46,10 @@ class Rule:
     pattern: str
     description: str
     check: Callable[[str], bool] | None = None
+    #: Literals one of which every match holds (looked for in the lower-cased text when ``folded``): a string
+    #: without any is not searched with this rule (``str`` containment is far cheaper than a regex search).
+    needles: tuple[str, ...] = ()
+    folded: bool = False
 
     @property
     def compiled(self) -> re.Pattern[str]:
@@ -151,58 +155,58 @@ RULES: tuple[Rule, ...] = (
     Rule("private_key", "secret",
          r"-----BEGIN[A-Z0-9 ]{0,20} PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END[A-Z0-9 ]{0,20} PRIVATE "
          r"KEY(?: BLOCK)?-----|(?:[" + _B64 + r"=\s]|\\[nr/])*)",
-         "a PEM or OpenSSH private key block (RSA, EC, DSA, OpenSSH, PGP)"),
-    Rule("aws_access_key", "secret", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b", "an AWS access key id"),
+         "a PEM or OpenSSH private key block (RSA, EC, DSA, OpenSSH, PGP)", needles=("PRIVATE KEY",)),
+    Rule("aws_access_key", "secret", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b", "an AWS access key id", needles=("AKIA", "ASIA", "ABIA", "ACCA")),
     Rule("aws_secret_key", "secret",
          r"(?i)aws_?secret_?(?:access_?)?key" + _QUOTE + r"\s*[:=]\s*" + _QUOTE + r"(?P<value>" + _B64_CHAR + r"{40})",
-         "an AWS secret access key (after its name)"),
-    Rule("gcp_api_key", "secret", r"\bAIza[0-9A-Za-z_\-]{35}", "a Google Cloud API key"),
-    Rule("gcp_oauth_secret", "secret", r"\bGOCSPX-[0-9A-Za-z_\-]{28}", "a Google OAuth client secret"),
+         "an AWS secret access key (after its name)", needles=("secret",), folded=True),
+    Rule("gcp_api_key", "secret", r"\bAIza[0-9A-Za-z_\-]{35}", "a Google Cloud API key", needles=("AIza",)),
+    Rule("gcp_oauth_secret", "secret", r"\bGOCSPX-[0-9A-Za-z_\-]{28}", "a Google OAuth client secret", needles=("GOCSPX-",)),
     Rule("azure_storage_key", "secret", r"(?i)AccountKey=(?P<value>" + _B64_CHAR + r"{86}==)",
-         "an Azure storage account key (in a connection string)"),
+         "an Azure storage account key (in a connection string)", needles=("accountkey=",), folded=True),
     Rule("azure_client_secret", "secret", r"\b[A-Za-z0-9_~.\-]{3}[0-9]Q~[A-Za-z0-9_~.\-]{31,34}",
-         "an Azure AD (Entra) client secret"),
+         "an Azure AD (Entra) client secret", needles=("Q~",)),
     Rule("azure_sas_token", "secret", r"[?&]sig=(?P<value>[A-Za-z0-9%+/]{40,}={0,2})",
-         "the signature of an Azure shared access signature URL"),
+         "the signature of an Azure shared access signature URL", needles=("sig=",)),
     Rule("github_token", "secret", r"\b(?:gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{82})\b",
-         "a GitHub token (classic, fine-grained, OAuth, app)"),
-    Rule("gitlab_token", "secret", r"\bgl(?:pat|dt|rt|ptt|oas)-[0-9A-Za-z_\-]{20,}", "a GitLab token"),
+         "a GitHub token (classic, fine-grained, OAuth, app)", needles=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
+    Rule("gitlab_token", "secret", r"\bgl(?:pat|dt|rt|ptt|oas)-[0-9A-Za-z_\-]{20,}", "a GitLab token", needles=("glpat-", "gldt-", "glrt-", "glptt-", "gloas-")),
     Rule("slack_token", "secret",
          r"\bxox[abposr]-[0-9A-Za-z\-]{10,}|https:" + _SLASH * 2 + r"hooks\.slack\.com" + _SLASH + "services" + _SLASH
          + r"T[A-Z0-9]+" + _SLASH + r"B[A-Z0-9]+" + _SLASH + r"[A-Za-z0-9]{16,}",
-         "a Slack token or incoming-webhook URL"),
-    Rule("anthropic_key", "secret", r"\bsk-ant-[a-z]{2,8}[0-9]{0,3}-[" + _URLSAFE + r"]{32,}", "an Anthropic API key"),
+         "a Slack token or incoming-webhook URL", needles=("xox", "hooks.slack.com")),
+    Rule("anthropic_key", "secret", r"\bsk-ant-[a-z]{2,8}[0-9]{0,3}-[" + _URLSAFE + r"]{32,}", "an Anthropic API key", needles=("sk-ant-",)),
     Rule("openai_key", "secret",
          r"\bsk-(?:(?:proj|svcacct|admin)-[" + _URLSAFE + r"]{40,}|[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}|"
-         r"[A-Za-z0-9]{48})", "an OpenAI API key"),
-    Rule("huggingface_token", "secret", r"\b(?:hf|api_org)_[A-Za-z]{34}\b", "a Hugging Face token"),
+         r"[A-Za-z0-9]{48})", "an OpenAI API key", needles=("sk-",)),
+    Rule("huggingface_token", "secret", r"\b(?:hf|api_org)_[A-Za-z]{34}\b", "a Hugging Face token", needles=("hf_", "api_org_")),
     Rule("jwt", "secret",
          r"\beyJ[" + _URLSAFE + r"]{8,}\.eyJ[" + _URLSAFE + r"]{8,}\.[" + _URLSAFE + r"]*", "a JSON Web Token",
-         _jwt),
+         _jwt, needles=("eyJ",)),
     Rule("url_password", "secret",
          r"[a-zA-Z][a-zA-Z0-9+.\-]{1,20}:" + _SLASH * 2 + r"[^\s:/@\"'<>\\]+:(?P<value>[^\s:/@\"'<>\\]+)@[A-Za-z0-9\[]",
-         "a password inside a URL (database URLs, `git remote -v`)", _not_placeholder),
+         "a password inside a URL (database URLs, `git remote -v`)", _not_placeholder, needles=("@",)),
     Rule("url_token", "secret", r"(?:https?|git|ssh):" + _SLASH * 2 + r"(?P<value>[" + _URLSAFE + r"]{20,})@[A-Za-z0-9]",
-         "a token as a URL's user (`git remote -v` of a clone made with a token)", _url_user_token),
+         "a token as a URL's user (`git remote -v` of a clone made with a token)", _url_user_token, needles=("@",)),
     Rule("env_secret", "secret",
          _LINE_START + r"(?:export\s+)?(?:[A-Z0-9]+_)*" + _SECRET_WORD + r"(?:_[A-Z0-9]+)*=" + _QUOTE
          + r"(?P<value>[^\s\"'\\]+)",
-         "the value of a secret-named variable (`.env` files, `env` output)", _not_placeholder),
+         "the value of a secret-named variable (`.env` files, `env` output)", _not_placeholder, needles=("SECRET", "TOKEN", "PASSW", "API", "KEY", "CREDENTIAL")),
     Rule("assigned_secret", "secret",
          r"(?i)\b[A-Za-z0-9_.\-]{0,40}(?:secret|token|passw(?:or)?d|api_?key|apikey|access_?key|private_?key|"
          r"credential|auth_?key)s?" + _QUOTE + r"\s*(?::=|=>|=|:)\s*" + _QUOTE + r"(?P<value>[A-Za-z0-9+/=_\-.~!@#%^&*]{12,})",
-         "a high-entropy value assigned to a secret-named key (code, JSON, YAML)", high_entropy),
+         "a high-entropy value assigned to a secret-named key (code, JSON, YAML)", high_entropy, needles=("secret", "token", "passw", "api", "key", "credential"), folded=True),
     # personal data
     Rule("email", "personal",
          r"\b[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9\-]{1,63}(?:\.[A-Za-z0-9\-]{1,63})*\.[A-Za-z]{2,24}\b",
-         "an email address", _email),
+         "an email address", _email, needles=("@",)),
     Rule("home_user", "personal",
          r"(?:" + _SLASH + r"(?:home|Users)" + _SLASH + r"|[A-Za-z]:(?:\\\\|\\|/)Users(?:\\\\|\\|/))(?P<value>[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)",
-         "a user name in a home-directory path (/home/NAME, /Users/NAME, C:\\Users\\NAME)", _person),
+         "a user name in a home-directory path (/home/NAME, /Users/NAME, C:\\Users\\NAME)", _person, needles=("home", "Users")),
     Rule("file_owner", "personal",
          r"(?m)(?:^|\\n)[\-dlcbps][rwxsStT\-]{9}[.@+]?\s+[0-9]+\s+(?P<value>[A-Za-z_][A-Za-z0-9_.\-]*)\s+"
          r"[A-Za-z0-9_.\-]+\s+[0-9]",
-         "the owner of a file in `ls -l` output", _person),
+         "the owner of a file in `ls -l` output", _person, needles=("r-", "rw", "--")),
 )
 RULE = {rule.kind: rule for rule in RULES}
 SECRET_KINDS = tuple(rule.kind for rule in RULES if rule.group == "secret")
@@ -222,9 +226,12 @@ def spans(text: str, *, personal: bool = True) -> list[Span]:
     overlapping: where two overlap the one of the earlier rule in ``RULES`` wins (a GitHub token inside an
     ``.env`` line is a ``github_token``; an address after a URL's password is part of the password's URL)."""
     found: list[Span] = []
+    lowered = text.lower()
     for rule in RULES:
         if rule.group == "personal" and not personal:
             break
+        if rule.needles and not any(needle in (lowered if rule.folded else text) for needle in rule.needles):
+            continue
         for match in rule.compiled.finditer(text):
             start, end = match.span("value") if "value" in rule.compiled.groupindex else match.span()
             value = text[start:end]
