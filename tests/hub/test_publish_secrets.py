@@ -107,7 +107,8 @@ def test_redact_publishes_placeholders_and_the_card_says_so(alice, repo_id, plan
     assert "## Secrets and personal data" in card
     assert "- **Secrets:** 57 rows: aws_access_key (3 rows)" in card
     assert "each was replaced by a typed placeholder such as `<secret:aws_access_key>` before upload" in card
-    assert "- **Personal data** (kept as it is): 9 rows: email (3 rows), home_user (3 rows), file_owner (3 rows)" in card
+    assert ("- **Personal data** (kept as it is): 9 rows: email (3 rows), home_user (3 rows), file_owner (3 rows)"
+            in card)
     assert "policy: redact" in card and "redacted: true" in card
 
 

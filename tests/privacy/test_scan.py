@@ -86,7 +86,8 @@ def test_a_claude_code_style_session_row_is_scanned_like_any_other() -> None:
     """Whatever produced the rows (a session reader's canonical rows too), the scan reads their strings."""
     token = "hf_" + "".join(chr(ord("a") + (i * 7) % 26) for i in range(34))
     messages = [{"role": "user", "content": "deploy it"},
-                {"role": "assistant", "content": [{"type": "tool_use", "name": "Bash", "input": {"command": "cat .env"}}]},
+                {"role": "assistant",
+                 "content": [{"type": "tool_use", "name": "Bash", "input": {"command": "cat .env"}}]},
                 {"role": "user", "content": [{"type": "tool_result", "content": f"HF_TOKEN={token}\n"}]}]
     # datasets' own agent-trace typing (its json loader's): each message one Json value, the metadata Json too
     session = Dataset.from_dict({"messages": [messages], "metadata": [{"cwd": "/Users/casey/app", "agent": "claude"}]},

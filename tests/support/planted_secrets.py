@@ -57,14 +57,15 @@ def secrets(rng: random.Random) -> list[tuple[str, str, list[str]]]:
     aws_secret = _pick(rng, _B64, 40)
     key_body = "\n".join(_pick(rng, _B64, 70) for _ in range(4))
     private_key = f"-----BEGIN OPENSSH PRIVATE KEY-----\n{key_body}\n-----END OPENSSH PRIVATE KEY-----"
-    jwt = ".".join((_b64url({"alg": "HS256", "typ": "JWT"}), _b64url({"sub": _pick(rng, _ALNUM, 12), "iat": 1700000000}),
-                    _pick(rng, _URLSAFE, 43)))
+    claims = {"sub": _pick(rng, _ALNUM, 12), "iat": 1700000000}
+    jwt = ".".join((_b64url({"alg": "HS256", "typ": "JWT"}), _b64url(claims), _pick(rng, _URLSAFE, 43)))
     url_password = _pick(rng, _ALNUM, 16)
     url_token = _pick(rng, _ALNUM, 40)
     env_password = _pick(rng, _ALNUM, 14)
     assigned = _pick(rng, _ALNUM, 24)
     sas = _pick(rng, _ALNUM, 40) + "%3D"
     github = "ghp_" + _pick(rng, _ALNUM, 36)
+    slack = "-".join(("xoxb", _pick(rng, string.digits, 12), _pick(rng, string.digits, 13), _pick(rng, _ALNUM, 24)))
     return [
         ("aws_access_key", f"aws configure: access key id {aws}, region eu-west-1", [aws]),
         ("aws_secret_key", f"aws_secret_access_key = {aws_secret}", [aws_secret]),
@@ -77,9 +78,7 @@ def secrets(rng: random.Random) -> list[tuple[str, str, list[str]]]:
         ("azure_sas_token", f"https://acct.blob.core.windows.net/logs/app.txt?sv=2022-11-02&ss=b&sig={sas}", [sas]),
         ("github_token", f"cloned with {github} yesterday", [github]),
         ("gitlab_token", f"token: {(gitlab := 'glpat-' + _pick(rng, _URLSAFE, 20))}", [gitlab]),
-        ("slack_token", "bot "
-         f"{(slack := 'xoxb-' + _pick(rng, string.digits, 12) + '-' + _pick(rng, string.digits, 13) + '-' + _pick(rng, _ALNUM, 24))}",
-         [slack]),
+        ("slack_token", f"bot {slack}", [slack]),
         ("openai_key", f"use {(openai := 'sk-proj-' + _pick(rng, _URLSAFE, 60))} for the eval", [openai]),
         ("anthropic_key", f"key {(anthropic := 'sk-ant-api03-' + _pick(rng, _URLSAFE, 93) + 'AA')}.", [anthropic]),
         ("huggingface_token", f"login with {(hf := 'hf_' + _pick(rng, string.ascii_letters, 34))}", [hf]),

@@ -151,6 +151,8 @@ _URLSAFE = r"A-Za-z0-9_\-"
 _LINE_START = r"(?:^|\\n|[\s\"'`;])"
 #: An optional quote, escaped or not (a key inside JSON text held in a JSON string: ``{\\"api_key\\": ...}``).
 _QUOTE = r"(?:\\?[\"'])?"
+#: A secret-named key in code, JSON or YAML (``api_key``, ``clientSecret``, ``password``), any case.
+_SECRET_KEY = (r"(?:secret|token|passw(?:or)?d|api_?key|apikey|access_?key|private_?key|credential|auth_?key)s?")
 _SECRET_WORD = r"(?:SECRET|TOKEN|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?|AUTH_?KEY)"
 
 RULES: tuple[Rule, ...] = (
@@ -158,12 +160,14 @@ RULES: tuple[Rule, ...] = (
          r"-----BEGIN[A-Z0-9 ]{0,20} PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END[A-Z0-9 ]{0,20} PRIVATE "
          r"KEY(?: BLOCK)?-----|(?:[" + _B64 + r"=\s]|\\[nr/])*)",
          "a PEM or OpenSSH private key block (RSA, EC, DSA, OpenSSH, PGP)", needles=("PRIVATE KEY",)),
-    Rule("aws_access_key", "secret", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b", "an AWS access key id", needles=("AKIA", "ASIA", "ABIA", "ACCA")),
+    Rule("aws_access_key", "secret", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b", "an AWS access key id",
+         needles=("AKIA", "ASIA", "ABIA", "ACCA")),
     Rule("aws_secret_key", "secret",
-         r"(?i)aws_?secret_?(?:access_?)?key" + _QUOTE + r"\s*[:=]\s*" + _QUOTE + r"(?P<value>" + _B64_CHAR + r"{40})",
-         "an AWS secret access key (after its name)", needles=("secret",), folded=True),
+         r"(?i)aws_?secret_?(?:access_?)?key" + _QUOTE + r"\s*[:=]\s*" + _QUOTE + r"(?P<value>" + _B64_CHAR
+         + r"{40})", "an AWS secret access key (after its name)", needles=("secret",), folded=True),
     Rule("gcp_api_key", "secret", r"\bAIza[0-9A-Za-z_\-]{35}", "a Google Cloud API key", needles=("AIza",)),
-    Rule("gcp_oauth_secret", "secret", r"\bGOCSPX-[0-9A-Za-z_\-]{28}", "a Google OAuth client secret", needles=("GOCSPX-",)),
+    Rule("gcp_oauth_secret", "secret", r"\bGOCSPX-[0-9A-Za-z_\-]{28}", "a Google OAuth client secret",
+         needles=("GOCSPX-",)),
     Rule("azure_storage_key", "secret", r"(?i)AccountKey=(?P<value>" + _B64_CHAR + r"{86}==)",
          "an Azure storage account key (in a connection string)", needles=("accountkey=",), folded=True),
     Rule("azure_client_secret", "secret", r"\b[A-Za-z0-9_~.\-]{3}[0-9]Q~[A-Za-z0-9_~.\-]{31,34}",
@@ -171,48 +175,58 @@ RULES: tuple[Rule, ...] = (
     Rule("azure_sas_token", "secret", r"[?&]sig=(?P<value>[A-Za-z0-9%+/]{40,}={0,2})",
          "the signature of an Azure shared access signature URL", needles=("sig=",)),
     Rule("github_token", "secret", r"\b(?:gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{82})\b",
-         "a GitHub token (classic, fine-grained, OAuth, app)", needles=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
-    Rule("gitlab_token", "secret", r"\bgl(?:pat|dt|rt|ptt|oas)-[0-9A-Za-z_\-]{20,}", "a GitLab token", needles=("glpat-", "gldt-", "glrt-", "glptt-", "gloas-")),
+         "a GitHub token (classic, fine-grained, OAuth, app)",
+         needles=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
+    Rule("gitlab_token", "secret", r"\bgl(?:pat|dt|rt|ptt|oas)-[0-9A-Za-z_\-]{20,}", "a GitLab token",
+         needles=("glpat-", "gldt-", "glrt-", "glptt-", "gloas-")),
     Rule("slack_token", "secret",
-         r"\bxox[abposr]-[0-9A-Za-z\-]{10,}|https:" + _SLASH * 2 + r"hooks\.slack\.com" + _SLASH + "services" + _SLASH
-         + r"T[A-Z0-9]+" + _SLASH + r"B[A-Z0-9]+" + _SLASH + r"[A-Za-z0-9]{16,}",
+         r"\bxox[abposr]-[0-9A-Za-z\-]{10,}|https:" + _SLASH * 2 + r"hooks\.slack\.com" + _SLASH + "services"
+         + _SLASH + r"T[A-Z0-9]+" + _SLASH + r"B[A-Z0-9]+" + _SLASH + r"[A-Za-z0-9]{16,}",
          "a Slack token or incoming-webhook URL", needles=("xox", "hooks.slack.com")),
-    Rule("anthropic_key", "secret", r"\bsk-ant-[a-z]{2,8}[0-9]{0,3}-[" + _URLSAFE + r"]{32,}", "an Anthropic API key", needles=("sk-ant-",)),
+    Rule("anthropic_key", "secret", r"\bsk-ant-[a-z]{2,8}[0-9]{0,3}-[" + _URLSAFE + r"]{32,}",
+         "an Anthropic API key", needles=("sk-ant-",)),
     Rule("openai_key", "secret",
          r"\bsk-(?:(?:proj|svcacct|admin)-[" + _URLSAFE + r"]{40,}|[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}|"
          r"[A-Za-z0-9]{48})", "an OpenAI API key", needles=("sk-",)),
-    Rule("huggingface_token", "secret", r"\b(?:hf|api_org)_[A-Za-z]{34}\b", "a Hugging Face token", needles=("hf_", "api_org_")),
+    Rule("huggingface_token", "secret", r"\b(?:hf|api_org)_[A-Za-z]{34}\b", "a Hugging Face token",
+         needles=("hf_", "api_org_")),
     Rule("jwt", "secret",
          r"\beyJ[" + _URLSAFE + r"]{8,}\.eyJ[" + _URLSAFE + r"]{8,}\.[" + _URLSAFE + r"]*", "a JSON Web Token",
          _jwt, needles=("eyJ",)),
     Rule("url_password", "secret",
-         r"[a-zA-Z][a-zA-Z0-9+.\-]{1,20}:" + _SLASH * 2 + r"[^\s:/@\"'<>\\]+:(?P<value>[^\s:/@\"'<>\\]+)@[A-Za-z0-9\[]",
-         "a password inside a URL (database URLs, `git remote -v`)", _not_placeholder, needles=("@",)),
-    Rule("url_token", "secret", r"(?:https?|git|ssh):" + _SLASH * 2 + r"(?P<value>[" + _URLSAFE + r"]{20,})@[A-Za-z0-9]",
-         "a token as a URL's user (`git remote -v` of a clone made with a token)", _url_user_token, needles=("@",)),
+         r"[a-zA-Z][a-zA-Z0-9+.\-]{1,20}:" + _SLASH * 2 + r"[^\s:/@\"'<>\\]+:(?P<value>[^\s:/@\"'<>\\]+)"
+         r"@[A-Za-z0-9\[]", "a password inside a URL (database URLs, `git remote -v`)", _not_placeholder,
+         needles=("@",)),
+    Rule("url_token", "secret",
+         r"(?:https?|git|ssh):" + _SLASH * 2 + r"(?P<value>[" + _URLSAFE + r"]{20,})@[A-Za-z0-9]",
+         "a token as a URL's user (`git remote -v` of a clone made with a token)", _url_user_token,
+         needles=("@",)),
     Rule("env_secret", "secret",
          _LINE_START + r"(?:export\s+)?(?:[A-Z0-9]+_)*" + _SECRET_WORD + r"(?:_[A-Z0-9]+)*=" + _QUOTE
          + r"(?P<value>[^\s\"'\\]+)",
          "the value of a secret-named variable (`.env` files, `env` output)", _not_placeholder,
-         loose=_SECRET_WORD + r"(?:_[A-Z0-9]+)*=" + _QUOTE + r"[^\s\"'\\]", needles=("SECRET", "TOKEN", "PASSW", "API", "KEY", "CREDENTIAL")),
+         needles=("SECRET", "TOKEN", "PASSW", "API", "KEY", "CREDENTIAL"),
+         loose=_SECRET_WORD + r"(?:_[A-Z0-9]+)*=" + _QUOTE + r"[^\s\"'\\]"),
     Rule("assigned_secret", "secret",
-         r"(?i)\b[A-Za-z0-9_.\-]{0,40}(?:secret|token|passw(?:or)?d|api_?key|apikey|access_?key|private_?key|"
-         r"credential|auth_?key)s?" + _QUOTE + r"\s*(?::=|=>|=|:)\s*" + _QUOTE + r"(?P<value>[A-Za-z0-9+/=_\-.~!@#%^&*]{12,})",
+         r"(?i)\b[A-Za-z0-9_.\-]{0,40}" + _SECRET_KEY + _QUOTE + r"\s*(?::=|=>|=|:)\s*" + _QUOTE
+         + r"(?P<value>[A-Za-z0-9+/=_\-.~!@#%^&*]{12,})",
          "a high-entropy value assigned to a secret-named key (code, JSON, YAML)", high_entropy,
-         loose=r"(?i)(?:secret|token|passw(?:or)?d|api_?key|apikey|access_?key|private_?key|credential|auth_?key)s?"
-         + _QUOTE + r"\s*(?::=|=>|=|:)\s*" + _QUOTE + r"[A-Za-z0-9+/=_\-.~!@#%^&*]{12}", needles=("secret", "token", "passw", "api", "key", "credential"), folded=True),
+         needles=("secret", "token", "passw", "api", "key", "credential"), folded=True,
+         loose=r"(?i)" + _SECRET_KEY + _QUOTE + r"\s*(?::=|=>|=|:)\s*" + _QUOTE + r"[A-Za-z0-9+/=_\-.~!@#%^&*]{12}"),
     # personal data
     Rule("email", "personal",
          r"\b[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9\-]{1,63}(?:\.[A-Za-z0-9\-]{1,63})*\.[A-Za-z]{2,24}\b",
-         "an email address", _email, loose=r"[A-Za-z0-9._%+\-]@[A-Za-z0-9\-]+\.[A-Za-z]", needles=("@",)),
+         "an email address", _email, needles=("@",), loose=r"[A-Za-z0-9._%+\-]@[A-Za-z0-9\-]+\.[A-Za-z]"),
     Rule("home_user", "personal",
-         r"(?:" + _SLASH + r"(?:home|Users)" + _SLASH + r"|[A-Za-z]:(?:\\\\|\\|/)Users(?:\\\\|\\|/))(?P<value>[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)",
-         "a user name in a home-directory path (/home/NAME, /Users/NAME, C:\\Users\\NAME)", _person, needles=("home", "Users")),
+         r"(?:" + _SLASH + r"(?:home|Users)" + _SLASH + r"|[A-Za-z]:(?:\\\\|\\|/)Users(?:\\\\|\\|/))"
+         r"(?P<value>[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)",
+         "a user name in a home-directory path (/home/NAME, /Users/NAME, C:\\Users\\NAME)", _person,
+         needles=("home", "Users")),
     Rule("file_owner", "personal",
          r"(?m)(?:^|\\n)[\-dlcbps][rwxsStT\-]{9}[.@+]?\s+[0-9]+\s+(?P<value>[A-Za-z_][A-Za-z0-9_.\-]*)\s+"
          r"[A-Za-z0-9_.\-]+\s+[0-9]",
-         "the owner of a file in `ls -l` output", _person,
-         loose=r"[\-dlcbps][rwxsStT\-]{9}[.@+]?\s+[0-9]+\s+[A-Za-z_]", needles=("r-", "rw", "--")),
+         "the owner of a file in `ls -l` output", _person, needles=("r-", "rw", "--"),
+         loose=r"[\-dlcbps][rwxsStT\-]{9}[.@+]?\s+[0-9]+\s+[A-Za-z_]"),
 )
 RULE = {rule.kind: rule for rule in RULES}
 SECRET_KINDS = tuple(rule.kind for rule in RULES if rule.group == "secret")

@@ -149,7 +149,8 @@ class Findings:
     @classmethod
     def from_json(cls, text: str) -> Findings:
         data = json.loads(text)
-        kinds = {kind: KindCount(found["rows"], found["values"], found["first"]) for kind, found in data["kinds"].items()}
+        kinds = {kind: KindCount(found["rows"], found["values"], found["first"])
+                 for kind, found in data["kinds"].items()}
         return cls(data["scanned_rows"], data["secret_rows"], data["personal_rows"], kinds)
 
     def describe_secrets(self, limit: int = 3) -> str:
