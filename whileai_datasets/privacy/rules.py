@@ -50,7 +50,9 @@ class Rule:
     #: without any is not searched with this rule (``str`` containment is far cheaper than a regex search).
     needles: tuple[str, ...] = ()
     folded: bool = False
-    #: A shorter RE2 pattern that matches wherever ``pattern`` does (the prefilter's part; default ``pattern``).
+    #: A cheaper RE2 pattern that matches wherever ``pattern`` does (the prefilter's part; default ``pattern``):
+    #: a prefix of it, with its long counted repetitions cut short. Counted repetitions multiply the states of
+    #: RE2's automaton; the exact pattern runs in Python on the strings the prefilter keeps.
     loose: str | None = None
 
     @property
@@ -159,48 +161,65 @@ RULES: tuple[Rule, ...] = (
     Rule("private_key", "secret",
          r"-----BEGIN[A-Z0-9 ]{0,20} PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END[A-Z0-9 ]{0,20} PRIVATE "
          r"KEY(?: BLOCK)?-----|(?:[" + _B64 + r"=\s]|\\[nr/])*)",
-         "a PEM or OpenSSH private key block (RSA, EC, DSA, OpenSSH, PGP)", needles=("PRIVATE KEY",)),
+         "a PEM or OpenSSH private key block (RSA, EC, DSA, OpenSSH, PGP)", needles=("PRIVATE KEY",),
+         loose=r"PRIVATE KEY(?: BLOCK)?-----"),
     Rule("aws_access_key", "secret", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b", "an AWS access key id",
-         needles=("AKIA", "ASIA", "ABIA", "ACCA")),
+         needles=("AKIA", "ASIA", "ABIA", "ACCA"),
+         loose=r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{4}"),
     Rule("aws_secret_key", "secret",
          r"(?i)aws_?secret_?(?:access_?)?key" + _QUOTE + r"\s*[:=]\s*" + _QUOTE + r"(?P<value>" + _B64_CHAR
-         + r"{40})", "an AWS secret access key (after its name)", needles=("secret",), folded=True),
-    Rule("gcp_api_key", "secret", r"\bAIza[0-9A-Za-z_\-]{35}", "a Google Cloud API key", needles=("AIza",)),
+         + r"{40})", "an AWS secret access key (after its name)", needles=("secret",), folded=True,
+         loose=r"(?i)aws_?secret_?(?:access_?)?key"),
+    Rule("gcp_api_key", "secret", r"\bAIza[0-9A-Za-z_\-]{35}", "a Google Cloud API key", needles=("AIza",),
+         loose=r"\bAIza[0-9A-Za-z_\-]{4}"),
     Rule("gcp_oauth_secret", "secret", r"\bGOCSPX-[0-9A-Za-z_\-]{28}", "a Google OAuth client secret",
-         needles=("GOCSPX-",)),
+         needles=("GOCSPX-",),
+         loose=r"\bGOCSPX-"),
     Rule("azure_storage_key", "secret", r"(?i)AccountKey=(?P<value>" + _B64_CHAR + r"{86}==)",
-         "an Azure storage account key (in a connection string)", needles=("accountkey=",), folded=True),
+         "an Azure storage account key (in a connection string)", needles=("accountkey=",), folded=True,
+         loose=r"(?i)AccountKey="),
     Rule("azure_client_secret", "secret", r"\b[A-Za-z0-9_~.\-]{3}[0-9]Q~[A-Za-z0-9_~.\-]{31,34}",
-         "an Azure AD (Entra) client secret", needles=("Q~",)),
+         "an Azure AD (Entra) client secret", needles=("Q~",),
+         loose=r"[0-9]Q~[A-Za-z0-9_~.\-]{4}"),
     Rule("azure_sas_token", "secret", r"[?&]sig=(?P<value>[A-Za-z0-9%+/]{40,}={0,2})",
-         "the signature of an Azure shared access signature URL", needles=("sig=",)),
+         "the signature of an Azure shared access signature URL", needles=("sig=",),
+         loose=r"[?&]sig="),
     Rule("github_token", "secret", r"\b(?:gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{82})\b",
          "a GitHub token (classic, fine-grained, OAuth, app)",
-         needles=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
+         needles=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+         loose=r"\b(?:gh[pousr]_[A-Za-z0-9]{4}|github_pat_)"),
     Rule("gitlab_token", "secret", r"\bgl(?:pat|dt|rt|ptt|oas)-[0-9A-Za-z_\-]{20,}", "a GitLab token",
-         needles=("glpat-", "gldt-", "glrt-", "glptt-", "gloas-")),
+         needles=("glpat-", "gldt-", "glrt-", "glptt-", "gloas-"),
+         loose=r"\bgl(?:pat|dt|rt|ptt|oas)-"),
     Rule("slack_token", "secret",
          r"\bxox[abposr]-[0-9A-Za-z\-]{10,}|https:" + _SLASH * 2 + r"hooks\.slack\.com" + _SLASH + "services"
          + _SLASH + r"T[A-Z0-9]+" + _SLASH + r"B[A-Z0-9]+" + _SLASH + r"[A-Za-z0-9]{16,}",
-         "a Slack token or incoming-webhook URL", needles=("xox", "hooks.slack.com")),
+         "a Slack token or incoming-webhook URL", needles=("xox", "hooks.slack.com"),
+         loose=r"\bxox[abposr]-|hooks\.slack\.com"),
     Rule("anthropic_key", "secret", r"\bsk-ant-[a-z]{2,8}[0-9]{0,3}-[" + _URLSAFE + r"]{32,}",
-         "an Anthropic API key", needles=("sk-ant-",)),
+         "an Anthropic API key", needles=("sk-ant-",),
+         loose=r"\bsk-ant-"),
     Rule("openai_key", "secret",
          r"\bsk-(?:(?:proj|svcacct|admin)-[" + _URLSAFE + r"]{40,}|[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}|"
-         r"[A-Za-z0-9]{48})", "an OpenAI API key", needles=("sk-",)),
+         r"[A-Za-z0-9]{48})", "an OpenAI API key", needles=("sk-",),
+         loose=r"\bsk-[A-Za-z0-9]"),
     Rule("huggingface_token", "secret", r"\b(?:hf|api_org)_[A-Za-z]{34}\b", "a Hugging Face token",
-         needles=("hf_", "api_org_")),
+         needles=("hf_", "api_org_"),
+         loose=r"\b(?:hf|api_org)_[A-Za-z]{4}"),
     Rule("jwt", "secret",
          r"\beyJ[" + _URLSAFE + r"]{8,}\.eyJ[" + _URLSAFE + r"]{8,}\.[" + _URLSAFE + r"]*", "a JSON Web Token",
-         _jwt, needles=("eyJ",)),
+         _jwt, needles=("eyJ",),
+         loose=r"\beyJ[" + _URLSAFE + r"]+\.eyJ"),
     Rule("url_password", "secret",
          r"[a-zA-Z][a-zA-Z0-9+.\-]{1,20}:" + _SLASH * 2 + r"[^\s:/@\"'<>\\]+:(?P<value>[^\s:/@\"'<>\\]+)"
          r"@[A-Za-z0-9\[]", "a password inside a URL (database URLs, `git remote -v`)", _not_placeholder,
-         needles=("@",)),
+         needles=("@",),
+         loose=r":" + _SLASH * 2 + r"[^\s:/@\"\'<>\\]+:[^\s:/@\"\'<>\\]+@"),
     Rule("url_token", "secret",
          r"(?:https?|git|ssh):" + _SLASH * 2 + r"(?P<value>[" + _URLSAFE + r"]{20,})@[A-Za-z0-9]",
          "a token as a URL's user (`git remote -v` of a clone made with a token)", _url_user_token,
-         needles=("@",)),
+         needles=("@",),
+         loose=r":" + _SLASH * 2 + r"[" + _URLSAFE + r"]+@"),
     Rule("env_secret", "secret",
          _LINE_START + r"(?:export\s+)?(?:[A-Z0-9]+_)*" + _SECRET_WORD + r"(?:_[A-Z0-9]+)*=" + _QUOTE
          + r"(?P<value>[^\s\"'\\]+)",
@@ -212,7 +231,7 @@ RULES: tuple[Rule, ...] = (
          + r"(?P<value>[A-Za-z0-9+/=_\-.~!@#%^&*]{12,})",
          "a high-entropy value assigned to a secret-named key (code, JSON, YAML)", high_entropy,
          needles=("secret", "token", "passw", "api", "key", "credential"), folded=True,
-         loose=r"(?i)" + _SECRET_KEY + _QUOTE + r"\s*(?::=|=>|=|:)\s*" + _QUOTE + r"[A-Za-z0-9+/=_\-.~!@#%^&*]{12}"),
+         loose=r"(?i)" + _SECRET_KEY + _QUOTE + r"\s*(?::=|=>|=|:)\s*" + _QUOTE + r"[A-Za-z0-9+/=_\-.~!@#%^&*]{4}"),
     # personal data
     Rule("email", "personal",
          r"\b[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9\-]{1,63}(?:\.[A-Za-z0-9\-]{1,63})*\.[A-Za-z]{2,24}\b",
@@ -221,7 +240,8 @@ RULES: tuple[Rule, ...] = (
          r"(?:" + _SLASH + r"(?:home|Users)" + _SLASH + r"|[A-Za-z]:(?:\\\\|\\|/)Users(?:\\\\|\\|/))"
          r"(?P<value>[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)",
          "a user name in a home-directory path (/home/NAME, /Users/NAME, C:\\Users\\NAME)", _person,
-         needles=("home", "Users")),
+         needles=("home", "Users"),
+         loose=_SLASH + r"(?:home|Users)" + _SLASH + r"[A-Za-z0-9_\-]|[A-Za-z]:(?:\\\\|\\|/)Users"),
     Rule("file_owner", "personal",
          r"(?m)(?:^|\\n)[\-dlcbps][rwxsStT\-]{9}[.@+]?\s+[0-9]+\s+(?P<value>[A-Za-z_][A-Za-z0-9_.\-]*)\s+"
          r"[A-Za-z0-9_.\-]+\s+[0-9]",
