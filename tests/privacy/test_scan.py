@@ -107,3 +107,29 @@ def test_spans_leave_the_key_name_and_url_around_the_value() -> None:
                                   "email git@github.com:acme/api.git", "HF_TOKEN=HUB_TOKEN,"])
 def test_stand_ins_are_not_found(text: str) -> None:
     assert rules.spans(text) == []
+
+
+def test_splits_of_one_table_are_scanned_once_and_named_by_split(rows, planted) -> None:
+    """``split_by``'s splits select from one table: scanned in its order, each place named in its split."""
+    from whileai_datasets.hub import split_by
+    from whileai_datasets.hub.reading import chunks
+    from whileai_datasets.privacy import gate
+
+    _, plans = planted
+    grouped = rows.add_column("group", [str(i % 7) for i in range(rows.num_rows)])
+    splits = split_by(grouped, "group", test_size=0.3)
+    assert gate._partition(splits) is not None
+    found = gate.screen(splits, "allow", chunks)
+
+    one_by_one = Findings()
+    for name, split in splits.items():
+        one_by_one.merge(gate.scan_tables(chunks(split), split=name))
+    assert {k: (v.rows, v.values) for k, v in found.kinds.items()} == \
+        {k: (v.rows, v.values) for k, v in one_by_one.kinds.items()}
+    for kind, count in found.secrets.items():
+        for place in count.first:
+            row = splits[place["split"]][place["row"]]["messages"]
+            texts = [m["content"] or "" for m in row] + [c["function"]["arguments"] for m in row
+                                                          for c in m["tool_calls"] or []]
+            assert any(value in text or json.dumps(value)[1:-1] in text
+                       for p in plans if p.kind == kind for value in p.values for text in texts), (kind, place)

@@ -20,7 +20,6 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple, TypedDict
 
@@ -233,7 +232,7 @@ def screened(splits: DatasetDict, pairs: DatasetDict | None, secrets: str
     `secrets="redact"` and something found, the splits with each secret replaced by its placeholder."""
     every = {**{name: ds for name, ds in splits.items()},
              **{f"preference {name}": ds for name, ds in (pairs or {}).items()}}
-    found = gate.screen({name: partial(chunks, ds) for name, ds in every.items()}, secrets)
+    found = gate.screen(every, secrets, chunks)
     if secrets != "redact" or not found.secret_rows:
         return splits, pairs, found
     redact = Anonymize(personal=False, report_column=None)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from whileai_datasets._options import check_choice
@@ -30,14 +31,59 @@ def check_policy(policy: str) -> SecretsPolicy:
     return check_choice(policy, OPTION, SecretsPolicy)  # type: ignore[no-any-return]
 
 
-def screen(splits: Mapping[str, Callable[[], Iterable[pa.Table]]], policy: str) -> Findings:
-    """Scan every split (name -> a function giving its rows a chunk at a time) and apply ``policy``."""
+def screen(splits: Mapping[str, Any], policy: str, read: Callable[[Any], Iterable[pa.Table]]) -> Findings:
+    """Scan every split (name -> a ``datasets.Dataset``, read a chunk at a time by ``read``) and apply ``policy``.
+
+    Splits that partition one table (``split_by``'s: selections of the same rows, each row in one split) are
+    scanned as that table, in its own order (no row looked up through the selections), and each place found is
+    named by its split and its row there."""
     check_policy(policy)
-    found = Findings()
-    for name, tables in splits.items():
-        found.merge(scan_tables(tables(), split=name))
+    shared = _partition(splits)
+    if shared is not None:
+        base, names, split_of, position = shared
+        found = scan_tables(read(base))
+        for kind in found.kinds.values():
+            kind.first = sorted(({"split": names[split_of[place["row"]]], **place, "row": int(position[place["row"]])}
+                                 for place in kind.first), key=lambda p: (p["split"], p["row"]))
+    else:
+        found = Findings()
+        for name, ds in splits.items():
+            found.merge(scan_tables(read(ds), split=name))
     judge(found, policy)
     return found
+
+
+def _same_rows(one: Any, other: Any) -> bool:
+    """Whether two datasets' tables are the same Arrow data (the same buffers, column by column)."""
+    def buffers(ds: Any) -> list[tuple[int, ...]]:
+        table = ds.data.table
+        return [tuple(b.address if b is not None else 0 for b in chunk.buffers())
+                for column in table.columns for chunk in column.chunks]
+
+    return bool(one.data.table.schema == other.data.table.schema and buffers(one) == buffers(other))
+
+
+def _partition(splits: Mapping[str, Any]) -> tuple[Any, list[str], np.ndarray, np.ndarray] | None:
+    """The one table ``splits`` select from, each split's name, and per row of it its split and its row there;
+    None unless every split is a selection of the same table and every row is in exactly one."""
+    from datasets import Dataset
+
+    sets = list(splits.values())
+    if len(sets) < 2 or not all(isinstance(ds, Dataset) and ds._indices is not None and _same_rows(ds, sets[0])
+                                for ds in sets):
+        return None
+    n = sets[0].data.num_rows
+    split_of = np.full(n, -1, dtype=np.int64)
+    position = np.zeros(n, dtype=np.int64)
+    for index, ds in enumerate(sets):
+        rows = ds._indices.column(0).to_numpy()  # select's mapping; datasets has no public accessor
+        if (split_of[rows] != -1).any():
+            return None
+        split_of[rows] = index
+        position[rows] = np.arange(len(rows))
+    if (split_of < 0).any():
+        return None
+    return Dataset(sets[0].data, info=sets[0].info), list(splits), split_of, position
 
 
 def judge(found: Findings, policy: str) -> None:
