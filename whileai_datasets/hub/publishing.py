@@ -111,15 +111,16 @@ def publish(
         secrets: What a secret found in the rows does (every string of every split is scanned before any
             request, `whileai_datasets.privacy`): "refuse" (default) stops with an error naming the kinds and
             rows, before anything is sent; "redact" publishes each replaced by a typed placeholder; "allow"
-            publishes them as they are, and the card says so. The card counts secrets and personal data either way.
+            publishes them as they are, and the card says so. The card counts secrets and personal data
+            either way.
     Returns:
         `repo_id`, `url`, `commit` (the new head), `commit_url`,
         `private`, `splits` (rows per split of the default config), `configs` (rows per split of each),
         `trainers` (per trainer: its config and the rows it cannot train exactly, `trainer_gaps.trainer_report`).
     Raises:
-        PublishError: secrets in the rows (with `secrets="refuse"`), rows that are not canonical, no token, a token the Hub rejects, a visibility
-            mismatch, splits that share a group, or a failed request (the message says what was
-            committed and how to retry).
+        PublishError: secrets in the rows (with `secrets="refuse"`), rows that are not canonical, no token,
+            a token the Hub rejects, a visibility mismatch, splits that share a group, or a failed request
+            (the message says what was committed and how to retry).
     Example:
         >>> publish(split_by(ds, "scenario_id", test_size=0.1), "me/rollouts",
         ...         report=report, split_key="scenario_id")  # doctest: +SKIP
