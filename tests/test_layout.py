@@ -29,6 +29,7 @@ STAGES = (
     ("sessions", ("whileai_datasets.sessions",)),
     ("builders", ("whileai_datasets.builders",)),
     ("columnar", ("whileai_datasets.columnar",)),
+    ("privacy", ("whileai_datasets.privacy",)),
     ("chat_template", ("whileai_datasets.chat_template",)),
     ("tokenize", ("whileai_datasets.tokenize",)),
     ("transforms", ("whileai_datasets.transforms",)),

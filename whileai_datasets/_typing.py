@@ -19,6 +19,8 @@ MessageWeights = Literal["assistant", "all"]
 TrlKind = Literal["training", "completion", "preference"]
 #: Where ``audit`` counts: this process, or Ray Data actors.
 Engine = Literal["local", "ray"]
+#: What a publish does with a secret it finds: stop before any upload, replace it with a placeholder, or publish it.
+SecretsPolicy = Literal["refuse", "redact", "allow"]
 
 Batch = Union[pa.Table, dict[str, list[Any]]]
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from whileai_datasets.auditing.tally import COUNT_EDGES, SHARE_EDGES, Finding, Histogram, Worst
 from whileai_datasets.hub.configs import OPENS_WITH_MARKED_TURN, OPENS_WITH_MARKED_TURN_HINT
+from whileai_datasets.privacy.scanning import Findings
 from whileai_datasets.tokenize.mask_totals import naive_ratio
 from whileai_datasets.tokenize.row_failures import CAUSES, NOTES
 
@@ -100,6 +101,11 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
                  "takes)", False, "assistant turns cut"),
     "salvageable": ("rows left out whole (bad rows) whose turns before the one the template cannot take would "
                     "train with salvage=True (--salvage)", True, "assistant turns salvage would keep"),
+    "secrets": ("rows holding a secret (a cloud key, an API token, a private key, a JWT, a password in a URL or "
+                "an .env line, a high-entropy value assigned to a secret-named key): publish refuses them; "
+                "``privacy`` lists the kinds with masked previews, transforms.anonymize replaces them", True, ""),
+    "personal_data": ("rows holding personal data (emails, user names in home-directory paths and ls -l "
+                      "owners): transforms.anonymize(key=...) pseudonymizes them", False, ""),
     "bad_rows": ("rows the template cannot render or whose mask fails the check: tokenize(on_bad_row='skip') "
                  "leaves them out, on_bad_row='raise' stops on them; each is counted by cause below", True, ""),
     # one finding per cause of a bad row (``tokenize.row_failures``), with the template's own first message
@@ -163,6 +169,9 @@ class Audit:
     * ``worst``: ``least_supervised`` (lowest supervised share: ``{"row", "supervised_share",
       "num_tokens", "num_supervised_tokens"}``) and ``most_cut`` (``{"row", "tokens_cut",
       "supervised_lost"}``), at most 10 each, with ``file``/``line``
+    * ``privacy``: ``privacy.scanning.Findings.to_dict()``: ``scanned_rows``, ``secret_rows``, ``personal_rows``,
+      and per kind of ``secrets`` and ``personal`` ``{"rows", "values", "first": [{"row", "field", "preview",
+      "file", "line"}]}`` (``preview`` masked: never the value)
     * ``mask_methods``: method -> rows; ``template``: ``TemplateFacts.to_dict()`` or None
     * ``trainers``: trainer ("llama-factory", "ms-swift", "axolotl", "trl") -> ``{"config", "rows", "unit",
       "exact" (bool), "inexact": shape -> {"rows", "first", "effect"}, "trains_tokens" (None without a
@@ -193,6 +202,8 @@ class Audit:
     worst: dict[str, Worst] = field(
         default_factory=lambda: {"least_supervised": Worst("supervised_share"), "most_cut": Worst("tokens_cut", highest=True)})
     locations: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: secrets and personal data by kind, with masked previews (``privacy.scanning.Findings``)
+    privacy: Findings = field(default_factory=Findings)
 
     @property
     def naive_ratio(self) -> float | None:
@@ -242,7 +253,15 @@ class Audit:
             "mask_methods": dict(self.mask_methods),
             "template": self.template,
             "trainers": self.trainers,
+            "privacy": self._privacy(),
         }
+
+    def _privacy(self) -> dict[str, Any]:
+        found = self.privacy.to_dict()
+        for group in ("secrets", "personal"):
+            for kind in found[group].values():
+                kind["first"] = [{**self._where(p["row"]), **p} for p in kind["first"]]
+        return found
 
     def _finding(self, found: Finding) -> dict[str, Any]:
         base = self.training_rows if found.name in TRAINING_LEVEL else self.rows

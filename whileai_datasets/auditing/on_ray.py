@@ -41,6 +41,7 @@ from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError, TemplateError, WhileaiError, stacklevel_outside
 from whileai_datasets.export.sources import CHUNK_ROWS
 from whileai_datasets.hub import trainer_gaps
+from whileai_datasets.privacy.scanning import FIRST_PLACES, Findings, KindCount
 from whileai_datasets.reading.reader import BadRows
 from whileai_datasets.rows.canonical import Options
 
@@ -203,6 +204,8 @@ class Totals:
     bad: list[tuple[Key, int, str]] = field(default_factory=list)
     places: dict[tuple[Key, int], Key] = field(default_factory=dict)
     bad_count: int = 0
+    #: per kind of secret or personal data, its first places as (block key, row in block, place)
+    privacy: dict[str, list[tuple[Key, int, dict[str, Any]]]] = field(default_factory=dict)
     first_error: tuple[Key, str] | None = None
     storage: Storage = field(default_factory=Storage)
 
@@ -229,11 +232,22 @@ class Totals:
             entries = [(float(score), block.first, int(row), {k: int(v[i]) for k, v in worst.extra.items()})
                        for i, (row, score) in enumerate(zip(worst.rows, worst.scores))]
             self.worst[name] = sorted(self.worst.get(name, []) + entries, key=lambda e: e[:3])[:WORST_ROWS]
+        self._add_privacy(block)
         self._add_places(block)
         self._add_gaps(block)
         self.marked = [self.marked[0] + block.marked[0], self.marked[1] + block.marked[1]]
         self.route.update(block.route)
         self._add_bad(block)
+
+    def _add_privacy(self, block: Block) -> None:
+        """The scan's counts added; each kind's first places kept as (block key, row in block)."""
+        found, part = self.found.privacy, block.found.privacy
+        found.merge(Findings(part.scanned_rows, part.secret_rows, part.personal_rows))
+        for kind, count in part.kinds.items():
+            mine = found.kinds.setdefault(kind, KindCount())
+            mine.rows, mine.values = mine.rows + count.rows, mine.values + count.values
+            kept = self.privacy.get(kind, []) + [(block.first, p["row"], p) for p in count.first]
+            self.privacy[kind] = sorted(kept, key=lambda e: e[:2])[:FIRST_PLACES]
 
     def _add_places(self, block: Block) -> None:
         """The row keys of the rows still kept (the others are dropped: memory stays flat)."""
@@ -265,6 +279,8 @@ class Totals:
         found.rows = sum(rows for _, _, rows, _ in self.blocks)
         for name, kept in self.first.items():
             found.findings[name].first = [starts[key][0] + row for key, row in kept]
+        for kind, places in self.privacy.items():
+            found.privacy.kinds[kind].first = [{**place, "row": starts[key][0] + row} for key, row, place in places]
         for name, entries in self.worst.items():
             worst = found.worst[name]
             worst.rows = np.array([starts[key][0] + row for _, key, row, _ in entries], np.int64)

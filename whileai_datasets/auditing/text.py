@@ -106,6 +106,20 @@ def headline(data: dict[str, Any]) -> list[str]:
             f"{stops} it stops at the first", ""]
 
 
+def _privacy(found: dict[str, Any] | None) -> list[str]:
+    """Secrets and personal data by kind, each with its first places and masked previews."""
+    if not found or not (found["secrets"] or found["personal"]):
+        return []
+    lines = [""]
+    for group, title in (("secrets", "secrets (publish refuses them)"), ("personal", "personal data")):
+        if found[group]:
+            lines.append(title)
+        for kind, entry in found[group].items():
+            first = "; ".join(f"{_where(p)} {p['field']} {p['preview']}" for p in entry["first"][:SHOWN])
+            lines.append(f"  {kind}  {entry['rows']:,} rows, {entry['values']:,} values; first: {first}")
+    return lines
+
+
 def format_audit(data: dict[str, Any]) -> str:
     """The text report of ``Audit.to_dict()``."""
     options = data["options"]
@@ -133,6 +147,7 @@ def format_audit(data: dict[str, Any]) -> str:
     notes = [n for n, f in findings.items() if not f["problem"] and f["rows"] and n not in adapted]
     if notes:
         lines += ["", "notes"] + [_finding_line(n, findings[n], width, differ) for n in notes]
+    lines += _privacy(data.get("privacy"))
     lines += ["", *_trainers(data)]
     if data["options"].get("max_length") is not None and data["tokenized"]:
         limit = data["options"]["max_length"]

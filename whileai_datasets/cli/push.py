@@ -62,6 +62,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--audit", action="store_true",
                         help="audit each split (with --tokenizer: its tokens too) and put what it trains on the card, "
                         "with plots (needs matplotlib: pip install 'whileai-datasets[report]')")
+    parser.add_argument("--secrets", choices=("refuse", "redact", "allow"), default="refuse",
+                        help="what a secret found in the rows does (every string is scanned before any upload): "
+                        "refuse (default) stops with the kinds and rows, redact replaces each with a typed "
+                        "placeholder, allow publishes them as they are (the card says so)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     ray_cli.add_engine_option(parser, "With ray, SOURCE is whileai rollouts (files, a directory or a glob, "
                               "on storage every node mounts); the workers build the shards, this process commits")
@@ -96,7 +100,8 @@ def _push(args: argparse.Namespace) -> Any:
     sections = [_audit_section(data, tokenizer)] if args.audit else []
     return publish(data, args.repo_id, private=not args.public, revision=args.revision,
                    commit_message=args.message, report=_read_report(args.report), sources=[args.source],
-                   split_key=args.split_by, preference=pairs, tokenizer=tokenizer, card_sections=sections)
+                   split_key=args.split_by, preference=pairs, tokenizer=tokenizer, card_sections=sections,
+                   secrets=args.secrets)
 
 
 def _audit_section(data: Dataset | DatasetDict, tokenizer: Any) -> Any:
@@ -124,7 +129,8 @@ def _push_on_ray(args: argparse.Namespace) -> Any:
     with ray_cli.runtime(args.ray_address):
         return publish_rollouts(str(args.source), args.repo_id, **_rollout_options(args), split_key=args.split_by,
                                 test_size=args.test_size, seed=args.seed, private=not args.public,
-                                revision=args.revision, commit_message=args.message, engine="ray")
+                                revision=args.revision, commit_message=args.message, engine="ray",
+                                secrets=args.secrets)
 
 
 def _rollout_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -16,11 +16,12 @@ from typing import Any
 
 from whileai_datasets import _compat, _storage, option_names
 from whileai_datasets._options import TrainingOptions, check_choice
-from whileai_datasets._typing import Engine, MaskMode, OnBadRow
+from whileai_datasets._typing import Engine, MaskMode, OnBadRow, SecretsPolicy
 from whileai_datasets.errors import PublishError
 from whileai_datasets.export.exporters import refuse_on_ray
 from whileai_datasets.hub import HoldOut, publish
 from whileai_datasets.hub.publishing import PublishResult
+from whileai_datasets.privacy.gate import check_policy
 from whileai_datasets.transforms.think import strip_think as strip_think_blocks
 from whileai_datasets.transforms.tool_output import truncate_tool_output
 
@@ -47,6 +48,7 @@ def publish_rollouts(
     on_bad_row: OnBadRow | None = None,
     filesystem: Any = None,
     engine: Engine = "local",
+    secrets: SecretsPolicy = "refuse",
 ) -> PublishResult:
     """Publish whileai rollouts (any row shape) to the private dataset repo `repo_id`, as
     ``whileai-datasets push`` does: the configs a trainer loads by name, with a card.
@@ -54,7 +56,8 @@ def publish_rollouts(
     Args:
         source: Rollout files: a path, a glob (``runs/*.jsonl``), a list of them, or a URI
             (``s3://bucket/run.jsonl``, read through `filesystem`).
-        repo_id, private, token, revision, commit_message: As ``publish``.
+        repo_id, private, token, revision, commit_message, secrets: As ``publish`` (a secret in the rows stops
+            the publish before any upload unless ``secrets="redact"`` or ``"allow"``).
         system_prompt, tools, mask_mode: As the ``whileai/export`` builder's.
         strip_think, max_tool_output_chars: As ``export_dataset``'s (``<think>`` blocks stripped by
             default, as whileai exports).
@@ -80,6 +83,7 @@ def publish_rollouts(
     """
     options = TrainingOptions.whileai_export(system_prompt=system_prompt, tools=tools, mask_mode=mask_mode,
                                              strip_think=strip_think, max_tool_output_chars=max_tool_output_chars)
+    check_policy(secrets)
     hold_out = HoldOut(split_key, test_size=test_size, seed=seed, names=names) if split_key else None
     if check_choice(engine, "engine", Engine) == "ray":
         refuse_on_ray({"on_bad_row": on_bad_row})
@@ -87,11 +91,13 @@ def publish_rollouts(
         from whileai_datasets.ray_engine.publish import publish_rollouts as publish_on_ray
 
         return publish_on_ray(source, repo_id, options, hold_out=hold_out, private=private, token=token,
-                              revision=revision, commit_message=commit_message, filesystem=filesystem)
+                              revision=revision, commit_message=commit_message, filesystem=filesystem,
+                              secrets=secrets)
     files = rollout_files(source, filesystem)
     rows = rollout_rows(files, options, on_bad_row=on_bad_row)
     return publish(hold_out.split(rows) if hold_out else rows, repo_id, private=private, token=token,
-                   revision=revision, commit_message=commit_message, sources=files, split_key=split_key)
+                   revision=revision, commit_message=commit_message, sources=files, split_key=split_key,
+                   secrets=secrets)
 
 
 def rollout_files(source: Paths, filesystem: Any = None) -> list[str]:

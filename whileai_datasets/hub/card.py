@@ -200,7 +200,8 @@ def render_card(base: DatasetCardData, *, repo_id: str, private: bool, configs: 
                 report: Mapping[str, Any] | None = None, sources: Sequence[SourceFile] = (),
                 split_key: str | None = None, split_groups: Mapping[str, int] | None = None,
                 versions: Mapping[str, str] | None = None, tokenizer: Any = None,
-                chat_template: Any = None, trainers: Mapping[str, Mapping[str, Any]] | None = None) -> DatasetCard:
+                chat_template: Any = None, trainers: Mapping[str, Mapping[str, Any]] | None = None,
+                privacy: Mapping[str, Any] | None = None) -> DatasetCard:
     """The card for `repo_id`. `base` holds the YAML `configs` and `dataset_info` (kept as is);
     `trainers` is publish's per-trainer report (``trainer_gaps.trainer_report``)."""
     for config in configs:
@@ -216,6 +217,8 @@ def render_card(base: DatasetCardData, *, repo_id: str, private: bool, configs: 
     if not data.get("pretty_name"):
         data["pretty_name"] = repo_id.split("/")[-1]
     data["whileai_datasets"] = _yaml_block(report, sources, split_key, versions)
+    if privacy is not None:  # what the secrets scan found and did (`privacy.gate.card_view`)
+        data["whileai_datasets"]["privacy"] = privacy["yaml"]
     views = config_views(configs, repo_id=repo_id, private=private, tokenizer=tokenizer, template=chat_template)
     default_rows = dict(configs[0].rows)
     template = _card_template()
@@ -231,7 +234,7 @@ def render_card(base: DatasetCardData, *, repo_id: str, private: bool, configs: 
         sources=[{"name": _cell(s.name), "size": s.size, "sha256": s.sha256} for s in sources],
         trainers=trainer_views(configs, trainers) if trainers is not None else [],
         first_split=next(iter(default_rows)), has_tokenized=any(c.name == "tokenized" for c in configs),
-        dataset_name=repo_id.split("/")[-1],
+        dataset_name=repo_id.split("/")[-1], privacy=privacy,
     )
     return card
 

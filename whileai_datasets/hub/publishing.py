@@ -30,13 +30,18 @@ from huggingface_hub import CommitOperationAdd, HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
 from whileai_datasets import _compat
+from whileai_datasets._typing import SecretsPolicy
 from whileai_datasets.errors import PublishError, causes
 from whileai_datasets.hub import configs as repo_configs
 from whileai_datasets.hub import layout, streaming, trainer_gaps
 from whileai_datasets.hub.card import SourceFile, hash_sources, package_versions, render_card
 from whileai_datasets.hub.card_configs import default_verdict
 from whileai_datasets.hub.card_sections import CardSection, section_files, sections_text
+from whileai_datasets.hub.reading import chunks
 from whileai_datasets.hub.splits import count_disjoint_groups
+from whileai_datasets.privacy import gate
+from whileai_datasets.privacy.scanning import Findings
+from whileai_datasets.transforms.anonymize import Anonymize
 
 #: Failures of a request to the Hub: an error answer or a lost connection.
 _HUB_ERRORS: tuple[type[BaseException], ...] = (HfHubHTTPError, _compat.HUB_CLIENT_ERROR)
@@ -70,6 +75,7 @@ def publish(
     tokenizer: Any = None,
     chat_template: Any = None,
     card_sections: Sequence[CardSection] = (),
+    secrets: SecretsPolicy = "refuse",
 ) -> PublishResult:
     """Publish canonical rows to the dataset repo `repo_id` as trainer-ready configs, with a card.
 
@@ -103,14 +109,19 @@ def publish(
             otherwise.
         card_sections: More sections for the card, after its own text, with the files they show
             (`CardSection`), e.g. `audit(...).card_section()`: what each split trains, with plots.
+        secrets: What a secret found in the rows does (every string of every split is scanned before any
+            request, `whileai_datasets.privacy`): "refuse" (default) stops with an error naming the kinds and
+            rows, before anything is sent; "redact" publishes each replaced by a typed placeholder; "allow"
+            publishes them as they are, and the card says so. The card counts secrets and personal data
+            either way.
     Returns:
         `repo_id`, `url`, `commit` (the new head), `commit_url`,
         `private`, `splits` (rows per split of the default config), `configs` (rows per split of each),
         `trainers` (per trainer: its config and the rows it cannot train exactly, `trainer_gaps.trainer_report`).
     Raises:
-        PublishError: rows that are not canonical, no token, a token the Hub rejects, a visibility
-            mismatch, splits that share a group, or a failed request (the message says what was
-            committed and how to retry).
+        PublishError: secrets in the rows (with `secrets="refuse"`), rows that are not canonical, no token,
+            a token the Hub rejects, a visibility mismatch, splits that share a group, or a failed request
+            (the message says what was committed and how to retry).
     Example:
         >>> publish(split_by(ds, "scenario_id", test_size=0.1), "me/rollouts",
         ...         report=report, split_key="scenario_id")  # doctest: +SKIP
@@ -122,6 +133,7 @@ def publish(
     source_files = hash_sources(sources or ())
     found_token = resolve_token(token)
     extras = streaming.survey(splits, repo_configs.Extras(tokenizer, chat_template, split_key, pairs is not None))
+    splits, pairs, privacy = screened(splits, pairs, secrets)
     api, repo_id, url, previous = open_repo(found_token, repo_id, private=private, revision=revision)
     after_failure = _after_failure_hint(api, repo_id, revision, previous)
     sources_by_kind = {"rows": splits, **({"preference": pairs} if pairs is not None else {})}
@@ -133,7 +145,7 @@ def publish(
             repo_id=repo_id, url=url, private=private, revision=revision, previous=previous,
             commit_message=commit_message, report=report, sources=source_files, split_key=split_key,
             split_groups=groups, tokenizer=tokenizer, chat_template=chat_template,
-            card_sections=tuple(card_sections)), Path(tmp))
+            card_sections=tuple(card_sections), privacy=gate.card_view(privacy, secrets)), Path(tmp))
 
 
 @dataclass(frozen=True)
@@ -153,6 +165,7 @@ class Publication:
     tokenizer: Any = None
     chat_template: Any = None
     card_sections: Sequence[CardSection] = ()
+    privacy: Mapping[str, Any] | None = None  # what the secrets scan found and did (`privacy.gate.card_view`)
 
 
 def commit_built(api: HfApi, built: streaming.Built, where: Publication, folder: Path) -> PublishResult:
@@ -165,7 +178,8 @@ def commit_built(api: HfApi, built: streaming.Built, where: Publication, folder:
     card = render_card(layout.card_data(built.configs), repo_id=where.repo_id, private=where.private,
                        configs=built.configs, report=where.report, sources=where.sources,
                        split_key=where.split_key, split_groups=where.split_groups, versions=package_versions(),
-                       tokenizer=where.tokenizer, chat_template=where.chat_template, trainers=trainers)
+                       tokenizer=where.tokenizer, chat_template=where.chat_template, trainers=trainers,
+                       privacy=where.privacy)
     after_failure = _after_failure_hint(api, where.repo_id, where.revision, where.previous)
     with _hub_step(f"uploading the splits to {where.repo_id}", where.url, after_failure):
         existing = (api.list_repo_files(where.repo_id, repo_type="dataset", revision=where.revision)
@@ -217,6 +231,24 @@ def _refuse_empty(built: Sequence[repo_configs.Config]) -> None:
 
 
 # --- before any upload ------------------------------------------------------------------------------
+def screened(splits: DatasetDict, pairs: DatasetDict | None, secrets: str
+             ) -> tuple[DatasetDict, DatasetDict | None, Findings]:
+    """Every split scanned for secrets before any request (`privacy.gate.screen`: refused by default); with
+    `secrets="redact"` and something found, the splits with each secret replaced by its placeholder."""
+    every = {**{name: ds for name, ds in splits.items()},
+             **{f"preference {name}": ds for name, ds in (pairs or {}).items()}}
+    found = gate.screen(every, secrets, chunks)
+    if secrets != "redact" or not found.secret_rows:
+        return splits, pairs, found
+    redact = Anonymize(personal=False, report_column=None)
+
+    def redacted(given: DatasetDict) -> DatasetDict:
+        return DatasetDict({name: ds.with_format("arrow").map(redact, batched=True, desc="redacting secrets")
+                           .with_format(ds.format["type"]) for name, ds in given.items()})
+
+    return redacted(splits), (redacted(pairs) if pairs is not None else None), found
+
+
 def _as_splits(data: Dataset | DatasetDict, where: str) -> DatasetDict:
     if isinstance(data, DatasetDict):
         if not data:

@@ -38,11 +38,14 @@ from whileai_datasets.hub import publishing, streaming, trainer_gaps
 from whileai_datasets.hub.card import hash_sources
 from whileai_datasets.hub.publishing import PublishResult
 from whileai_datasets.hub.splits import HoldOut
+from whileai_datasets.privacy import gate
+from whileai_datasets.privacy.scanning import Findings
 from whileai_datasets.ray_engine import block_counts, source_files
 from whileai_datasets.ray_engine import output as ray_output
 from whileai_datasets.ray_engine import source as ray_source
 from whileai_datasets.ray_engine.engine import SOURCE_FILE, SOURCE_OFFSET, canonical_rows, where_read
 from whileai_datasets.rows.canonical import Options
+from whileai_datasets.transforms.anonymize import Anonymize
 from whileai_datasets.transforms.think import strip_think
 from whileai_datasets.transforms.tool_output import truncate_tool_output
 
@@ -50,7 +53,7 @@ from whileai_datasets.transforms.tool_output import truncate_tool_output
 #: trainer gaps measured from the block's first row (`config` null, `gaps` set).
 _INFO = pa.schema([("config", pa.string()), ("split", pa.string()), ("file", pa.int64()), ("offset", pa.int64()),
                    ("local", pa.string()), ("rows", pa.int64()), ("facts", pa.string()), ("gaps", pa.string()),
-                   ("data", pa.binary())])
+                   ("data", pa.binary()), ("privacy", pa.string())])
 
 
 def publish_rollouts(
@@ -67,6 +70,7 @@ def publish_rollouts(
     range_bytes: int = ray_source.RANGE_BYTES,
     block_bytes: int = ray_source.BLOCK_BYTES,
     filesystem: Any = None,
+    secrets: str = "refuse",
 ) -> PublishResult:
     """Publish whileai rollouts (any row shape) to `repo_id` on Ray: what `whileai-datasets push` publishes.
 
@@ -87,6 +91,8 @@ def publish_rollouts(
             the driver's (no shared folder is needed).
         range_bytes, block_bytes: As `read_whileai`; a block's rows become one shard per config and split.
         filesystem: As `read_whileai`: opens URI sources (`s3://bucket/prefix/`).
+        secrets: As `publish`: the workers scan each block (and with "redact" replace each secret); the driver
+            refuses before it opens the repo, so a refused publish creates and sends nothing.
     Returns:
         `publish`'s result.
     Raises:
@@ -98,6 +104,7 @@ def publish_rollouts(
         if value is not None:
             raise OptionError(f"{name}={value!r} does not apply to a publish: the repo's configs are its own shapes",
                               location=name, hint=f"Drop {name} from the options.")
+    gate.check_policy(secrets)
     found_token = publishing.resolve_token(token)
     storage = _storage.Storage(filesystem)
     paths = tuple(source_files.expand_paths(source, filesystem=filesystem))
@@ -114,19 +121,20 @@ def publish_rollouts(
                 rows = rows.materialize()
                 held = hold_out.held(pa.array(rows.unique(hold_out.key)))
                 split_key, names = hold_out.key, hold_out.names
-            api, repo_id, url, previous = publishing.open_repo(found_token, repo_id, private=private,
-                                                               revision=revision)
             with tempfile.TemporaryDirectory(prefix="whileai-ray-publish-", dir=staging) as tmp:
                 blocks = Blocks(paths, options.strip_think, options.max_tool_output_chars, split_key, held, names,
-                                tmp if staging is not None else "")
-                built = _build(rows, blocks, reporter, Path(tmp))
+                                tmp if staging is not None else "", secrets)
+                built, privacy = _build(rows, blocks, reporter, Path(tmp))
+                gate.judge(privacy, secrets)  # before the repo is opened: a refused publish creates nothing
+                api, repo_id, url, previous = publishing.open_repo(found_token, repo_id, private=private,
+                                                                   revision=revision)
                 unread.warn(block_counts.unread_keys(collector, paths, storage), where_read(source), kept=False,
                             stacklevel=stacklevel_outside())
                 groups = _group_counts(rows, split_key, held, names) if split_key else None
                 return publishing.commit_built(api, built, publishing.Publication(
                     repo_id=repo_id, url=url, private=private, revision=revision, previous=previous,
                     commit_message=commit_message, sources=hash_sources(paths, filesystem=filesystem),
-                    split_key=split_key, split_groups=groups), Path(tmp))
+                    split_key=split_key, split_groups=groups, privacy=gate.card_view(privacy, secrets)), Path(tmp))
     finally:
         ray.kill(collector)
 
@@ -149,6 +157,7 @@ class Blocks:
     held: Any
     names: tuple[str, str]
     folder: str = ""
+    secrets: str = "refuse"
 
     def __call__(self, table: pa.Table) -> pa.Table:
         if not table.num_rows:  # Ray hands on empty blocks without their columns
@@ -162,7 +171,13 @@ class Blocks:
         plan = repo_configs.planned(repo_configs.Extras(split_key=self.split_key))
         infos = []
         for split, part in self._splits(rows):
-            infos += _write_block(plan, part, split, first, Path(self.folder) if self.folder else None)
+            found = Findings()
+            found.add(part, split=split)
+            if self.secrets == "redact" and found.secret_rows:
+                part = Anonymize(personal=False, report_column=None).table(part)
+            written = _write_block(plan, part, split, first, Path(self.folder) if self.folder else None)
+            written[0]["privacy"] = found.to_json()  # the block's own row (its rows and trainer gaps)
+            infos += written
         return pa.Table.from_pylist(infos, schema=_INFO)
 
     def _splits(self, rows: pa.Table) -> list[tuple[str, pa.Table]]:
@@ -207,9 +222,11 @@ def _block_shard(directory: str, split: str, first: tuple[int, int]) -> str:
     return f"{directory}/{split}-block-{first[0]:05d}-{first[1]:015d}.parquet"
 
 
-def _build(rows: Any, blocks: Blocks, reporter: block_counts.Reporter, folder: Path) -> streaming.Built:
+def _build(rows: Any, blocks: Blocks, reporter: block_counts.Reporter, folder: Path
+           ) -> tuple[streaming.Built, Findings]:
     """Run `blocks` on every Ray block and gather what the workers wrote into the local publish's layout: the
-    shards that came back as bytes are written under `folder` as they arrive, a block at a time."""
+    shards that came back as bytes are written under `folder` as they arrive, a block at a time; and what the
+    blocks' secrets scan found, its rows numbered in each split."""
     infos = []
     for batch in rows.map_batches(_Reporting(blocks, reporter), batch_format="pyarrow",
                                   batch_size=None).iter_batches(batch_format="pyarrow", batch_size=None):
@@ -221,7 +238,20 @@ def _build(rows: Any, blocks: Blocks, reporter: block_counts.Reporter, folder: P
                 local.write_bytes(data)
                 info["local"] = str(local)
             infos.append(info)
-    return _gather(infos, blocks.split_key is None, blocks.names, folder)
+    split_names = ["train"] if blocks.split_key is None else list(blocks.names)
+    return _gather(infos, blocks.split_key is None, blocks.names, folder), _privacy(infos, split_names)
+
+
+def _privacy(infos: list[dict[str, Any]], split_names: list[str]) -> Findings:
+    """The blocks' scans added up, each block's rows moved to its first row in its split (file order)."""
+    found = Findings()
+    for split in split_names:
+        start = 0
+        for block in sorted((i for i in infos if i["config"] is None and i["split"] == split),
+                            key=lambda i: (i["file"], i["offset"])):
+            found.merge(Findings.from_json(block["privacy"]), start)
+            start += block["rows"]
+    return found
 
 
 @dataclass(frozen=True)

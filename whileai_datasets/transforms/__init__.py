@@ -11,6 +11,7 @@ message columns::
     ds = ds.map(wai_transforms.strip_think, batched=True)
     ds = ds.map(wai_transforms.truncate_tool_output(200), batched=True)
     ds = ds.map(wai_transforms.unroll, batched=True)
+    ds = ds.map(wai_transforms.anonymize(key=KEY), batched=True)   # secrets out, people pseudonymized
     ds = ds.map(wai_transforms.to_trl("completion"), batched=True)
     ds = ds.map(wai_transforms.tokenize(tokenizer), batched=True)   # token-level masks
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 from whileai_datasets.columnar._types import TrlMessage
 from whileai_datasets.tokenize import Tokenize, tokenize
+from whileai_datasets.transforms.anonymize import Anonymize, anonymize
 from whileai_datasets.transforms.gates import leak_report, tool_call_roundtrip
 from whileai_datasets.transforms.groups import stamp_groups
 from whileai_datasets.transforms.masks import LossMask, loss_mask
@@ -37,6 +39,7 @@ from whileai_datasets.transforms.unrolling import Unroll, unroll
 from whileai_datasets.transforms.wire import ToFireworks, ToOpenAI, ToTrl, to_fireworks, to_openai, to_trl
 
 __all__ = [
+    "Anonymize",
     "LossMask",
     "StripThink",
     "ToFireworks",
@@ -46,6 +49,7 @@ __all__ = [
     "TrlMessage",
     "TruncateToolOutput",
     "Unroll",
+    "anonymize",
     "leak_report",
     "loss_mask",
     "stamp_groups",
