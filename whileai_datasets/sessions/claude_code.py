@@ -143,7 +143,7 @@ def _rows(conversations: list[tuple[str, list[dict[str, Any]]]], path: str, sess
         if name.startswith("branch:") and any(other is not messages and other[: len(messages)] == messages
                                               for _, other, _ in kept):
             continue  # a dead end whose every turn another conversation holds (a retried request)
-        yield common.conversation_row(AGENT, path, session_id, name, messages, own)
+        yield common.conversation_row(messages, own, agent=AGENT, session_id=session_id, path=path, conversation=name)
 
 
 def _assistant(stream: _Stream, message: dict[str, Any], notes: dict[str, int]) -> None:
@@ -229,7 +229,4 @@ def _result(content: Any) -> Any:
 
 
 def _image(block: dict[str, Any]) -> dict[str, Any]:
-    source = block.get("source") or {}
-    if source.get("type") == "base64":
-        return common.image_part(common.data_uri(str(source.get("media_type")), str(source.get("data"))))
-    return common.image_part(str(source.get("url") or ""))
+    return common.anthropic_image(block.get("source")) or common.image_part("")

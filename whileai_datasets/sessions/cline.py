@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from whileai_datasets.sessions.common import SessionFormatError
-from whileai_datasets.sessions.assembly import CallBook, anthropic_assistant, anthropic_user, conversation_row
+from whileai_datasets.sessions.assembly import CallBook, anthropic_assistant, anthropic_user, complete_row
 
 AGENT = "cline"
 LAYOUT = "json"
@@ -83,7 +83,7 @@ def read(source: Any, path: str) -> Iterator[dict[str, Any]]:
         else:
             raise SessionFormatError(f"messages[{index}] has role {item.get('role')!r}, expected 'user' or "
                                      "'assistant'", path=path, hint="The file is damaged; fix that message")
-    yield conversation_row(messages, notes, agent=AGENT, session_id=_task_id(path), path=path, conversation="main",
+    yield complete_row(messages, notes, agent=AGENT, session_id=_task_id(path), path=path, conversation="main",
                            terminal_tools=_TERMINAL)
 
 

@@ -183,6 +183,7 @@ def _rows(session: _Session, path: str) -> Iterator[dict[str, Any]]:
         notes = dict(session.notes) if name == "main" else {}
         kept = common.complete_turns(messages, notes)
         if common.trainable(kept):
-            yield common.conversation_row(AGENT, path, session.session_id, name, system + kept, notes)
+            yield common.conversation_row(system + kept, notes, agent=AGENT, session_id=session.session_id, path=path,
+                                          conversation=name)
 
 
