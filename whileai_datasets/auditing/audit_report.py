@@ -88,8 +88,9 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
     "session_not_trained": ("conversations of agent sessions with items read but not trained: signed or redacted "
                             "thinking, encrypted reasoning, compaction summaries kept as context (loss 0), the "
                             "agent's own notices and bookkeeping (session_notes counts each kind)", False, "items"),
-    "session_tools_inferred": ("conversations of agent sessions whose tool schemas were inferred from the calls "
-                               "made (the session records none): argument names and types, no descriptions",
+    "session_tools_inferred": ("conversations of agent sessions with tool schemas inferred from the calls made "
+                               "(the session records none, and the agent's table lists not every tool called): "
+                               "argument names and types, no descriptions",
                                False, ""),
     "template_adds_system": ("rows without a system message, given the template's own default one", True, ""),
     "salvaged": ("rows the template cannot take whole that train the turns before the one it cannot take "

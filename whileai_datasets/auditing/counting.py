@@ -155,7 +155,7 @@ class Run:
             unread[index] = sum(v for k, v in counts.items() if k not in SESSION_CUT_NOTES)
         self.add("session_turns_cut", cut > 0, numbers, cut)
         self.add("session_not_trained", unread > 0, numbers, unread)
-        inferred = pc.fill_null(pc.equal(chunk.column("tools_source"), "inferred"), False)
+        inferred = pc.fill_null(pc.match_substring(chunk.column("tools_source"), "inferred"), False)  # some or all
         self.add("session_tools_inferred", np.asarray(inferred.to_numpy(zero_copy_only=False), bool), numbers)
 
     def long_tool_outputs(self, chunk: pa.Table, numbers: np.ndarray) -> None:

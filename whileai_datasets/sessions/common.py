@@ -8,6 +8,7 @@ in the conversation's ``session_notes``.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import orjson
@@ -161,9 +162,11 @@ def _json_type(value: Any) -> str:
     return next((label for kind, label in _JSON_TYPES if isinstance(value, kind)), "null")
 
 
-def inferred_tools(conversations: list[list[dict[str, Any]]]) -> list[dict[str, Any]] | None:
-    """OpenAI function schemas inferred from the calls made: each tool's argument keys, typed by the values
-    seen (a key missing from some call is not required). None when no call was made."""
+def inferred_tools(conversations: list[list[dict[str, Any]]], known: Collection[str] = ()
+                   ) -> list[dict[str, Any]] | None:
+    """OpenAI function schemas inferred from the calls made (to tools not in `known`): each tool's argument
+    keys, typed by the values seen (a key missing from some call is not required). None when no call was
+    made."""
     seen: dict[str, dict[str, set[str]]] = {}
     calls_of: dict[str, int] = {}
     present: dict[str, dict[str, int]] = {}
@@ -171,6 +174,8 @@ def inferred_tools(conversations: list[list[dict[str, Any]]]) -> list[dict[str, 
         for message in messages:
             for call in message.get("tool_calls") or ():
                 name = call["function"]["name"]
+                if name in known:
+                    continue
                 try:
                     arguments = orjson.loads(call["function"]["arguments"])
                 except orjson.JSONDecodeError:
@@ -194,15 +199,40 @@ def inferred_tools(conversations: list[list[dict[str, Any]]]) -> list[dict[str, 
     return tools
 
 
+def function(name: str, description: str, required: Mapping[str, Any],
+             optional: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """An OpenAI function schema for an agent's table of its tools (``AGENT_TOOLS``): its ``required`` and
+    ``optional`` parameters, each a JSON Schema (a bare type name stands for ``{"type": name}``)."""
+    properties = {key: {"type": value} if isinstance(value, str) else value
+                  for key, value in {**required, **(optional or {})}.items()}
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
+        "type": "object", "properties": properties, "required": list(required)}}}
+
+
+def called_tools(messages: list[dict[str, Any]], table: Mapping[str, dict[str, Any]]
+                 ) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """The schemas of the tools a conversation calls, and where they came from: the agent's table for the
+    tools it lists (``"agent_table"``), inferred from the calls for the others (``"inferred"``; both:
+    ``"agent_table+inferred"``). Only the tools called are listed: a table cannot know which others the
+    agent had (settings, MCP servers). (None, None) when no call was made."""
+    names = sorted({call["function"]["name"] for message in messages for call in message.get("tool_calls") or ()})
+    listed = [table[name] for name in names if name in table]
+    inferred = inferred_tools([messages], known=table) or []
+    if not listed:
+        return (inferred, "inferred") if inferred else (None, None)
+    tools = sorted(listed + inferred, key=lambda tool: tool["function"]["name"])
+    return tools, "agent_table+inferred" if inferred else "agent_table"
+
+
 def conversation_row(messages: list[dict[str, Any]], notes: dict[str, int], *, agent: str, session_id: str,
                      path: str, conversation: str, tools: list[dict[str, Any]] | None = None,
-                     tools_source: str = "session") -> dict[str, Any]:
+                     tools_source: str = "session", table: Mapping[str, dict[str, Any]] | None = None
+                     ) -> dict[str, Any]:
     """One conversation as a reader yields it (the interface in ``detect``): tools from the session when given
-    (`tools_source` names where they came from), else inferred from the calls (``"inferred"``; None without
-    calls)."""
+    (`tools_source` names where they came from), else from the agent's `table` of its tools and inferred from
+    the calls for the others (``called_tools``; None without calls)."""
     if tools is None:
-        tools = inferred_tools([messages])
-        tools_source = "inferred"
+        tools, tools_source = called_tools(messages, table or {})  # type: ignore[assignment]
     return {"messages": messages, "tools": tools, "tools_source": tools_source if tools is not None else None,
             "agent": agent, "session_id": session_id, "source_file": path, "conversation": conversation,
             "session_notes": dict(sorted(notes.items()))}
