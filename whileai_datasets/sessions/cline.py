@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from whileai_datasets.sessions.common import SessionFormatError
+from whileai_datasets.sessions.common import SessionFormatError, file_stem
 from whileai_datasets.sessions.assembly import CallBook, anthropic_assistant, anthropic_user, complete_row
 
 AGENT = "cline"
@@ -89,5 +89,5 @@ def read(source: Any, path: str) -> Iterator[dict[str, Any]]:
 
 def _task_id(path: str) -> str:
     """The task's id: its folder's name for the file Cline writes there, else the file's own name."""
-    folder, name = os.path.split(os.path.abspath(path))
-    return os.path.basename(folder) if name == "api_conversation_history.json" else os.path.splitext(name)[0]
+    folder = os.path.dirname(os.path.abspath(path))
+    return os.path.basename(folder) if file_stem(path) == "api_conversation_history" else file_stem(path)

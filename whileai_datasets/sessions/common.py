@@ -8,6 +8,7 @@ in the conversation's ``session_notes``.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -34,6 +35,13 @@ class SessionFormatError(ExportFormatError):
 def _rebuild(problem: str, path: str | None, line: int | None, hint: str | None,
              location: str | None) -> SessionFormatError:
     return SessionFormatError(problem, path=path, line=line, hint=hint, location=location)
+
+
+def file_stem(path: str) -> str:
+    """A session file's name without its directory, its compression suffix (``.gz``) and its extension: the
+    session's id where the file records none."""
+    name = os.path.basename(path)
+    return os.path.splitext(name[:-3] if name.lower().endswith(".gz") else name)[0]
 
 
 def arguments_text(arguments: Any) -> str:

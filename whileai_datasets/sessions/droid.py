@@ -11,12 +11,11 @@ from the calls. The ``<id>.settings.json`` beside the file (model, token usage) 
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from whileai_datasets.sessions.common import SessionFormatError
+from whileai_datasets.sessions.common import SessionFormatError, file_stem
 from whileai_datasets.sessions.assembly import CallBook, anthropic_assistant, anthropic_user, complete_row
 
 AGENT = "droid"
@@ -39,7 +38,7 @@ def read(source: Iterator[tuple[int, Any]], path: str) -> Iterator[dict[str, Any
     notes: Counter[str] = Counter()
     book = CallBook(path)
     messages: list[dict[str, Any]] = []
-    session_id = os.path.splitext(os.path.basename(path))[0]
+    session_id = file_stem(path)
     for line, record in source:
         kind = record.get("type") if isinstance(record, dict) else None
         if kind == "session_start":

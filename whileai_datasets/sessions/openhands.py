@@ -19,12 +19,11 @@ one response; the observation answering a call carries the same ``tool_call_id``
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from whileai_datasets.sessions.common import SessionFormatError, complete_turns, tool_call
+from whileai_datasets.sessions.common import SessionFormatError, complete_turns, file_stem, tool_call
 from whileai_datasets.sessions.assembly import (
     CallBook,
     complete_row,
@@ -74,7 +73,7 @@ class _Stream:
 def read(source: list[Any], path: str) -> Iterator[dict[str, Any]]:
     """The main conversation, and one row per condensation before it."""
     stream = _Stream(path)
-    session_id = os.path.splitext(os.path.basename(path))[0]
+    session_id = file_stem(path)
     pre: list[dict[str, Any]] = []
     condensations = 0
     for event in source:

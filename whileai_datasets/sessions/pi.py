@@ -24,13 +24,12 @@ wrong for some of its releases: ``edit`` took ``oldText``/``newText``, later a l
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any, Literal
 
 from whileai_datasets._options import check_choice
-from whileai_datasets.sessions.common import SessionFormatError, complete_turns
+from whileai_datasets.sessions.common import SessionFormatError, complete_turns, file_stem
 from whileai_datasets.sessions.assembly import (
     CallBook,
     assistant_blocks,
@@ -118,7 +117,7 @@ def read(source: Iterator[tuple[int, Any]], path: str, *,
     check_choice(branches, "branches", Branches)
     tree = _Tree(source, path)
     agent = agent_of(tree.header)
-    session_id = str(tree.header.get("id") or os.path.splitext(os.path.basename(path))[0])
+    session_id = str(tree.header.get("id") or file_stem(path))
     leaves = tree.leaves() if branches == "all" else tree.order[-1:]
     compactions = {key: number for number, key in
                    enumerate((key for key in tree.order if tree.entries[key]["type"] == "compaction"), 1)}
