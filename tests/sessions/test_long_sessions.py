@@ -120,4 +120,7 @@ def test_split_turns_makes_rows_that_each_carry_the_system_prompt_and_tools(tmp_
     assert sum(map(sum, split["assistant_masks"])) > sum(map(sum, kept["assistant_masks"]))
     found = audit(ds, tokenizer=tokenizer, max_length=limit, truncation="split_turns")
     assert found.supervised_tokens == sum(map(sum, split["assistant_masks"]))
-    assert found.to_dict()["findings"]["supervision_truncated"]["amount"] == 0
+    findings = found.to_dict()["findings"]
+    assert findings["supervision_truncated"]["amount"] == 0
+    assert (findings["split_into_rows"]["rows"], findings["split_into_rows"]["amount"]) == (1, split.num_rows - 1)
+    assert audit(ds, tokenizer=tokenizer, max_length=limit).to_dict()["findings"]["split_into_rows"]["rows"] == 0

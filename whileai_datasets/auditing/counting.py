@@ -273,6 +273,8 @@ class Run:
                    figures["supervised_tokens_truncated"], "truncated_to_nothing": figures["supervised_tokens_truncated"]}
         for name, flags in token_figures.token_flags(figures, marked[position]).items():
             self.add(name, flags, source, amounts.get(name))
+        pieces = np.bincount(position, minlength=rows.num_rows)  # a row split into several (``split_turns``)
+        self.add("split_into_rows", pieces > 1, sample_source, pieces)
         if self.naive:
             self.add("trains_every_token", np.ones(len(position), dtype=bool), source,
                      figures["num_tokens"] - figures["num_supervised_tokens"])
