@@ -12,6 +12,11 @@ load of a process); ``with imports`` adds them, and the ratios are given both wa
 
     python benchmarks/bench_builder.py --rows 100000 --repeat 3
     python benchmarks/bench_builder.py --rows 1000000 --repeat 1 --methods builder   # peak RSS at 1M rows
+    python benchmarks/bench_builder.py --rows 100000 --repeat 7 --methods builder_1p --baseline ../main-checkout
+
+``--baseline DIR`` runs each method on another checkout's package too (e.g. a worktree of main), alternating
+with this tree's, and reports this tree over that one per method (medians and minima): a change's cost on
+the same file, under the same machine noise.
 """
 
 from __future__ import annotations
@@ -74,9 +79,12 @@ METHODS = ("builder", "builder_1p", "json", "orjson")
 OPTIONAL_METHODS = ("builder_np2",)
 
 
-def measure(method: str, path: Path) -> dict[str, float]:
+HERE = Path(__file__).resolve().parent.parent
+
+
+def measure(method: str, path: Path, root: Path = HERE) -> dict[str, float]:
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, method, str(path), str(Path(__file__).resolve().parent.parent)],
+        [sys.executable, "-c", CHILD, method, str(path), str(root)],
         check=True,
         capture_output=True,
         text=True,
@@ -84,6 +92,27 @@ def measure(method: str, path: Path) -> dict[str, float]:
     )
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
+
+
+def compare(methods: list[str], path: Path, baseline: Path, repeat: int, rows: int) -> None:
+    """Each method on this tree and on ``baseline``, alternating (which goes first alternates too)."""
+    runs: dict[tuple[str, str], list[dict[str, float]]] = {(m, t): [] for m in methods for t in ("this", "baseline")}
+    for round_no in range(repeat):
+        order = [("this", HERE), ("baseline", baseline)]
+        for method in methods:
+            for tree, root in order if round_no % 2 == 0 else order[::-1]:
+                runs[(method, tree)].append(measure(method, path, root))
+                print(f"  round {round_no + 1}/{repeat} {method} {tree}: {runs[(method, tree)][-1]['seconds']:.2f} s",
+                      file=sys.stderr)
+    print(f"load {rows:,} whileai rows, {repeat} alternating rounds: this tree ({HERE}) over {baseline}")
+    for method in methods:
+        mine, theirs = runs[(method, "this")], runs[(method, "baseline")]
+        for key in ("seconds", "cpu_seconds"):
+            a, b = [r[key] for r in mine], [r[key] for r in theirs]
+            print(f"  {method:<12} {key:<12} median {statistics.median(a):7.2f} vs {statistics.median(b):7.2f} "
+                  f"({statistics.median(a) / statistics.median(b):.3f}x), min {min(a):7.2f} vs {min(b):7.2f} "
+                  f"({min(a) / min(b):.3f}x)")
+        assert mine[0]["rows"] == theirs[0]["rows"], "the two trees loaded different row counts"
 
 
 def main() -> None:
@@ -94,9 +123,13 @@ def main() -> None:
         "--methods", default=",".join(METHODS), help="comma-separated, from %(default)s," + ",".join(OPTIONAL_METHODS)
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--baseline", type=Path, help="another checkout: each method is run on it too, alternating")
     args = parser.parse_args()
     methods = [m for m in args.methods.split(",") if m]
     path = make_export_file(None, args.rows)
+    if args.baseline is not None:
+        compare(methods, path, args.baseline.resolve(), args.repeat, args.rows)
+        return
     size_mb = path.stat().st_size / 1e6
     runs: dict[str, list[dict[str, float]]] = {m: [] for m in methods}
     for round_no in range(args.repeat):

@@ -36,7 +36,7 @@ from datasets.builder import Key
 from datasets.exceptions import DatasetGenerationError
 
 from whileai_datasets import option_names
-from whileai_datasets.builders import cache_space, inputs, split_facts, unread
+from whileai_datasets.builders import cache_space, inputs, own_columns, split_facts, unread
 from whileai_datasets.builders.config import WhileaiExportConfig
 from whileai_datasets.errors import ExportFormatError, NothingToTrainWarning, WhileaiError
 from whileai_datasets.reading import file_kind, parallel, read_errors
@@ -361,7 +361,7 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         self.no_loss, self.unread = NoLoss(), Unread()  # said by _as_dataset, on this load and on every load from the cache
 
     def _as_dataset(self, split: Any = datasets.Split.TRAIN, in_memory: bool = False) -> datasets.Dataset:
-        ds = super()._as_dataset(split, in_memory)
+        ds = own_columns.without_empty_own_columns(super()._as_dataset(split, in_memory), self.config.name)
         folder = self._fs._strip_protocol(self._output_dir)
         said = no_loss_of(split_facts.per_split(folder, "no_loss"), str(split))
         if said is not None:
@@ -430,8 +430,7 @@ def no_loss_of(reports: dict[str, Any], split: str) -> str | None:
 def _all_rows_skipped(split: str, bad: BadRows) -> ExportFormatError:
     """A split left with no rows: every row was bad and skipped (an empty file raises earlier)."""
     return ExportFormatError(
-        f"no rows in split {split!r}: all {bad.count} row(s) were bad and skipped ({option_names.spell('on_bad_row', 'skip')}); "
-        f"first: {bad.first_error}",
+        f"no rows in split {split!r}: all {bad.count} row(s) are bad and were left out; first: {bad.first_error}",
         location=f"split {split!r}",
         hint="Fix the rows (the first error says what is wrong), or check that "
         f"{'the input' if option_names.in_command_line() else 'data_files'} names the right export.",

@@ -107,3 +107,19 @@ def files_hint() -> str:
 def leave_out_hint() -> str:
     """How to leave a file out of what is read."""
     return "or pass another input file" if in_command_line() else "or leave the file out of data_files"
+
+
+#: the commands that read preference pairs, and how each is told a file holds them
+_PREFERENCE_FLAGS = {"export": "--preference", "push": "--preference PAIRS"}
+
+
+def preference_hint() -> str:
+    """How to read a file of preference pairs here: the ``preference`` config in Python, the
+    command's own flag in a command that has one, the command that reads them in any other."""
+    if not in_command_line():
+        return ('load the file with the \'preference\' config (load_dataset("whileai/export", "preference", ...)) '
+                "or export_preference")
+    flag = _PREFERENCE_FLAGS.get(_surface)
+    if flag is not None:
+        return f"pass the file as pairs with {flag}"
+    return "pairs are read by `whileai-datasets export` and `push` (see their --help)"

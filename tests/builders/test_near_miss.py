@@ -230,7 +230,8 @@ def test_an_empty_array_has_no_rows(tmp_path: Path, load: Any) -> None:
 def test_an_eval_row_is_refused_naming_its_keys(tmp_path: Path, load: Any) -> None:
     path = write_jsonl(tmp_path / "eval.jsonl", [{"question": "2 + 2?", "reply": "4", "score": 1}])
     with pytest.raises(ExportFormatError, match=r"eval\.jsonl line 1 \(row 0\): no conversation to train on: the row "
-                       r"has 'question', 'reply', 'score'\. A trainable row holds `messages`.*`conversations`.*"
+                       r"has 'question', 'reply', 'score'\. Did you mean 'prompt' for 'question'\? Did you mean 'response' for "
+                       r"'reply'\? A trainable row holds `messages`.*`conversations`.*"
                        r"pass on_bad_row='skip' to leave such rows out"):
         load(path, system_prompt="S")  # not a system-only conversation, as whileai makes it
 

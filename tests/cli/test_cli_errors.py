@@ -63,7 +63,7 @@ CASES: dict[str, tuple[Case, str]] = {
                    str(t / "out.jsonl")], "conversations[0].from"),
     "export: every row skipped": (
         lambda t: ["export", _file(t, "run.jsonl", ["{oops"]), str(t / "out.jsonl"), "--on-bad-row", "skip"],
-        "were bad and skipped"),
+        "are bad and were left out"),
     "export: an empty file": (lambda t: ["export", _text(t, "run.jsonl", ""), str(t / "out.jsonl")], "the file is empty"),
     "export: not an export's suffix": (
         lambda t: ["export", _text(t, "run.txt", json.dumps(GOOD)), str(t / "out.jsonl")], "is not a whileai export"),
@@ -101,7 +101,7 @@ CASES: dict[str, tuple[Case, str]] = {
         "expected a JSON object"),
     "show-mask: every row skipped": (
         lambda t: ["show-mask", _file(t, "run.jsonl", [LLAMA_FACTORY_ROWS[0] | {"tools": "[x"}]),
-                   "--tokenizer", str(t / "none"), "--on-bad-row", "skip"], "were bad and skipped"),
+                   "--tokenizer", str(t / "none"), "--on-bad-row", "skip"], "are bad and were left out"),
     "show-mask: a row out of range": (
         lambda t: ["show-mask", _file(t, "run.jsonl", [GOOD]), "--tokenizer", str(t / "none"), "--row", "5"],
         "out of range"),

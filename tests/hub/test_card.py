@@ -185,7 +185,9 @@ def test_card_shows_the_trl_lines_per_config_and_never_asks_to_install_this_pack
     assert "trainer = SFTTrainer(" in text
     assert "run `hf auth login` (or set HF_TOKEN)" in text
     assert "### `default` (default)" in text and "### `canonical`" in text
-    assert "trains the completion of each row and nothing else: 6 loss-carrying assistant turns" in text
+    assert "trains the completion of each row and nothing else (6 loss-carrying assistant turns, one row each)" in text
+    # no tokenizer: what TRL labels was not measured, so the card does not call it exact
+    assert "**Not measured**: publish was given no tokenizer" in text and "**Exact**" not in text
     assert "whileai_datasets" not in text and "whileai-datasets push" not in text
     assert "pip install" not in text
 
@@ -211,3 +213,34 @@ def test_a_new_publish_deletes_the_plots_an_earlier_card_linked() -> None:
                             {"card/audit/kept.svg": b"<svg/>"})
     deleted = sorted(op.path_in_repo for op in ops if type(op).__name__ == "CommitOperationDelete")
     assert deleted == ["card/audit/old.svg"]
+
+
+def test_the_default_config_is_called_exact_only_where_what_trl_labels_was_measured_equal_to_the_mask():
+    from whileai_datasets.hub.card_configs import default_verdict
+
+    def verdict(default_facts: dict[str, int], tokenized_facts: dict[str, int] | None = None) -> tuple:
+        configs = [Config("default", {"train": 3}, FEATURES, facts={"train": {"rows": 3, **default_facts}})]
+        if tokenized_facts is not None:
+            configs.append(Config("tokenized", {"train": 3}, FEATURES, facts={"train": tokenized_facts}))
+        return default_verdict(configs)
+
+    assert verdict({}) == (None, verdict({})[1]) and verdict({})[1].startswith("not measured: publish was given no")
+    assert verdict({"parts_rows": 2})[1].endswith(". 2 rows hand the template content as a list of parts, which a "
+                                                  "template that concatenates strings (Qwen2.5's, gpt-oss's) fails on")
+    exact, said = verdict({"vision_rows": 3})  # no tokenizer, and yet: TRL takes it for a vision dataset
+    assert exact is False and "the rows carry an `images` column" in said
+    assert verdict({"marked_tokens": 40, "supervised_tokens": 40}) == (
+        True, "exact: TRL labels 40 tokens, the 40 the mask marks")
+    exact, said = verdict({"marked_tokens": 40, "supervised_tokens": 52},
+                          {"marked_tokens": 40, "trl_labels": 30})
+    assert exact is False
+    assert said.startswith("not exact: TRL labels 52 tokens where the mask marks 40 (+12 tokens): the chat template "
+                           "renders a turn differently as the last message")
+    assert said.endswith("train on the `tokenized` config instead: its `labels` are the mask (40 tokens; SFTConfig's "
+                         "default max_length 1024 keeps 30 of them: pass max_length=None)")
+    exact, said = verdict({"marked_tokens": 40, "supervised_tokens": 35, "trl_cut_tokens": 5})
+    assert exact is False and "5 labelled tokens lie past SFTConfig's default max_length 1024;" in said
+    exact, said = verdict({"marked_tokens": 40, "supervised_tokens": 30, "trl_failed_rows": 2,
+                           "trl_failure: TypeError: can only concatenate str": 2})
+    assert exact is False and said.startswith("not exact: the chat template raises on 2 of 3 rows under TRL's "
+                                              "tokenization (2 rows: TypeError: can only concatenate str)")

@@ -177,3 +177,22 @@ def test_the_streaming_build_makes_every_registry_config_chunk_by_chunk(tmp_path
     assert built.gaps == trainer_gaps.merge_gaps([trainer_gaps.chunk_gaps(whole, "split 'train'")])
     assert built.gaps["ms-swift"]["consecutive_assistant_turns"] == {
         "rows": 1, "first": "split 'train', row 3, messages[5]"}
+
+
+def test_without_a_tokenizer_the_default_config_counts_what_trl_may_misread_and_joins_parts_only_when_asked():
+    from whileai_datasets.hub import facts
+
+    conversation = [{"role": "user", "content": [{"type": "text", "text": "Hi "}, {"type": "text", "text": "there"}]},
+                    {"role": "assistant", "content": [{"type": "text", "text": "Hello."}]},
+                    _image_turn("https://x.test/a.png"), {"role": "assistant", "content": "A cat."}]
+    canonical = _canonical([0, 1, 0, 1], conversation)
+    table = configs.trainer_table(canonical, "x")
+    # both rows hold parts; the second's prompt has an image, so the config is TRL's vision format
+    assert facts.unmeasured_facts(table, canonical) == {"vision_rows": 2, "parts_rows": 2}
+    joined = _rows(configs.trainer_table(canonical, "x", images=False, join_parts=True))
+    # a template that concatenates strings is handed text-only parts as one string (as tokenize hands them);
+    # content with an image stays parts
+    assert joined[0]["prompt"] == [{"role": "user", "content": "Hi there"}]
+    assert joined[0]["completion"] == [{"role": "assistant", "content": "Hello."}]
+    assert joined[1]["prompt"][2]["content"][1] == {"type": "image"}
+    assert facts.unmeasured_facts(configs.trainer_table(canonical, "x", images=False), canonical)["vision_rows"] == 0

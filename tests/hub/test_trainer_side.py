@@ -357,8 +357,10 @@ def test_sft_trainer_on_the_default_config_trains_exactly_the_marked_turns(cases
         card, pre = tokenized_side
         assert (pre["labelled"], Counter(pre["runs"])) == (marked, Counter(ours))
         assert loaded["configs"]["tokenized"]["assistant_masks"] == marked
-        assert f"the completion mask covers {trained['labelled']} of " in card
-        assert f"covers {marked} tokens against {marked} marked here: the same count" in card
+        card = " ".join(card.split())
+        assert f"the labels cover {trained['labelled']} of " in card
+        assert f"**Exact**: TRL labels {marked} tokens, the {marked} the mask marks" in card
+        assert f"On the default config TRL labels {marked} tokens against {marked} marked here: the same count" in card
 
 
 def test_dpo_trainer_on_the_preference_config_masks_the_prompt_and_trains_one_turn_a_side(cases):

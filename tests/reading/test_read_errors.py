@@ -188,8 +188,8 @@ def test_a_split_whose_rows_were_all_skipped_says_so(tmp_path: Path, load: Any) 
     path = write_jsonl(tmp_path / "run.jsonl", ["{oops", "[1]"])
     with pytest.warns(BadRowsWarning, match=r"skipped 2 bad row\(s\)"), pytest.raises(
         ExportFormatError,
-        match=r"^split 'train': no rows in split 'train': all 2 row\(s\) were bad and skipped "
-        r"\(on_bad_row='skip'\); first: run\.jsonl line 1 \(row 0\): not valid JSON",
+        match=r"^split 'train': no rows in split 'train': all 2 row\(s\) are bad and were left out; "
+        r"first: run\.jsonl line 1 \(row 0\): not valid JSON",
     ):
         load(path, on_bad_row="skip")
 

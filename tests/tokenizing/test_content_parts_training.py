@@ -9,6 +9,7 @@ files written by the test.
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +157,9 @@ def test_trls_vision_collator_accepts_the_trl_rows(tmp_path: Path, load: Any, ll
 # ---------------------------------------------------------------- every part layout (issue 23)
 
 #: Written here: text wherever the part holds it, one pad token per media part of any type.
+#: A call as ``name(arguments as JSON)``: a template that renders no call would have its call turns refused.
+CALLS = ("{% for call in message['tool_calls'] or [] %}<tool_call>{{ call['function']['name'] }}"
+         "({{ call['function']['arguments'] | tojson }})</tool_call>{% endfor %}")
 ANY_LAYOUT = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
     "{% if message['content'] is string %}{{ message['content'] }}"
@@ -166,7 +170,7 @@ ANY_LAYOUT = (
     "{% elif part['text'] is defined %}{{ part['text'] }}"
     "{% elif part['value'] is defined %}{{ part['value'] }}"
     "{% elif part['content'] is string %}{{ part['content'] }}{% endif %}"
-    "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% endfor %}{% endif %}" + CALLS + "<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 #: Written here: every part's keys and values in their order, nested objects as written.
@@ -174,7 +178,7 @@ KEY_DUMP = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
     "{% if message['content'] is string %}{{ message['content'] }}"
     "{% else %}{% for part in message['content'] %}[{% for key, value in part.items() %}{{ key }}={{ value }};{% endfor %}]"
-    "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% endfor %}{% endif %}" + CALLS + "<|im_end|>\n{% endfor %}"
 )
 
 
@@ -185,6 +189,11 @@ def _layout_text(message: dict[str, Any]) -> str:
     return "".join(next((p[k] for k in ("text", "value", "content") if isinstance(p.get(k), str)), "") for p in content)
 
 
+def _calls_text(message: dict[str, Any]) -> str:
+    return "".join(f"<tool_call>{c['function']['name']}({json.dumps(json.loads(c['function']['arguments']))})"
+                   "</tool_call>" for c in message.get("tool_calls") or [])
+
+
 def test_tokenize_reads_every_part_layout_and_marks_only_assistant_text(tmp_path: Path, load: Any) -> None:
     from tests.support.content_parts import LAYOUT_ROWS
 
@@ -193,7 +202,8 @@ def test_tokenize_reads_every_part_layout_and_marks_only_assistant_text(tmp_path
     tokenized = ds.map(tokenize(tokenizer), batched=True, remove_columns=ds.column_names).with_format(None)
     pads = set(tokenizer.convert_tokens_to_ids(["<|image_pad|>", "<|video_pad|>", "<|file_pad|>"]))
     for row, out in zip(LAYOUT_ROWS, tokenized):
-        expected = "".join(_layout_text(m) + "<|im_end|>\n" for m in row["messages"] if m["role"] == "assistant")
+        expected = "".join(_layout_text(m) + _calls_text(m) + "<|im_end|>\n" for m in row["messages"]
+                           if m["role"] == "assistant")
         assert _supervised(tokenizer, out) == expected
         media = [p for m in row["messages"] if isinstance(m["content"], list) for p in m["content"] if _layout_text({"content": [p]}) == ""]
         assert sum(i in pads for i in out["input_ids"]) == len(media)
@@ -231,4 +241,7 @@ def test_tokenize_hands_the_template_each_part_in_the_one_form_whatever_layout_w
     template = jinja2.Environment().from_string(KEY_DUMP)
     for row, contents, out in zip(LAYOUT_ROWS, one_form, tokenized):
         messages = [{**m, "content": c} for m, c in zip(row["messages"], contents)]
+        messages = [{**m, "tool_calls": [{**c, "function": {**c["function"], "arguments": json.loads(
+            c["function"]["arguments"])}} for c in m["tool_calls"]]} if m.get("tool_calls") else m
+            for m in messages]  # a template is handed the arguments as a dict
         assert tokenizer.decode(out["input_ids"]) == template.render(messages=messages)

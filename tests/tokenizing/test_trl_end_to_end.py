@@ -106,7 +106,12 @@ FALLBACK_TEMPLATES = {
 def test_sft_trainer_labels_equal_our_mask_on_templates_that_need_the_fallback(name: str, tmp_path: Path,
                                                                                 load: Any) -> None:
     rows = seeded_rows(seed=3, mode="rl", repeats=1, budget=8)
-    source = write_jsonl(tmp_path / "rows.jsonl", rows)
+    # every rollout here calls a tool in a trained turn, which a template that renders no call cannot train
+    # (refused since the drop check looks inside the turn's own render); the same asks answered without a call
+    # give the per-turn fallback rows it can train
+    answers = [{"messages": [{"role": "user", "content": row["prompt"]},
+                             {"role": "assistant", "content": row["final_text"]}]} for row in rows]
+    source = write_jsonl(tmp_path / "rows.jsonl", rows + answers)
     template = FALLBACK_TEMPLATES[name]()
     tokenizer = train_tokenizer([json.dumps(r) for r in rows], chat_template=template)
     tokenizer.bos_token = "<|endoftext|>"

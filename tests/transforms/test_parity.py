@@ -144,7 +144,8 @@ def test_a_row_with_no_conversation_is_refused_where_whileai_writes_a_system_onl
     theirs(rows, str(tmp_path / "theirs.jsonl"), system_prompt=SYSTEM, validate=False)
     assert [row["messages"] for row in read_jsonl(tmp_path / "theirs.jsonl")] == [[{"role": "system", "content": SYSTEM}]]
     with pytest.raises(ExportFormatError, match=r"rows row 0: no conversation to train on: the row has 'question', "
-                       r"'reply'\. A trainable row holds `messages`"):
+                       r"'reply'\. Did you mean 'prompt' for 'question'\? Did you mean 'response' for 'reply'\? "
+                       r"A trainable row holds `messages`"):
         whileai_datasets.export_dataset(rows, str(tmp_path / "ours.jsonl"), system_prompt=SYSTEM, validate=False)
     assert not (tmp_path / "ours.jsonl").exists()
 

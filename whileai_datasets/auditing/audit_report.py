@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from whileai_datasets.auditing.tally import COUNT_EDGES, SHARE_EDGES, Finding, Histogram, Worst
+from whileai_datasets.hub.configs import OPENS_WITH_MARKED_TURN, OPENS_WITH_MARKED_TURN_HINT
 from whileai_datasets.tokenize.mask_totals import naive_ratio
-from whileai_datasets.tokenize.row_failures import CAUSES
+from whileai_datasets.tokenize.row_failures import CAUSES, NOTES
 
 #: Schema version of ``Audit.to_dict()``; bumped when a key changes meaning or goes away.
 SCHEMA_VERSION = 1
@@ -42,6 +43,8 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
     "trains_every_token": ("format='trl' messages rows: TRL's default SFTTrainer trains every token of them, "
                            "not the mask (tokenize them, or export with mask_mode='final' / unroll for prompt/"
                            "completion rows)", True, "tokens trained outside the mask"),
+    "opens_with_marked_turn": (f"rows that publish refuses: {OPENS_WITH_MARKED_TURN} ({OPENS_WITH_MARKED_TURN_HINT})",
+                               True, ""),
     "duplicate_system": ("rows opening with two system messages (system_prompt= given on rows that carry their "
                          "own)", True, ""),
     "missing_system": ("rows with no system message first", True, ""),
@@ -104,13 +107,15 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
                  "leaves them out, on_bad_row='raise' stops on them; each is counted by cause below", True, ""),
     # one finding per cause of a bad row (``tokenize.row_failures``), with the template's own first message
     **{cause: (description, True, "") for cause, description in CAUSES.items()},
+    # rows that train but are named, by cause (``tokenize.row_failures.NOTES``): not bad rows
+    **{cause: (description, True, "") for cause, description in NOTES.items()},
 }
 #: Findings that name a lossless adaptation: the row's own text given to the template in the form it takes.
 ADAPTATIONS = ("text_parts_joined", "tool_call_ids_rewritten")
-TRAINING_LEVEL = frozenset(("zero_loss", "read_to_max_length", "render_unsupervised", "truncated_to_nothing",
+TRAINING_LEVEL = frozenset(("zero_loss", "opens_with_marked_turn", "read_to_max_length", "render_unsupervised", "truncated_to_nothing",
                             "truncated", "split_into_rows",
                             "supervision_truncated", "completion_turns_lost", "tool_output_cut", "bad_rows",
-                            "trains_every_token", *CAUSES))
+                            "trains_every_token", *CAUSES, *NOTES))
 #: ``--fail-on`` names that stand for several findings.
 GROUPS = {"template_drops": ("template_drops_system", "template_drops_tools", "template_drops_reasoning",
                              "template_drops_content_parts", "template_drops_images")}
@@ -244,10 +249,14 @@ class Audit:
 
     def _finding(self, found: Finding) -> dict[str, Any]:
         base = self.training_rows if found.name in TRAINING_LEVEL else self.rows
+        share_of = "training_rows" if found.name in TRAINING_LEVEL else "rows"
+        if found.name == "zero_loss" and self.findings["unreadable"].rows:  # it counts the unreadable rows too
+            base += self.findings["unreadable"].rows
+            share_of = "rows" if base == self.rows else share_of
         first = found.where or [self._where(r) for r in found.first]
         return {"description": found.description, "problem": found.problem, "rows": found.rows,
                 "share": found.rows / base if base else 0.0,
-                "share_of": "training_rows" if found.name in TRAINING_LEVEL else "rows", "amount": found.amount,
+                "share_of": share_of, "amount": found.amount,
                 "unit": found.unit,
                 "first": first, **({"first_error": found.first_error} if found.first_error else {})}
 

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import warnings
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -26,12 +27,20 @@ from whileai_datasets.auditing import message_figures, template_drops, token_fig
 from whileai_datasets.auditing.audit_report import Audit
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import SchemaError
+from whileai_datasets.hub import card_configs
+from whileai_datasets.hub import configs as repo_configs
+from whileai_datasets.hub import facts as config_facts
 from whileai_datasets.hub import trainer_gaps
 from whileai_datasets.sessions.common import CUT_NOTES as SESSION_CUT_NOTES
 from whileai_datasets.shaping import pipeline, reports
 from whileai_datasets.tokenize.long_values import cap_untrained, reach_chars
 from whileai_datasets.tokenize.row_failures import CAUSES, by_cause
-from whileai_datasets.tokenize.token_masks import BadMaskRowsWarning, SalvagedRowsWarning, Tokenize
+from whileai_datasets.tokenize.token_masks import (
+    BadMaskRowsWarning,
+    PartialRenderWarning,
+    SalvagedRowsWarning,
+    Tokenize,
+)
 from whileai_datasets.tokenize.views import ThinkMeasure
 
 #: Training options the audit does not use: the tools (with the rows), the export's gates and weights.
@@ -116,6 +125,11 @@ class Run:
         self.reasoning_rows = np.zeros(0, dtype=np.int64)
         self.marked_rows = self.marked_turns = 0
         self.training_offset = 0
+        #: what TRL's default SFTTrainer labels on the default config a publish of these rows makes (``hub.facts``)
+        self.trl_route: Counter[str] = Counter()
+        self.joins_parts = transform is not None and transform.plan.content_parts == "joined"
+        self.runs: dict[int, list[list[int]]] = {}  # per training row tokenize kept: its marked runs
+        self.supervised_by_row: dict[int, int] = {}  # per training row tokenize kept: its supervised tokens
         #: format="trl" messages rows: TRL's default SFTTrainer trains every token of them
         self.naive = options.format == "trl" and not options.unroll and options.mask_mode != "final"
 
@@ -237,12 +251,37 @@ class Run:
                               minlength=rows.num_rows)
         self.marked_rows += int((per_row > 0).sum())
         self.marked_turns += int(marked.sum())
+        opens = repo_configs.opens_with_marked_turn(rows)
+        self.add("opens_with_marked_turn", opens, sample_source)
         self.gaps.append(trainer_gaps.chunk_gaps(rows, "training rows", offset=self.training_offset))
         self.training_offset += rows.num_rows
         zero = per_row == 0
         if self.transform is not None:
             zero |= self.token_findings(rows, sample_source, per_row > 0)
+            self.hub_route(rows, opens)
         self.add("zero_loss", zero, sample_source)
+
+    def hub_route(self, rows: pa.Table, opens: np.ndarray) -> None:
+        """TRL's default ``SFTTrainer`` on the default config ``publish`` makes of these rows (those it does not
+        refuse), counted as the card counts it (``hub.facts.shaped_for_trl``; at the audit's max_length, else TRL's
+        default one). The marked runs ``token_findings`` kept are the turns' targets, when nothing was cut."""
+        transform = self.transform
+        assert transform is not None
+        kept = np.flatnonzero(~opens)
+        refused = np.flatnonzero(opens).tolist()  # publish refuses them: their tokens are not TRL's to train
+        self.trl_route["refused_tokens"] += sum(self.supervised_by_row.get(row, 0) for row in refused)
+        canonical = repo_configs.canonical_chunk(rows.take(pa.array(kept, pa.int64())) if opens.any() else rows,
+                                                 "training rows")
+        runs, self.runs = self.runs, {}
+        targets = None
+        if self.options.max_length is None:
+            targets = config_facts.turn_targets(canonical, transform.tokenizer, transform.chat,
+                                                {j: runs[int(i)] for j, i in enumerate(kept) if int(i) in runs})
+        trainer = repo_configs.trainer_table(canonical, "training rows", join_parts=self.joins_parts)
+        shaped, counts = config_facts.shaped_for_trl(trainer, canonical, transform.tokenizer, transform.chat, targets,
+                                                self.options.max_length or config_facts.TRL_MAX_LENGTH)
+        self.trl_route.update(counts)
+        self.trl_route["rows"] += shaped.num_rows
 
     def token_findings(self, rows: pa.Table, sample_source: np.ndarray, marked: np.ndarray) -> np.ndarray:
         """Tokenize the chunk once and count; returns, per training row, whether it has no supervised token."""
@@ -253,9 +292,14 @@ class Run:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", BadMaskRowsWarning)  # counted below as bad_rows
             warnings.simplefilter("ignore", SalvagedRowsWarning)  # counted below as salvaged
+            warnings.simplefilter("ignore", PartialRenderWarning)  # counted below, each under its cause
             tokenized = self.transform(numbered, indices=sample_source.tolist())  # type: ignore[misc]
         figures = token_figures.token_columns(tokenized)
         position = figures["row"]
+        self.supervised_by_row = dict(zip(position.tolist(), figures["num_supervised_tokens"].tolist()))
+        if self.options.max_length is None:  # each kept row's marked runs: the turns' targets (``hub_route``)
+            self.runs = {int(row): config_facts.marked_runs(ids, mask) for row, ids, mask in zip(
+                position, tokenized.column("input_ids").to_pylist(), tokenized.column("assistant_masks").to_pylist())}
         source = sample_source[position]
         skipped = np.ones(rows.num_rows, dtype=bool)
         skipped[position] = False
@@ -265,6 +309,7 @@ class Run:
         self.failure_findings(failures.take(), rows.num_rows, sample_source)
         if self.measures_think():
             self.think_findings(self.transform.on_render.take(rows.num_rows), sample_source)  # type: ignore[union-attr]
+        self.failure_findings(self.transform.notices.take(), rows.num_rows, sample_source)  # type: ignore[union-attr]
         found.tokens += int(figures["num_tokens"].sum())
         found.supervised_tokens += int(figures["num_supervised_tokens"].sum())
         found.tokens_before_cut += int((figures["num_tokens"] + figures["tokens_truncated"]).sum())
@@ -347,10 +392,25 @@ class Run:
             "prompt/completion rows: the last assistant turn and what follows it" if fmt == "trl" else
             "pre-tokenized rows: exactly the assistant_masks",
         }
+        if found.tokenized:
+            report["trl-default"] = self.hub_entry()
         if (found.supervised_tokens == 0) if found.tokenized else (self.marked_rows == 0):
             for entry in report.values():  # nothing trains: no trainer trains "exactly" anything
                 entry["exact"], entry["how"] = False, f"nothing trains: {nothing_trains(found)}"
         found.trainers = report
+
+
+    def hub_entry(self) -> dict[str, Any]:
+        """The ``trl-default`` trainer: TRL's default ``SFTTrainer`` on the repo's default config, in the card's words."""
+        found, route = self.found, self.trl_route
+        opening = found.findings["opens_with_marked_turn"].rows
+        marked = found.supervised_tokens - route["refused_tokens"]
+        exact, said = config_facts.trl_verdict({**route, "marked_tokens": marked}, card_configs.TOKENIZED_INSTEAD)
+        if opening:
+            exact, said = False, (f"publish refuses these rows ({opening:,}): {repo_configs.OPENS_WITH_MARKED_TURN} "
+                                  f"({repo_configs.OPENS_WITH_MARKED_TURN_HINT}); on the others, {said}")
+        return {"config": "default (published prompt/completion rows)", "unit": "rows", "rows": route["rows"],
+                "exact": exact, "inexact": {}, "trains_tokens": route["supervised_tokens"], "how": said}
 
 
 def nothing_trains(found: Audit) -> str:

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from whileai_datasets import option_names
 from whileai_datasets._storage import LOCAL, Storage
 from whileai_datasets.auditing.audit_report import Audit
 from whileai_datasets.errors import ExportFormatError
@@ -80,8 +81,9 @@ def named_rows(found: Audit) -> list[int]:
 
 
 def locate(source: Any, rows: Iterable[int], skipped: dict[str, Any] | None = None) -> dict[int, dict[str, Any]]:
-    """Per row number (its number in the rows read): ``{"row", "file", "line"}`` (file and line None where
-    unknown).
+    """Per row number (its number in the rows read): ``{"row", "file", "line"}``, the row numbered in its file
+    as the reader numbers it (rows it left out counted), so one row number names one line (file and line None,
+    and the row number the one asked, where unknown).
 
     ``skipped`` is the reader's report of the rows it left out (``BadRows.to_dict()``): their lines hold no
     row read, so they are stepped over. When it lists fewer locations than it counts, rows past the last
@@ -98,7 +100,7 @@ def locate(source: Any, rows: Iterable[int], skipped: dict[str, Any] | None = No
     row = 0
     for path in files:
         name = os.path.basename(path)
-        for number in _row_lines(path):
+        for in_file, number in enumerate(_row_lines(path)):
             if left_out:
                 if (name, number) in left_out:
                     left_out.discard((name, number))
@@ -106,7 +108,7 @@ def locate(source: Any, rows: Iterable[int], skipped: dict[str, Any] | None = No
             elif not complete:  # past the last skipped row listed: later lines may hide more
                 return found
             while target is not None and target == row:
-                found[target] = {"row": target, "file": path, "line": number}
+                found[target] = {"row": in_file, "file": path, "line": number}  # numbered as the reader numbers it
                 target = next(pending, None)
             row += 1
             if target is None:
@@ -161,11 +163,24 @@ def count_unreadable(found: Audit, bad: dict[str, Any] | None) -> int:
         return 0
     finding = found.findings["unreadable"]
     finding.rows = count
-    finding.first_error = bad["first_error"] if bad else None
+    finding.first_error = without_skip_advice(bad["first_error"]) if bad else None
     finding.where = [_parsed(text) for text in (bad or {}).get("locations", [])[:5]]
     found.findings["zero_loss"].rows += count
     found.rows += count
     return count
+
+
+def without_skip_advice(error: str | None) -> str | None:
+    """A reader's error without its last sentence when that one advises skipping bad rows: the audit reads
+    with bad rows left out and counted whatever its ``on_bad_row`` (which is tokenize's), so the advice
+    would point at an option that changes nothing here."""
+    if not error:
+        return error
+    at = error.rfind(option_names.spell("on_bad_row", "skip"))
+    if at < 0:
+        return error
+    start = error.rfind(". ", 0, at)
+    return error[: start + 1] if start >= 0 else error
 
 
 def _parsed(text: str) -> dict[str, Any]:

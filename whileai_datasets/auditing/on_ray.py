@@ -21,6 +21,7 @@ import itertools
 import json
 import os
 import pickle
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,7 @@ class Block:
     marked: tuple[int, int]  # rows with a marked turn, marked turns (the trainer report's row counts)
     bad: dict[str, Any]  # ``BadRows.to_dict()`` of the rows the reader left out
     places: dict[int, Key]  # the row key of each row the block's counters name
+    route: dict[str, int] = field(default_factory=dict)  # TRL's default route on the default config (``Run.trl_route``)
 
 
 def audit_on_ray(source: Any, *, tokenizer: Any, template: Any, options: TrainingOptions, on_bad_row: str = "raise",
@@ -170,7 +172,8 @@ class AuditBlocks:
         block = Block((files[0].as_py(), positions[0].as_py()), (files[-1].as_py(), positions[-1].as_py()),
                       table.num_rows, run.training_offset, found, trainer_gaps.merge_gaps(run.gaps),
                       (run.marked_rows, run.marked_turns), bad.to_dict(),
-                      {row: (int(keys[0][row]), int(keys[1][row])) for row in set(named_rows(found))})
+                      {row: (int(keys[0][row]), int(keys[1][row])) for row in set(named_rows(found))},
+                      dict(run.trl_route))
         return pa.table({"block": pa.array([pickle.dumps(block)], pa.binary())}, schema=_COUNTS)
 
     def _located(self, err: TemplateError, keys: tuple[np.ndarray, np.ndarray]) -> TemplateError:
@@ -196,6 +199,7 @@ class Totals:
     worst: dict[str, list[tuple[float, Key, int, dict[str, int]]]] = field(default_factory=dict)
     gaps: dict[str, dict[str, dict[str, Any]]] = field(default_factory=lambda: trainer_gaps.merge_gaps(()))
     marked: list[int] = field(default_factory=lambda: [0, 0])
+    route: Counter[str] = field(default_factory=Counter)
     bad: list[tuple[Key, int, str]] = field(default_factory=list)
     places: dict[tuple[Key, int], Key] = field(default_factory=dict)
     bad_count: int = 0
@@ -228,6 +232,7 @@ class Totals:
         self._add_places(block)
         self._add_gaps(block)
         self.marked = [self.marked[0] + block.marked[0], self.marked[1] + block.marked[1]]
+        self.route.update(block.route)
         self._add_bad(block)
 
     def _add_places(self, block: Block) -> None:
@@ -269,6 +274,7 @@ class Totals:
         run = counting.Run(found, counting.recorded(found), tools_json, None, facts)
         run.gaps = [self._placed_gaps(starts)]
         run.marked_rows, run.marked_turns = self.marked
+        run.trl_route = self.route
         run.finish()
         bad = {"count": self.bad_count, "first_error": self.first_error[1] if self.first_error else None,
                "locations": [text for _, _, text in self.bad]}

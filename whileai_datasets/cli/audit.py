@@ -126,9 +126,10 @@ def run(args: argparse.Namespace) -> int:
             on_bad_row=_on_bad_row(args), salvage=args.salvage, engine=args.engine, progress=progress,
             **hub_sources.hub_options(args),
         )
+    # the report first: an --html page that cannot be written (no matplotlib: the report extra) loses nothing
+    print(json.dumps(found.to_dict(), indent=2, default=str) if args.json else found.format(), flush=True)
     if args.html:
         _write_html(args, found, tokenizer, tools)
-    print(json.dumps(found.to_dict(), indent=2, default=str) if args.json else found.format())
     if args.html and not args.json:
         print(f"\nHTML report: {args.html}")
     failed = [name for name in args.fail_on if found.count(name)]

@@ -144,7 +144,10 @@ def _print(result: Any, as_json: bool) -> None:
                         for name, counts in result["configs"].items())
     print(f"Published {result['repo_id']} ({visibility}; {splits} rows) at {result['commit']}\n"
           f"  configs  {configs}\n  load     load_dataset({result['repo_id']!r}, split=...)  "
-          f"# the default config: SFTTrainer trains exactly the marked turns")
+          "# the default config")
+    route = result["trainers"].get("trl-default")
+    if route is not None:  # what TRL's default SFTTrainer trains on it, as the card says it
+        print(f"  trl      {route['how']}")
     for trainer, found in result["trainers"].items():
         for shape in found["inexact"].values():  # rows a trainer reads differently: the card says more
             print(f"  {trainer}  {shape['rows']} of {found['rows']} {found['unit']} of `{found['config']}` "

@@ -6,18 +6,54 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from whileai_datasets.hub import facts as config_facts
 from whileai_datasets.hub.configs import CANONICAL, DEFAULT, PREFERENCE, TOKENIZED, Config
 from whileai_datasets.hub.trainer_formats import MESSAGES, SHAREGPT
 
-#: Why the default config trains exactly the marked turns (also in README's publishing section).
-EXACT_BECAUSE = (
+#: How the default config trains (also in README's publishing section); whether it is exact is measured.
+COMPLETION_ROUTE = (
     "TRL tokenizes `prompt` with the generation prompt and `prompt + completion` without it, and labels only "
-    "the tokens after their common prefix. So the labelled tokens are the marked turn's own output (its "
-    "content, tool calls and end-of-turn marker), once per turn, and every earlier turn is context. This holds "
-    "on any chat template that renders the start of a conversation as a prefix of the whole; a template that "
-    "rewrites earlier turns (one that drops past reasoning, for instance) breaks it, and TRL then warns that "
-    "the prompt is not a prefix."
+    "the tokens after their common prefix: the marked turn as the chat template renders it when it ends the "
+    "conversation, once per turn, every earlier turn as context."
 )
+NOT_MEASURED = (
+    "not measured: publish was given no tokenizer. This is exact only on a chat template that renders a "
+    "conversation's beginning as a prefix of the whole and a turn the same whether it is last or not; a template "
+    "that writes a <think> block into the last turn or drops earlier turns' reasoning (Qwen3's) trains more or "
+    "other tokens than the mask marks. Publish with tokenizer= to measure it and to get the `tokenized` config"
+)
+
+
+#: Where the default config is not exact: the config to train on (the audit says it in the same words).
+TOKENIZED_INSTEAD = "train on the `tokenized` config instead: its `labels` are the mask"
+
+
+def default_verdict(configs: Sequence[Config]) -> tuple[bool | None, str]:
+    """Whether TRL's default `SFTTrainer` trains the default config exactly as marked, and the words for it
+    (the audit says the same, ``hub.facts.trl_verdict``); None: not measured (no tokenizer)."""
+    by_name = {c.name: c for c in configs}
+    default, tokenized = by_name.get(DEFAULT), by_name.get(TOKENIZED)
+    summed: dict[str, int] = {}
+    for split in (default.facts.values() if default is not None else ()):
+        for key, value in split.items():
+            summed[key] = summed.get(key, 0) + int(value)
+    if "marked_tokens" not in summed and not summed.get("vision_rows"):
+        parts = summed.get("parts_rows", 0)
+        return None, NOT_MEASURED + (f". {parts} rows hand the template content as a list of parts, which a template "
+                                     "that concatenates strings (Qwen2.5's, gpt-oss's) fails on" if parts else "")
+    return config_facts.trl_verdict(summed, instead_of_default(tokenized))
+
+
+def instead_of_default(tokenized: Config | None) -> str:
+    """Which config to train on where the default one is not exact."""
+    if tokenized is None:
+        return "publish with tokenizer= for a `tokenized` config, whose labels are the mask"
+    labels, marked = _total(tokenized.facts, "trl_labels"), _total(tokenized.facts, "marked_tokens")
+    text = TOKENIZED_INSTEAD
+    if labels is not None and marked is not None and labels != marked:
+        text += (f" ({marked} tokens; SFTConfig's default max_length {config_facts.TRL_MAX_LENGTH} keeps {labels} "
+                 "of them: pass max_length=None)")
+    return text
 
 
 def _total(facts: Mapping[str, Mapping[str, Any]], key: str) -> int | None:
@@ -69,7 +105,8 @@ def _code(repo_id: str, config: Config, private: bool) -> str:
     return "\n".join([*body, "trainer.train()"])
 
 
-def _default_text(config: Config, canonical: Config | None, tokenizer: Any, template: Any) -> tuple[str, str]:
+def _default_text(config: Config, canonical: Config | None, tokenizer: Any, template: Any,
+                  verdict: tuple[bool | None, str]) -> tuple[str, str]:
     rows = _total(config.facts, "rows") or 0
     marked = _total(canonical.facts, "marked_turns") if canonical else None
     holds = ("Conversational prompt/completion rows: `prompt` is every message before a loss-carrying "
@@ -78,14 +115,27 @@ def _default_text(config: Config, canonical: Config | None, tokenizer: Any, temp
     if canonical is not None:
         holds += f" from {_total(canonical.facts, 'rows')} conversations"
     holds += "."
-    trains = ("TRL's `SFTTrainer` with default settings trains the completion of each row and nothing else: "
-              f"{rows if marked is None else marked} loss-carrying assistant turns, each once. ")
+    trains = ("TRL's `SFTTrainer` with default settings trains the completion of each row and nothing else "
+              f"({rows if marked is None else marked} loss-carrying assistant turns, one row each). {COMPLETION_ROUTE} ")
     supervised, tokens = _total(config.facts, "supervised_tokens"), _total(config.facts, "tokens")
-    if supervised is not None and tokens is not None:
-        trains += (f"Measured on these rows with the tokenizer {_name(tokenizer, 'given to publish')} and "
-                   f"{_name(template, 'its chat template')}: the completion mask covers "
-                   f"{_share(supervised, tokens)} tokens. ")
-    return holds, trains + EXACT_BECAUSE
+    if verdict[0] is not None and supervised is not None and tokens is not None:
+        trains += (f"Measured by running TRL's tokenization with the tokenizer {_name(tokenizer, 'given to publish')} "
+                   f"and {_name(template, 'its chat template')}: the labels cover {_share(supervised, tokens)} "
+                   "tokens. ")
+    shaped, left_out = _total(config.facts, "shaped_rows"), _total(config.facts, "rows_left_out")
+    if verdict[0] is not None:
+        holds += (" Each row is in the form whose labels under TRL's tokenization are the mask's tokens of its turn, "
+                  "measured at publish: as exported or, where the chat template renders a turn differently at the "
+                  "end of a conversation, without the reasoning it leaves out of that turn inside the conversation "
+                  "and/or with `chat_template_kwargs` (`{\"enable_thinking\": false}`, which TRL hands the template)"
+                  f": {shaped or 0} rows carry such kwargs. The forms are measured for {_name(template, 'the chat template')}"
+                  " of the tokenizer given to publish; the `canonical` config keeps every row as exported.")
+    if left_out:
+        holds += (f" {left_out} loss-carrying turns are left out: the chat template cannot render or mask their "
+                  "conversation (the audit's bad-rows finding names each, with the template's own message).")
+    exact, said = verdict
+    return holds, trains + ("**Exact**" if exact else "**Not exact**" if exact is False else "**Not measured**") \
+        + said[said.index(":"):] + "."
 
 
 def _canonical_text(config: Config) -> tuple[str, str]:
@@ -116,13 +166,25 @@ def _tokenized_text(config: Config, tokenizer: Any, template: Any, default: Conf
              f"for the tokenizer {who} and "
              f"{_name(template, 'its chat template')}, made by this package's token mask from `loss_mask`: "
              f"{_share(marked, tokens)} tokens are marked.")
-    trains = "`SFTTrainer` with default settings trains exactly the `assistant_masks` tokens of these rows."
+    labels = _total(config.facts, "trl_labels")
+    trains = ("`SFTTrainer` with default settings trains the tokens whose `labels` are not -100 (the `assistant_masks` "
+              "tokens)")
+    if labels is not None and labels != marked:
+        trains += (f": **not exact** with its default max_length {config_facts.TRL_MAX_LENGTH}, which keeps {labels} "
+                   f"of the {marked} ({labels - marked:+d} tokens); pass `SFTConfig(max_length=None)`")
+    else:
+        trains += f": **exact**, the {marked} tokens the mask marks"
+    trains += "."
+    left_out = _total(config.facts, "rows_left_out")
+    if left_out:
+        trains += (f" {left_out} rows with a loss-carrying turn are left out: the chat template cannot render or mask "
+                   "them (the audit's bad-rows finding names each, with the template's own message).")
     supervised, default_tokens = _total(default.facts, "supervised_tokens"), _total(default.facts, "tokens")
     if supervised is not None and default_tokens is not None:
-        verdict = "the same count" if supervised == marked else f"a difference of {supervised - marked}"
-        trains += (f" The default config's completion mask covers {supervised} tokens against {marked} marked "
-                   f"here: {verdict}. A pass over these rows processes {tokens} tokens; over the default config, "
-                   f"whose rows repeat the earlier turns of their conversation, {default_tokens}.")
+        verdict = "the same count" if supervised == marked else f"a difference of {supervised - marked:+d}"
+        trains += (f" On the default config TRL labels {supervised} tokens against {marked} marked here: {verdict}. "
+                   f"A pass over these rows processes {tokens} tokens; over the default config, whose rows repeat the "
+                   f"earlier turns of their conversation, {default_tokens}.")
     return holds, trains + " Only valid with this tokenizer."
 
 
@@ -157,7 +219,8 @@ def config_views(configs: Sequence[Config], *, repo_id: str, private: bool, toke
     views = []
     for config in configs:
         if config.name == DEFAULT:
-            holds, trains = _default_text(config, by_name.get(CANONICAL), tokenizer, template)
+            holds, trains = _default_text(config, by_name.get(CANONICAL), tokenizer, template,
+                                          default_verdict(configs))
         elif config.name == CANONICAL:
             holds, trains = _canonical_text(config)
         elif config.name == PREFERENCE:

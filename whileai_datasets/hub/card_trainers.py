@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from whileai_datasets.hub.card_configs import default_verdict
 from whileai_datasets.hub.configs import CANONICAL, DEFAULT, TOKENIZED, Config
 from whileai_datasets.hub.trainer_formats import MESSAGES, SHAREGPT
 from whileai_datasets.hub.trainer_gaps import AXOLOTL, LLAMA_FACTORY, MS_SWIFT
@@ -49,6 +50,8 @@ def trainer_views(configs: Sequence[Config], trainers: Mapping[str, Mapping[str,
         inexact = [{"effect": hit["effect"], "rows": hit["rows"], "first": hit["first"]}
                    for hit in report.get("inexact", {}).values()]
         trains = _trains(key, marked, weighted, conversations, _rows(by_name.get(SHAREGPT)), by_name.get(TOKENIZED))
+        if key in ("trl", "unsloth"):
+            trains += f" On `default` this is {default_verdict(configs)[1]}."
         if key == "llama-factory":
             skipped = sum(int(report.get("inexact", {}).get(shape, {}).get("rows", 0)) for shape in SKIPPED_BY_LF)
             if skipped:
@@ -63,13 +66,13 @@ def trainer_views(configs: Sequence[Config], trainers: Mapping[str, Mapping[str,
 def _trains(key: str, marked: int, weighted: int, conversations: int, sharegpt: int,
             tokenized: Config | None) -> str:
     if key in ("trl", "unsloth"):
-        text = (f"the {marked} marked turns, each once: `SFTTrainer` trains each row's `completion` (one row per "
-                "marked turn) with default settings")
+        text = (f"each row's `completion` with default settings (one row per marked turn, {marked} in all), "
+                "as the chat template renders that turn when it ends the conversation")
         if key == "unsloth":
             text += "; load with Unsloth's model, train with TRL's `SFTTrainer` as is (no `train_on_responses_only`)"
         if tokenized is not None:
-            text += (f". On `tokenized`, the {_total(tokenized, 'trained_labels')} tokens whose `labels` are not "
-                     "-100 (this package's mask, whatever the trainer's own template handling does)")
+            text += (f". On `tokenized`, the {_total(tokenized, 'trl_labels')} tokens whose `labels` are not "
+                     f"-100 within its default max_length (the mask marks {_total(tokenized, 'marked_tokens')})")
         return text + "."
     if key == "llama-factory":
         return (f"with `mask_history: true`, the last turn of each of the {sharegpt} rows (one per marked turn, "

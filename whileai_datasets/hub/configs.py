@@ -30,6 +30,7 @@ empty. ``hub.streaming`` runs every entry over every chunk, so adding a config i
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -39,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from datasets import Dataset, Features
 
+from whileai_datasets.chat_template.masks import text_parts
 from whileai_datasets.columnar import _arrow, _batches, _parts, _portable
 from whileai_datasets.errors import PublishError, SchemaError
 from whileai_datasets.hub import facts as config_facts
@@ -46,6 +48,7 @@ from whileai_datasets.hub import trainer_formats
 from whileai_datasets.hub.reading import read_all
 from whileai_datasets.rows.features import MESSAGE_TYPE, Message
 from whileai_datasets.tokenize import token_masks
+from whileai_datasets.tokenize.notices import BadMaskRowsWarning
 from whileai_datasets.transforms import wire
 
 DEFAULT = "default"
@@ -55,6 +58,9 @@ TOKENIZED = "tokenized"
 #: Columns of the tokenized config (besides the split key).
 TOKENIZED_COLUMNS = ("input_ids", "attention_mask", "assistant_masks")
 _TOKENIZE_ROWS = 256  # rows rendered and tokenized per call
+#: What publish says of a conversation that opens with a loss-carrying turn (and the audit, before it).
+OPENS_WITH_MARKED_TURN = "a loss-carrying assistant turn opens its conversation, so it has no prompt"
+OPENS_WITH_MARKED_TURN_HINT = "Pass system_prompt= to the export, or set that turn's loss_mask entry to 0"
 
 
 @dataclass
@@ -163,20 +169,27 @@ def _check_mask(table: pa.Table, where: str, first_row: int = 0) -> None:
         raise SchemaError(f"loss_mask marks a {roles[at].as_py()!r} message; only assistant turns can carry loss",
                           location=f"{where}, row {first_row + row}, messages[{index}]",
                           hint="Set its loss_mask entry to 0 (a trainer cannot train on text the model never writes)")
-    opening = np.flatnonzero(marked[_arrow.offsets_of(lens)[:-1][lens > 0]])
+    opening = np.flatnonzero(opens_with_marked_turn(table))
     if len(opening):
-        row = int(np.flatnonzero(lens > 0)[opening[0]])
-        raise PublishError("a loss-carrying assistant turn opens its conversation, so it has no prompt",
-                           location=f"{where}, row {first_row + row}, messages[0]",
-                           hint="Pass system_prompt= to the export, or set that turn's loss_mask entry to 0")
+        raise PublishError(OPENS_WITH_MARKED_TURN, location=f"{where}, row {first_row + int(opening[0])}, messages[0]",
+                           hint=OPENS_WITH_MARKED_TURN_HINT)
+
+
+def opens_with_marked_turn(table: pa.Table) -> np.ndarray:
+    """Per row: its first message carries loss (publish refuses such a row: its turn has no prompt)."""
+    lens = _arrow.lengths(_arrow.column(table, "messages"))
+    out = np.zeros(table.num_rows, dtype=bool)
+    out[lens > 0] = config_facts.marked(table)[_arrow.offsets_of(lens)[:-1][lens > 0]]
+    return out
 
 
 # --- the configs ----------------------------------------------------------------------------------
-def trainer_table(canonical: pa.Table, where: str, images: bool | None = None) -> pa.Table:
+def trainer_table(canonical: pa.Table, where: str, images: bool | None = None, join_parts: bool = False) -> pa.Table:
     """The default config: one prompt/completion row per loss-carrying assistant turn (see the module doc).
 
     `images`: TRL's ``images`` column always (True: empty lists for rows without), never (False), or
-    when a prompt has an image placeholder (None)."""
+    when a prompt has an image placeholder (None). `join_parts`: text-only content parts as one string, the form
+    a template that concatenates strings is handed by ``tokenize`` (``chat_template.masks.text_parts``)."""
     trl = wire.trl_training_table(canonical)  # TRL messages, `prompt` -> `prompt_text`, no loss_mask
     lists = _arrow.column(trl, "messages")
     messages = _arrow.flat(lists)
@@ -186,9 +199,8 @@ def trainer_table(canonical: pa.Table, where: str, images: bool | None = None) -
     head = turn - starts[row]
     if len(head) and not head.min():
         first = int(row[np.argmin(head)])
-        raise PublishError("a loss-carrying assistant turn opens its conversation, so it has no prompt",
-                           location=f"{where}, row {first}, messages[0]",
-                           hint="Pass system_prompt= to the export, or set that turn's loss_mask entry to 0")
+        raise PublishError(OPENS_WITH_MARKED_TURN, location=f"{where}, row {first}, messages[0]",
+                           hint=OPENS_WITH_MARKED_TURN_HINT)
     out = _arrow.drop(trl, "messages", "images").take(pa.array(row, pa.int64()))
     prompt = _arrow.list_slices(messages, starts[row], head)
     completion = _arrow.list_slices(messages, turn, np.ones(len(turn), np.int64))
@@ -200,7 +212,29 @@ def trainer_table(canonical: pa.Table, where: str, images: bool | None = None) -
         images_of = _arrow.build_list(np.zeros(out.num_rows + 1, dtype=np.int64), pa.array([], pa.string()))
     if images_of is not None:
         out = _arrow.set_column(out, "images", images_of)
-    return _portable.portable_table(wire.ordered(out, ("prompt", "completion", "images", "tools")))
+    out = _portable.portable_table(wire.ordered(out, ("prompt", "completion", "images", "tools")))
+    for name in ("prompt", "completion") if join_parts else ():
+        out = _arrow.set_column(out, name, joined_parts(_arrow.column(out, name)))
+    return out
+
+
+def joined_parts(lists: pa.Array) -> pa.Array:
+    """A list column of TRL messages (JSON) with every text-only parts content as one string (what ``tokenize``
+    hands a template that concatenates strings, so TRL renders the text the mask counts)."""
+    flat = _arrow.flat(lists)
+    texts = (flat.storage if isinstance(flat, pa.ExtensionArray) else flat).to_pylist()
+    changed = False
+    for index, text in enumerate(texts):
+        if text is None or '"content": [' not in text:
+            continue
+        message = json.loads(text)
+        if text_parts.text_only(message.get("content")):
+            texts[index] = json.dumps({**message, "content": text_parts.joined(message["content"])})
+            changed = True
+    if not changed:
+        return lists
+    return _arrow.relist(lists, pa.ExtensionArray.from_storage(pa.json_(), pa.array(texts, pa.string()))
+                         if isinstance(flat, pa.ExtensionArray) else pa.array(texts, flat.type))
 
 
 def canonical_rows(canonical: pa.Table, where: str = "") -> pa.Table:
@@ -233,11 +267,17 @@ def preference_table(pairs: Dataset | pa.Table, where: str) -> pa.Table:
 
 
 def tokenized_table(canonical: pa.Table, tokenizer: Any, template: Any, keep: tuple[str, ...]) -> pa.Table:
-    """``input_ids`` / ``attention_mask`` / ``assistant_masks`` of every row with a supervised token."""
-    transform = token_masks.tokenize(tokenizer, template)
+    """``input_ids`` / ``attention_mask`` / ``assistant_masks`` of every row with a supervised token.
+
+    A row the template cannot render or mask is left out, as the audit leaves it out (its ``bad_rows``, named by
+    cause with the template's own message), so TRL trains exactly the audit's count; the card counts them
+    (``rows_left_out``)."""
+    transform = token_masks.tokenize(tokenizer, template, on_bad_row="skip")
     parts = []
     for start in range(0, max(canonical.num_rows, 1), _TOKENIZE_ROWS):
-        chunk = transform(canonical.slice(start, _TOKENIZE_ROWS))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", BadMaskRowsWarning)  # counted on the card (``rows_left_out``)
+            chunk = transform(canonical.slice(start, _TOKENIZE_ROWS))
         parts.append(chunk.select([*TOKENIZED_COLUMNS, *(k for k in keep if k in chunk.column_names)]))
     return _portable.portable_table(pa.concat_tables(parts))
 
@@ -307,9 +347,15 @@ class TrainerRows:
     """`trainer_table` with the publish's choice of the `images` column (the same for every chunk)."""
 
     images: bool | None = None
+    join_parts: bool = False
+    tokenizer: Any = None  # given: each row in the form TRL trains exactly as marked (``facts.shaped_for_trl``)
+    template: Any = None
 
     def __call__(self, canonical: pa.Table, where: str) -> pa.Table:
-        return trainer_table(canonical, where, self.images)
+        table = trainer_table(canonical, where, self.images, self.join_parts)
+        if self.tokenizer is None:
+            return table
+        return config_facts.shaped_for_trl(table, canonical, self.tokenizer, self.template)[0]
 
 
 @dataclass(frozen=True)
@@ -326,12 +372,22 @@ class TokenizedRows:
 
 
 def _tokenized_facts(tokenized: pa.Table, canonical: pa.Table) -> dict[str, int]:
-    return {**config_facts.tokenized_facts(tokenized, canonical), **trainer_formats.labels_facts(tokenized)}
+    return {**config_facts.tokenized_facts(tokenized, canonical), **trainer_formats.labels_facts(tokenized),
+            "trl_labels": config_facts.trl_labels(tokenized),
+            "rows_left_out": int(np.sum(config_facts.row_marks(canonical) > 0)) - tokenized.num_rows}
 
 
 def _default_builder(extras: Extras) -> Builder:
-    counts = config_facts.CompletionTokens(extras.tokenizer, extras.chat_template) if extras.tokenizer else None
-    return Builder(TrainerRows(extras.images), counts)
+    if extras.tokenizer is None:
+        return Builder(TrainerRows(extras.images), config_facts.unmeasured_facts)
+    return Builder(TrainerRows(extras.images, joins_text_parts(extras.tokenizer, extras.chat_template),
+                               extras.tokenizer, extras.chat_template),
+                   config_facts.TrlDefaultRoute(extras.tokenizer, extras.chat_template))
+
+
+def joins_text_parts(tokenizer: Any, template: Any) -> bool:
+    """Whether ``tokenize`` hands this template text-only parts as one string (the default config then does too)."""
+    return bool(token_masks.Tokenize(tokenizer, template).plan.content_parts == "joined")
 
 
 def _preference_builder(extras: Extras) -> Builder | None:

@@ -8,6 +8,10 @@ publisher itself (``rows``).
 
 from __future__ import annotations
 
+import json
+import warnings
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +21,8 @@ import pyarrow.compute as pc
 
 from whileai_datasets.columnar import _arrow, _portable
 from whileai_datasets.tokenize import token_masks
-from whileai_datasets.tokenize.token_encode import encode_texts
+from whileai_datasets.tokenize.notices import BadMaskRowsWarning
+from whileai_datasets.transforms.think import strip_think_text
 
 _TOKENIZE_ROWS = 256  # rows rendered and tokenized per call
 
@@ -49,32 +54,154 @@ def tokenized_facts(tokenized: pa.Table, _canonical: pa.Table) -> dict[str, int]
     return {"tokens": len(_arrow.flat(ids)), "marked_tokens": int(pc.sum(_arrow.flat(masks)).as_py() or 0)}
 
 
+#: TRL 1.16's default ``SFTConfig.max_length``: SFTTrainer keeps each row's first 1024 tokens (``keep_start``)
+#: and drops the rows left with no label.
+TRL_MAX_LENGTH = 1024
+#: Fact keys of a TRL failure: ``TRL_FAILURE + message`` counts the rows whose tokenization raised it.
+TRL_FAILURE = "trl_failure: "
+
+
 @dataclass(frozen=True)
-class CompletionTokens:
-    """Tokens SFTTrainer's completion mask supervises on the default config, counted the way it does:
-    render the prompt with the generation prompt and prompt + completion, tokenize both, and count
-    the tokens after their common prefix (rendered with this package's sandboxed renderer)."""
+class TrlDefaultRoute:
+    """What TRL 1.16's ``SFTTrainer`` with a default ``SFTConfig`` labels on the default config, and what this
+    package's mask marks on the same canonical rows (the audit's supervised count), per chunk.
+
+    TRL's preparation (``SFTTrainer._prepare_dataset``, 1.16) is reproduced step by step with the tokenizer's own
+    ``apply_chat_template``, the call TRL makes: ``prompt`` with the generation prompt and ``prompt + completion``
+    without it (``tools`` from the row), labels on the tokens after their common prefix (``common_prefix_length``),
+    then the first ``max_length`` tokens kept. A row whose render raises would stop TRL's ``map`` (counted under
+    ``TRL_FAILURE`` + the error); a config with an ``images`` column is a vision dataset to TRL (``vision_rows``),
+    which it prepares with a processor at batch time, not measured here.
+
+    Facts: ``tokens`` / ``supervised_tokens`` (TRL's sequence and label tokens), ``marked_tokens`` (the mask's,
+    whole rows, no max_length), ``trl_cut_tokens`` (labels past ``max_length``), ``trl_failed_rows``,
+    ``vision_rows``.
+    """
 
     tokenizer: Any
     template: Any = None
+    max_length: int | None = TRL_MAX_LENGTH
 
-    def __call__(self, trainer: pa.Table, _canonical: pa.Table) -> dict[str, int]:
-        chat = token_masks.tokenize(self.tokenizer, self.template).chat
-        rows = _decoded_rows(trainer)
-        supervised = total = 0
-        for start in range(0, len(rows), _TOKENIZE_ROWS):
-            batch = rows[start:start + _TOKENIZE_ROWS]
-            prompts = [chat.render(r["prompt"], tools=r.get("tools") or None, add_generation_prompt=True).text
-                       for r in batch]
-            wholes = [chat.render(r["prompt"] + r["completion"], tools=r.get("tools") or None).text for r in batch]
-            for (p, _), (w, _) in zip(encode_texts(self.tokenizer, prompts), encode_texts(self.tokenizer, wholes)):
-                supervised += len(w) - _common_prefix(p, w)
-                total += len(w)
-        return {"tokens": total, "supervised_tokens": supervised}
+    def __call__(self, trainer: pa.Table, canonical: pa.Table) -> dict[str, int]:
+        facts = trl_route(trainer, self.tokenizer, self.template, self.max_length)
+        facts["marked_tokens"] = marked_tokens(self.tokenizer, self.template, canonical)
+        facts["rows_left_out"] = int(marked(canonical).sum()) - trainer.num_rows
+        facts["shaped_rows"] = int(np.sum(_shaped(trainer)))
+        return dict(facts)
+
+
+def unmeasured_facts(trainer: pa.Table, _canonical: pa.Table) -> dict[str, int]:
+    """What a publish without a tokenizer can say of TRL's route: rows TRL takes for a vision dataset (the config
+    has an ``images`` column), and rows whose messages hold content as a list of parts (``parts_rows``)."""
+    parts = np.zeros(trainer.num_rows, dtype=bool)
+    for name in ("prompt", "completion"):
+        lists = _arrow.column(trainer, name)
+        flat = _arrow.flat(lists)
+        texts = flat.storage if isinstance(flat, pa.ExtensionArray) else flat
+        if pa.types.is_string(texts.type) and len(texts):
+            hit = _arrow.to_numpy_bool(pc.fill_null(pc.match_substring(texts, '"content": ['), False))
+            parts |= np.bincount(_arrow.parents(lists)[hit], minlength=trainer.num_rows) > 0
+    return {"vision_rows": trainer.num_rows if "images" in trainer.column_names else 0,
+            "parts_rows": int(parts.sum())}
+
+
+def _shaped(trainer: pa.Table) -> np.ndarray:
+    """Per row: it carries ``chat_template_kwargs`` of its own (``shaped_for_trl``)."""
+    if KWARGS_COLUMN not in trainer.column_names:
+        return np.zeros(trainer.num_rows, dtype=bool)
+    kwargs = trainer.column(KWARGS_COLUMN).combine_chunks()
+    texts = kwargs.storage if isinstance(kwargs, pa.ExtensionArray) else kwargs
+    return _arrow.to_numpy_bool(pc.not_equal(pc.fill_null(texts, "{}"), "{}"))
+
+
+def trl_route(trainer: pa.Table, tokenizer: Any, template: Any, max_length: int | None = TRL_MAX_LENGTH
+              ) -> Counter[str]:
+    """``TrlDefaultRoute``'s facts of TRL's side alone (every key but ``marked_tokens``)."""
+    text = getattr(template, "text", template)
+    return route_facts(trainer, trl_ids(tokenizer, text, _decoded_rows(trainer)), max_length)
+
+
+def route_facts(trainer: pa.Table, outcomes: list[tuple[list[int], list[int]] | Exception],
+                max_length: int | None) -> Counter[str]:
+    """TRL's figures from each row's (prompt ids, prompt + completion ids), or the error its render raised."""
+    facts: Counter[str] = Counter()
+    if "images" in trainer.column_names:
+        facts["vision_rows"] += trainer.num_rows
+    for outcome in outcomes:
+        if isinstance(outcome, Exception):  # it stops TRL's map: counted by its message
+            facts["trl_failed_rows"] += 1
+            facts[TRL_FAILURE + _first_line(outcome)] += 1
+            continue
+        prompt, whole = outcome
+        labels = len(whole) - _common_prefix(prompt, whole)
+        kept = len(whole) if max_length is None else min(len(whole), max_length)
+        trained = max(0, kept - (len(whole) - labels))
+        facts["tokens"] += kept
+        facts["supervised_tokens"] += trained
+        facts["trl_cut_tokens"] += labels - trained
+    return facts
+
+
+def trl_ids(tokenizer: Any, template: str | None, rows: list[dict[str, Any]]
+            ) -> list[tuple[list[int], list[int]] | Exception]:
+    """Per conversational prompt/completion row, as TRL 1.16's ``tokenize_fn`` tokenizes it: the ids of ``prompt``
+    with the generation prompt and of ``prompt + completion`` (``tools`` and ``chat_template_kwargs`` from the
+    row), or what the render raised. ``apply_chat_template(tokenize=True)`` is its render then
+    ``tokenizer(text, add_special_tokens=False)``: rendered here row by row, encoded in one batch."""
+    texts: list[str] = []
+    outcomes: list[Any] = []
+    for row in rows:
+        tools = row.get("tools")
+        kwargs = {"chat_template": template, "tools": json.loads(tools) if isinstance(tools, str) else tools,
+                  "tokenize": False, **(row.get(KWARGS_COLUMN) or {})}
+        try:
+            pair = (tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, **kwargs),
+                    tokenizer.apply_chat_template(row["prompt"] + row["completion"], **kwargs))
+        except Exception as err:  # noqa: BLE001  (reported per row: it stops TRL's map)
+            outcomes.append(err)
+            continue
+        outcomes.append(len(texts))
+        texts += pair
+    ids = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+    return [o if isinstance(o, Exception) else (list(ids[o]), list(ids[o + 1])) for o in outcomes]
+
+
+def marked_tokens(tokenizer: Any, template: Any, canonical: pa.Table) -> int:
+    """Tokens this package's mask marks on canonical rows, counted as the audit counts them (rows the template
+    cannot render or mask left out)."""
+    transform = token_masks.Tokenize(tokenizer, template, on_bad_row="skip", keep_unsupervised=True)
+    total = 0
+    for start in range(0, canonical.num_rows, _TOKENIZE_ROWS):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", BadMaskRowsWarning)  # those rows are the audit's bad rows
+            chunk = transform(canonical.slice(start, _TOKENIZE_ROWS))
+        total += int(pc.sum(_arrow.flat(_arrow.column(chunk, "assistant_masks"))).as_py() or 0)
+    return total
+
+
+def trl_labels(tokenized: pa.Table, max_length: int | None = TRL_MAX_LENGTH) -> int:
+    """Labels other than -100 a default ``SFTTrainer`` keeps of pre-tokenized rows (their first ``max_length``)."""
+    labels = _arrow.column(tokenized, "labels")
+    flat = np.asarray(_arrow.flat(labels).to_numpy(zero_copy_only=False))
+    position = np.arange(len(flat)) - _arrow.offsets_of(_arrow.lengths(labels))[:-1][_arrow.parents(labels)]
+    kept = flat != -100
+    if max_length is not None:
+        kept &= position < max_length
+    return int(kept.sum())
+
+
+def trl_failures(facts: dict[str, int]) -> dict[str, int]:
+    """The TRL failures in a config's facts: error message -> rows."""
+    return {key[len(TRL_FAILURE):]: n for key, n in facts.items() if key.startswith(TRL_FAILURE)}
+
+
+def _first_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return f"{type(err).__name__}: {text[:200]}"
 
 
 def _decoded_rows(table: pa.Table) -> list[dict[str, Any]]:
-    names = [n for n in ("prompt", "completion", "tools") if n in table.column_names]
+    names = [n for n in ("prompt", "completion", "tools", KWARGS_COLUMN) if n in table.column_names]
     features = _portable.portable_features(table.select(names).schema)
     return [features.decode_example(row) for row in table.select(names).to_pylist()]
 
@@ -83,3 +210,150 @@ def _common_prefix(left: list[int], right: list[int]) -> int:
     n = min(len(left), len(right))
     diff = np.flatnonzero(np.asarray(left[:n]) != np.asarray(right[:n]))
     return int(diff[0]) if len(diff) else n
+
+
+def trl_verdict(facts: Mapping[str, int], instead: str) -> tuple[bool | None, str]:
+    """Whether TRL's default ``SFTTrainer`` trains on the default config exactly what the mask marks, and the
+    sentence the card and the audit say it with. ``facts``: ``TrlDefaultRoute``'s, summed (None: no tokenizer, not
+    measured); ``instead``: the config to name where it is not exact."""
+    failures = trl_failures(dict(facts))
+    rows = int(facts.get("rows", 0))
+    if facts.get("vision_rows"):
+        return False, ("not exact: the rows carry an `images` column, so SFTTrainer takes them for a vision dataset: "
+                       "it refuses a text-only model (\"The dataset appears to be vision-related\") and a "
+                       "vision-language processor tokenizes them at batch time, which was not measured here; for a "
+                       f"text-only model, {instead}")
+    if failures:
+        said = "; ".join(f"{n} rows: {message}" for message, n in sorted(failures.items(), key=lambda i: -i[1])[:3])
+        return False, (f"not exact: the chat template raises on {facts.get('trl_failed_rows', 0)} of {rows} rows "
+                       f"under TRL's tokenization ({said}), so SFTTrainer stops before it trains; {instead}")
+    supervised, marked = int(facts.get("supervised_tokens", 0)), int(facts.get("marked_tokens", 0))
+    if supervised == marked:
+        return True, f"exact: TRL labels {supervised} tokens, the {marked} the mask marks"
+    why = []
+    cut = int(facts.get("trl_cut_tokens", 0))
+    if cut:
+        why.append(f"{cut} labelled tokens lie past SFTConfig's default max_length {TRL_MAX_LENGTH}")
+    if supervised + cut != marked:
+        why.append("the chat template renders a turn differently as the last message than inside the conversation "
+                   "(e.g. it writes a <think> block into the last turn, or drops earlier turns' reasoning)")
+    return False, (f"not exact: TRL labels {supervised} tokens where the mask marks {marked} "
+                   f"({supervised - marked:+d} tokens): {'; '.join(why)}; {instead}")
+
+
+# --- the default config shaped for TRL's route, row by row, by measuring ------------------------------------
+#: What a default row may be handed to reach the render of its turn inside the conversation, tried in order:
+#: as it is; without the turn's reasoning (a template that drops earlier turns' reasoning); and each again with
+#: ``chat_template_kwargs`` ``{"enable_thinking": False}`` (TRL passes a row's own kwargs to the template: a
+#: template that writes an empty think block into the last turn then writes it into the generation prompt, so it
+#: is prompt). The first whose TRL labels are the mask's tokens of that turn is published.
+KWARGS_COLUMN = "chat_template_kwargs"
+_NO_THINKING = {"enable_thinking": False}
+
+
+def shaped_for_trl(trainer: pa.Table, canonical: pa.Table, tokenizer: Any, template: Any,
+                   targets: tuple[list[list[int] | None], np.ndarray] | None = None,
+                   max_length: int | None = TRL_MAX_LENGTH) -> tuple[pa.Table, Counter[str]]:
+    """The default config's rows (``trainer``, built from ``canonical``) each in the first form whose labels under
+    TRL's tokenization are exactly the tokens the mask marks for that turn in the whole conversation; a row no
+    form makes exact is kept as it is (the card and the audit count what it trains). The turns of a row the template
+    cannot render or mask are left out, as the audit and the tokenized config leave that row out. Returns the rows
+    and TRL's figures on them (``route_facts``). ``targets``: ``turn_targets``, when the caller has them."""
+    wanted, left_out = targets if targets is not None else turn_targets(canonical, tokenizer, template)
+    text = getattr(template, "text", template)
+    rows = _decoded_rows(trainer)
+    outcomes = trl_ids(tokenizer, text, rows)
+    completions = _arrow.flat(_arrow.column(trainer, "completion"))
+    stored = (completions.storage if isinstance(completions, pa.ExtensionArray) else completions).to_pylist()
+    kwargs = ["{}"] * trainer.num_rows
+    changed = False
+    for index, (row, outcome) in enumerate(zip(rows, outcomes)):
+        target = wanted[index] if index < len(wanted) else None
+        if target is None or left_out[index] or _labels(outcome) == target:
+            continue
+        for form in _forms(row)[1:]:
+            found = trl_ids(tokenizer, text, [form])[0]
+            if _labels(found) == target:
+                stored[index] = json.dumps(form["completion"][0], ensure_ascii=False)
+                kwargs[index] = json.dumps(form.get(KWARGS_COLUMN) or {})
+                outcomes[index], changed = found, True
+                break
+    if changed:
+        trainer = _with_forms(trainer, stored, kwargs)
+    if left_out.any():
+        trainer = trainer.filter(pa.array(~left_out))
+        outcomes = [o for o, out in zip(outcomes, left_out) if not out]
+    return trainer, route_facts(trainer, outcomes, max_length)
+
+
+def _labels(outcome: tuple[list[int], list[int]] | Exception) -> list[int] | None:
+    if isinstance(outcome, Exception):
+        return None
+    prompt, whole = outcome
+    return whole[_common_prefix(prompt, whole):]
+
+
+def _with_forms(trainer: pa.Table, stored: list[str], kwargs: list[str]) -> pa.Table:
+    """``trainer`` with its completions' JSON ``stored`` and, where any is set, the ``chat_template_kwargs``."""
+    column = pa.ExtensionArray.from_storage(pa.json_(), pa.array(stored, pa.string()))
+    trainer = _arrow.set_column(trainer, "completion", _arrow.relist(_arrow.column(trainer, "completion"), column))
+    if any(k != "{}" for k in kwargs):
+        trainer = _arrow.set_column(trainer, KWARGS_COLUMN, pa.ExtensionArray.from_storage(pa.json_(),
+                                                                                          pa.array(kwargs)))
+    return trainer
+
+
+def _forms(row: dict[str, Any]) -> list[dict[str, Any]]:
+    turn = row["completion"][0]
+    bare = {k: v for k, v in turn.items() if k not in ("reasoning_content", "thinking")}
+    if isinstance(bare.get("content"), str) and "</think>" in bare["content"]:
+        bare["content"] = strip_think_text(pa.array([bare["content"]]))[0].as_py()
+    plain = {**row, "completion": [bare]}
+    return [row, plain, {**row, KWARGS_COLUMN: _NO_THINKING}, {**plain, KWARGS_COLUMN: _NO_THINKING}]
+
+
+def turn_targets(canonical: pa.Table, tokenizer: Any, template: Any,
+                 runs: dict[int, list[list[int]]] | None = None) -> tuple[list[list[int] | None], np.ndarray]:
+    """Per marked turn of ``canonical`` (flat order, the default config's rows): the token ids the mask marks for
+    it in the whole conversation (None where they are not known: turns whose marked tokens run together), and
+    whether its row is one the template cannot render or mask (``tokenize`` leaves it out). ``runs``: per row
+    ``tokenize`` kept, its marked runs (``marked_runs``), when the caller tokenized the rows already."""
+    marks = row_marks(canonical).astype(np.int64)
+    if runs is None:
+        runs = _tokenized_runs(canonical, tokenizer, template)
+    targets: list[list[int] | None] = []
+    for row, count in enumerate(marks):
+        found = runs.get(row)
+        targets += found if found is not None and len(found) == count else [None] * int(count)
+    left_out = np.repeat(np.array([row not in runs for row in range(canonical.num_rows)], dtype=bool), marks)
+    return targets, left_out
+
+
+def _tokenized_runs(canonical: pa.Table, tokenizer: Any, template: Any) -> dict[int, list[list[int]]]:
+    numbered = _arrow.set_column(canonical, _ROW, pa.array(np.arange(canonical.num_rows, dtype=np.int64)))
+    transform = token_masks.Tokenize(tokenizer, template, on_bad_row="skip", keep_unsupervised=True)
+    runs: dict[int, list[list[int]]] = {}
+    for start in range(0, canonical.num_rows, _TOKENIZE_ROWS):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", BadMaskRowsWarning)
+            chunk = transform(numbered.slice(start, _TOKENIZE_ROWS))
+        for row, ids, mask in zip(chunk.column(_ROW).to_pylist(), chunk.column("input_ids").to_pylist(),
+                                  chunk.column("assistant_masks").to_pylist()):
+            runs[row] = marked_runs(ids, mask)
+    return runs
+
+
+_ROW = "__trl_route_row"
+
+
+def marked_runs(ids: list[int], mask: list[int]) -> list[list[int]]:
+    """The ids of each run of marked tokens, in order."""
+    out: list[list[int]] = []
+    previous = 0
+    for token, flag in zip(ids, mask):
+        if flag and not previous:
+            out.append([])
+        if flag:
+            out[-1].append(token)
+        previous = flag
+    return out

@@ -34,6 +34,7 @@ from whileai_datasets.errors import PublishError, causes
 from whileai_datasets.hub import configs as repo_configs
 from whileai_datasets.hub import layout, streaming, trainer_gaps
 from whileai_datasets.hub.card import SourceFile, hash_sources, package_versions, render_card
+from whileai_datasets.hub.card_configs import default_verdict
 from whileai_datasets.hub.card_sections import CardSection, section_files, sections_text
 from whileai_datasets.hub.splits import count_disjoint_groups
 
@@ -158,6 +159,9 @@ def commit_built(api: HfApi, built: streaming.Built, where: Publication, folder:
     """The card and one commit naming every shard of `built` (already uploaded) and the card."""
     _refuse_empty(built.configs)
     trainers = trainer_gaps.trainer_report(built.gaps, {c.name: sum(c.rows.values()) for c in built.configs})
+    exact, said = default_verdict(built.configs)  # TRL's default SFTTrainer on `default`, in the card's words
+    trainers["trl-default"] = {"config": repo_configs.DEFAULT, "rows": sum(built.configs[0].rows.values()),
+                               "unit": "rows", "exact": exact, "inexact": {}, "how": said}
     card = render_card(layout.card_data(built.configs), repo_id=where.repo_id, private=where.private,
                        configs=built.configs, report=where.report, sources=where.sources,
                        split_key=where.split_key, split_groups=where.split_groups, versions=package_versions(),

@@ -1,8 +1,9 @@
-"""Which whileai inputs are Parquet or a JSON array, and which are JSONL.
+"""Which whileai inputs are Parquet or one JSON document, and which are JSONL.
 
 A ``.json`` file (optionally compressed) whose first character past whitespace is ``[`` holds one
-JSON array of rows (:func:`is_json_array`); any other ``.json`` file is read as JSONL, one row per
-line, as ``.jsonl`` files are.
+JSON array of rows, and one whose first line opens an object it does not close holds that one
+object, written over several lines (:func:`is_json_array`, the hook that decides how a file is
+read); any other ``.json`` file is read as JSONL, one row per line, as ``.jsonl`` files are.
 
 Parquet: the name says so, or the bytes are a whole Parquet file.
 
@@ -15,6 +16,7 @@ it has the magic at both ends and a footer pyarrow can read; any other file with
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -93,10 +95,12 @@ def named_json(name: str) -> bool:
 
 
 def is_json_array(name: str, handle: Any) -> bool:
-    """Whether the open binary file ``handle`` (named ``name``, a ``.json`` file) holds a JSON
-    array: its first character past whitespace (and a UTF-8 byte order mark) is ``[``. Looked at
-    without consuming the handle (``peek``, or a read and a seek back); a stream that allows
-    neither is read as JSONL. The handle is left at the position it had."""
+    """Whether the open binary file ``handle`` (named ``name``, a ``.json`` file) holds one JSON
+    document, read element by element (``reading.json_array``) rather than line by line: a JSON
+    array (its first character past whitespace and a UTF-8 byte order mark is ``[``), or one
+    object written over several lines (:func:`opens_multiline_object`), read as an array of one.
+    Looked at without consuming the handle (``peek``, or a read and a seek back); a stream that
+    allows neither is read as JSONL. The handle is left at the position it had."""
     if not named_json(name):
         return False
     peek = getattr(handle, "peek", None)
@@ -108,4 +112,25 @@ def is_json_array(name: str, handle: Any) -> bool:
         handle.seek(start)
     else:
         return False
-    return bytes(head).removeprefix(_UTF8_BOM).lstrip(b" \t\r\n").startswith(b"[")
+    text = bytes(head).removeprefix(_UTF8_BOM).lstrip(b" \t\r\n")
+    return text.startswith(b"[") or opens_multiline_object(text)
+
+
+def opens_multiline_object(text: bytes) -> bool:
+    """Whether ``text`` (a file's first bytes, past whitespace) opens one object written over
+    several lines: it starts with ``{`` and its first line is not a whole JSON value but ends
+    where a pretty printer breaks a line (after ``{``, ``[`` or ``,``). A JSONL file's first line
+    is a whole row; one too long for ``text`` to show its end is taken for JSONL."""
+    if not text.startswith(b"{"):
+        return False
+    end = text.find(b"\n")
+    if end < 0:
+        return False
+    first = text[:end].rstrip(b" \t\r")
+    if not first.endswith((b"{", b"[", b",")):
+        return False
+    try:
+        json.loads(first)
+    except ValueError:
+        return True
+    return False

@@ -11,6 +11,12 @@ Why not ijson: it would be a new dependency, it yields ``Decimal`` unless told o
 errors carry no position that maps to a line. Why not orjson, which the JSONL reader uses: it
 parses a whole text only and cannot say where a value ends inside a longer one.
 
+Two other documents are read here too, so that every path that reads arrays (the builder, the
+Ray engine, the audit's line numbers) reads them the same: a file of one object written over
+several lines is one row (``reading.file_kind.opens_multiline_object``), and an array whose first
+element is a message rather than a row is one conversation: its one row holds the elements as
+``messages``.
+
 An element that parses but is not a good row (not an object, a bad role, ...) is that row's
 error (``on_bad_row="skip"`` skips it); text that is not JSON stops the read, since no element
 after it can be found for sure.
@@ -26,6 +32,7 @@ from typing import IO, Any
 
 from whileai_datasets.errors import ExportFormatError
 from whileai_datasets.reading.read_errors import nesting_error, unencodable_error
+from whileai_datasets.rows.conversations import CONVERSATION_KEYS
 from whileai_datasets.rows.normalize import RowContext
 
 #: Bytes decoded at a time (doubled while one element is longer than the window).
@@ -98,6 +105,14 @@ def iter_json_array_rows(handle: IO[bytes], source: str) -> Iterator[tuple[RowCo
     """``(context, parsed row)`` per element of the JSON array ``handle`` holds; an element that is
     not a storable row is an ``ExportFormatError`` yielded in its place (as the JSONL reader does)."""
     window = _Window(handle, source)
+    decode = json.JSONDecoder().raw_decode
+    if window.peek() == "{":  # one object written over several lines: the file's one row
+        one = RowContext(source, window.line_at(window.pos), 0)
+        value, start, end = _element(window, decode, one)
+        window.pos = end
+        _check_end(window, "object's closing '}'")
+        yield one, _storable(window.text, start, end, value, one)
+        return
     if window.peek() != "[":
         raise _syntax_error(window, None, "the file does not start with '['")
     window.pos += 1
@@ -106,14 +121,22 @@ def iter_json_array_rows(handle: IO[bytes], source: str) -> Iterator[tuple[RowCo
         window.pos += 1
         _check_end(window)
         return
-    decode = json.JSONDecoder().raw_decode
+    messages: list[Any] | None = None
     while True:
         if not window.peek():
             raise _syntax_error(window, index, "the array is not closed: the file ends inside it")
         ctx = ArrayRowContext(source, window.line_at(window.pos), index)
         value, start, end = _element(window, decode, ctx)
         window.pos = end
-        yield ctx, _storable(window.text, start, end, value, ctx)
+        value = _storable(window.text, start, end, value, ctx)
+        if index == 0 and is_message(value):  # one conversation's messages, not rows: its one row
+            first, messages = ctx, []
+        if messages is not None:
+            if isinstance(value, ExportFormatError):
+                raise value
+            messages.append(value)
+        else:
+            yield ctx, value
         index += 1
         after = window.peek()
         if after == ",":
@@ -121,6 +144,8 @@ def iter_json_array_rows(handle: IO[bytes], source: str) -> Iterator[tuple[RowCo
         elif after == "]":
             window.pos += 1
             _check_end(window)
+            if messages is not None:
+                yield RowContext(source, first.line, 0), {"messages": messages}
             return
         else:
             got = repr(after) if after else "the end of the file"
@@ -160,11 +185,28 @@ def _storable(text: str, start: int, end: int, value: Any, ctx: RowContext) -> A
     return value
 
 
-def _check_end(window: _Window) -> None:
-    """Only whitespace may follow the array."""
+def _check_end(window: _Window, closing: str = "array's closing ']'") -> None:
+    """Only whitespace may follow the array (or the one object)."""
     rest = window.peek()
+    if rest and closing.startswith("object"):
+        raise ExportFormatError(
+            f"text after the {closing} (it starts {rest!r})",
+            location=f"{window.source} line {window.line_at(window.pos)}",
+            hint="A .json file holds one JSON value: one row (an object) or an array of rows; write several rows as "
+            "a JSON array, or as JSONL (one row per line).",
+        )
     if rest:
-        raise _syntax_error(window, None, f"text after the array's closing ']' (it starts {rest!r})")
+        raise _syntax_error(window, None, f"text after the {closing} (it starts {rest!r})")
+
+
+def is_message(value: Any) -> bool:
+    """Whether an array's first element is a message (``role``, or a ShareGPT turn's ``from`` and
+    ``value``) rather than a row: no row holds its turn's role at its top level."""
+    if type(value) is not dict:
+        return False
+    if "role" in value:
+        return not any(key in value for key in CONVERSATION_KEYS)
+    return "from" in value and "value" in value and not any(key in value for key in CONVERSATION_KEYS)
 
 
 def _syntax_error(window: _Window, index: int | None, problem: str, pos: int | None = None) -> ExportFormatError:

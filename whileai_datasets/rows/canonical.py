@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from whileai_datasets.errors import WhileaiError
 from whileai_datasets.rows import content as content_parts
-from whileai_datasets.rows import conversations, normalize, schema, training_flags, unread_keys
+from whileai_datasets.rows import conversations, normalize, pairs, schema, training_flags, unread_keys
 from whileai_datasets.rows.columns import MAX_KEY_ORDERS, MessageColumns, ScalarColumns
 from whileai_datasets.rows.features import storage_type
 from whileai_datasets.rows.leaks import LeakScan
@@ -34,6 +34,12 @@ _TRAINING_KEYS = frozenset(schema.CARRY_KEYS) | frozenset(schema.SOURCE_KEYS)
 _SESSION_KEYS = frozenset(schema.SESSION_KEYS)
 _PREFERENCE_KEYS = frozenset(schema.PAIR_KEYS) | {"prompt"}
 _RAW_KEYS = frozenset(schema.RAW_SCALAR_FEATURES)
+#: row keys that make a ``messages`` row whileai's own (its carried and source keys, and the keys of the shapes
+#: only whileai writes): its tool-call arguments are encoded as whileai encodes them; any other row's arguments
+#: given as JSON text keep their bytes (another tool wrote them so, and its model was trained on them so)
+WHILEAI_MARKERS = (_TRAINING_KEYS - {"prompt"}) | frozenset((
+    "steps", "final_text", "opener", "tool_trace", "messages_json", "steps_json", "metadata_json", "conversation_id",
+    "schema_version", "prompt_text", "lineage"))
 
 
 @dataclass(frozen=True)
@@ -73,21 +79,23 @@ class Normalizer:
         #: the keys the rows read so far had and no shape read (``rows.unread_keys``); the reader's
         #: caller takes it and says so once
         self.unread = unread_keys.Unread()
-        #: a row's key order -> its keys that look meant to be read (``unread_keys.row_suspects``)
-        self._suspects: dict[tuple[str, ...], tuple[str, ...]] = {}
+        #: a row's key order -> its keys that look meant to be read (``unread_keys.row_suspects``), and
+        #: whether a row with those keys is whileai's own (``whileai_keys``)
+        self._suspects: dict[tuple[str, ...], tuple[tuple[str, ...], bool]] = {}
         self._read_keys = frozenset(unread_keys.ROW_KEYS) | frozenset(self.kinds)
 
-    def suspects(self, row: dict[str, Any]) -> tuple[str, ...]:
-        """``unread_keys.row_suspects`` of ``row``'s keys, once per key order."""
+    def suspects(self, row: dict[str, Any]) -> tuple[tuple[str, ...], bool]:
+        """``unread_keys.row_suspects`` of ``row``'s keys, and whether it carries a key only whileai writes
+        (``WHILEAI_MARKERS``), once per key order."""
         keys = tuple(row)
         found = self._suspects.get(keys)
         if found is None:
             if len(self._suspects) >= MAX_KEY_ORDERS:
                 self._suspects.clear()
-            found = unread_keys.row_suspects(keys, self._read_keys)
+            suspects = unread_keys.row_suspects(keys, self._read_keys)
             if self.sessions:  # a session row's own columns (``conversation`` is no misspelt ``conversations``)
-                found = tuple(key for key in found if key not in _SESSION_KEYS)
-            self._suspects[keys] = found
+                suspects = tuple(key for key in suspects if key not in _SESSION_KEYS)
+            found = self._suspects[keys] = (suspects, not WHILEAI_MARKERS.isdisjoint(keys))
         return found
 
     def empty_table(self) -> pa.Table:
@@ -207,13 +215,17 @@ class TrainingChunk(Chunk):
         if source and type(source[0]) is dict and "role" not in source[0]:  # ShareGPT turns under messages
             source = conversations.as_messages(source, ctx, "messages")
         column, system, own = "messages", self.options.system_prompt, ""
-        if not source and "conversations" in shaped:
+        if not source and ("conversations" in shaped or "conversation" in shaped):
             source = conversations.from_conversations(shaped, ctx)
-            column, own = "conversations", conversations.row_system(shaped, source or [], ctx)
+            column = conversations.conversation_key(shaped) or ""
+            own = conversations.row_system(shaped, source or [], ctx)
             if not system:  # the row's system leads as the option's would (error paths keep the turns' indices)
                 system, own = own, ""
         if not source and ("response" in shaped or "completion" in shaped):
             shaped = conversations.prompt_reply(shaped)
+        if not source and shaped.get("steps") and type(shaped["steps"]) is not list:
+            raise ctx.error("steps", f"expected a list of steps, got {normalize.type_name(shaped['steps'])}",
+                            "Fix the row (a rollout's steps are a list of objects).")
         built = None if source else normalize.conversation(shaped)
         turns = source or built
         if not turns:
@@ -221,14 +233,20 @@ class TrainingChunk(Chunk):
         if shaped.get("images") is not None:  # TRL's vision rows: placeholders + references
             turns = content_parts.fill_images(turns, shaped["images"], ctx.error)
         flags = self._row_flags(shaped, source, ctx, column)
+        if shaped.get(conversations.SYSTEM_PROMPT_KEY) is not None:  # a Hermes agent export's own system prompt
+            own = conversations.row_system_prompt(shaped, turns, own, ctx)
+            if not system:
+                system, own = own, ""
         if own:  # the option's system prompt, then the row's own
             turns = [{"role": "system", "content": own}, *turns]
             flags = [None, *flags] if flags is not None else None
-        self.lists["messages"].add(turns, system=system, ctx=ctx, column=column, row_flags=flags)
+        suspects, whileai = self.normalizer.suspects(shaped)
+        self.lists["messages"].add(turns, system=system, ctx=ctx, column=column, row_flags=flags,
+                                   argument_text=not (whileai or built is not None))
         if self.options.tools_json is None:
             self.tools.append(self._tools_of(shaped, ctx))
         self.scalars.add(shaped, ctx)
-        for key in self.normalizer.suspects(shaped):
+        for key in suspects:
             self.normalizer.unread.add("row", key, ctx, key)
         # the leak check reads the raw row; the turns rebuilt from it, and the
         # assistant texts just added, are reused when nothing reshaped it
@@ -274,7 +292,7 @@ class PreferenceChunk(Chunk):
         return _PREFERENCE_KEYS
 
     def _add(self, row: dict[str, Any], ctx: RowContext) -> tuple[dict[str, Any], Any, Any]:
-        pair = normalize.join_preference(row)
+        pair = pairs.read_pair(row, ctx)
         for side in ("chosen", "rejected"):
             turns = self._side(pair.get(side), ctx, side)
             self.lists[side].add(turns, system=self.options.system_prompt, ctx=ctx, column=side)

@@ -14,9 +14,10 @@ as they were (``on_bad_row="skip"``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pyarrow as pa
@@ -48,7 +49,7 @@ class MessageColumns:
 
     __slots__ = ("row_offsets", "role", "content", "name", "tool_call_id", "extra", "reasoning", "parts",
                  "call_offsets", "call_id", "call_name", "call_arguments", "keep_keys", "said", "flags",
-                 "unread")
+                 "unread", "argument_text")
 
     def __init__(self, keep_keys: bool = False) -> None:
         self.keep_keys = keep_keys
@@ -75,6 +76,8 @@ class MessageColumns:
         self.flags: list[int] = []
         #: ``(key, path)`` of the keys the row added last has that are not read (``rows.unread_keys``)
         self.unread: list[tuple[str, str]] = []
+        #: the row being added keeps arguments given as JSON text of an object byte for byte (not whileai's row)
+        self.argument_text = False
 
     def rollback(self, rows: int) -> None:
         """Keep only the first ``rows`` rows: what a failed row added goes (its
@@ -98,15 +101,18 @@ class MessageColumns:
             del column[calls:]
 
     def add(self, messages: Sequence[Any], *, system: str, ctx: RowContext, column: str = "messages",
-            row_flags: Sequence[int | None] | None = None) -> None:
+            row_flags: Sequence[int | None] | None = None, argument_text: bool = False) -> None:
         """One row's messages in the canonical form, as whileai's
         ``_convert_messages`` builds them (without think-stripping or
         truncation: those are transforms): tool-call ids in call order
         (``call_0000``, ...) linked first in, first out to the tool messages
         that answer them; training flags (``row_flags``: the row's own
         ``loss_mask``, one per message, and each message's ``weight`` / ``loss``)
-        kept for ``loss_mask``. The builder's hottest loop: error paths build
+        kept for ``loss_mask``. With ``argument_text`` (a row another tool wrote),
+        arguments given as JSON text of an object keep their bytes; else they are
+        encoded as whileai encodes them. The builder's hottest loop: error paths build
         their messages only when raised."""
+        self.argument_text = argument_text
         # bound appends: this loop runs once per message of every row
         add_role, add_content = self.role.append, self.content.append
         add_name, add_answer, add_calls_end = self.name.append, self.tool_call_id.append, self.call_offsets.append
@@ -139,7 +145,7 @@ class MessageColumns:
                 )
             role = message.get("role")
             if type(role) is not str or role not in _ROLE_SET:  # a list or dict role is not hashable
-                _bad_role(ctx, f"{column}[{i}]", role)
+                role = _other_role(ctx, f"{column}[{i}]", role)
             content = message.get("content")
             read = None
             if type(content) is not str or "reasoning_content" in message:
@@ -152,6 +158,8 @@ class MessageColumns:
                 if said is not None:
                     said.append(content)
                 calls = message.get("tool_calls")
+                if calls and type(calls) is str:  # the list written as JSON text
+                    calls = _json_text(calls, ctx, f"{column}[{i}].tool_calls")
                 if calls and type(calls) is not list:
                     raise ctx.error(
                         f"{column}[{i}].tool_calls",
@@ -219,6 +227,8 @@ class MessageColumns:
 
     def _call(self, call: Any, count: int, ctx: RowContext, column: str, i: int, j: int) -> str:
         """Append one tool call (its id, name and arguments); returns its id."""
+        if type(call) is str:  # one call written as JSON text (some RL libraries store them so)
+            call = _json_text(call, ctx, f"{column}[{i}].tool_calls[{j}]")
         if type(call) is not dict:
             path = f"{column}[{i}].tool_calls[{j}]"
             raise ctx.error(path, f"expected a tool-call object, got {normalize.type_name(call)}", "Fix the row.")
@@ -230,7 +240,11 @@ class MessageColumns:
             call_id = str(call_id)
         name = function.get("name")
         self.call_name.append(name if type(name) is str else str(name or ""))
-        self.call_arguments.append(normalize.wire_arguments(function.get("arguments")))
+        arguments = function.get("arguments")
+        if self.argument_text and type(arguments) is str and _object_text(arguments):
+            self.call_arguments.append(arguments)  # another tool's text, as its model saw it
+        else:
+            self.call_arguments.append(normalize.wire_arguments(arguments))
         self.call_id.append(call_id)
         return call_id
 
@@ -285,7 +299,36 @@ class MessageColumns:
         return pa.ListArray.from_arrays(messages.offsets, pa.array(values, pa.int8()))
 
 
-def _bad_role(ctx: RowContext, path: str, role: Any) -> None:
+#: roles read as another: OpenAI's current API (and Codex) write its system turn as ``developer``;
+#: chat templates and TRL know it as ``system`` (docs/differences.md)
+ROLE_ALIASES = {"developer": "system"}
+
+
+def _other_role(ctx: RowContext, path: str, role: Any) -> str:
+    """The role ``role`` is read as (``ROLE_ALIASES``), or the error for a role that is not read."""
+    if type(role) is str and role in ROLE_ALIASES:
+        return ROLE_ALIASES[role]
+    _bad_role(ctx, path, role)
+
+
+def _object_text(text: str) -> bool:
+    """Whether ``text`` is the JSON text of an object (what wire arguments hold)."""
+    try:
+        return type(json.loads(text)) is dict
+    except ValueError:
+        return False
+
+
+def _json_text(text: str, ctx: RowContext, path: str) -> Any:
+    """Tool calls written as JSON text, parsed; text that is not JSON is the row's error."""
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        raise ctx.error(path, f"expected a tool call (an object, or JSON text of one), got text that is not JSON "
+                        f"({err}) starting {text[:40]!r}", "Fix the row.") from err
+
+
+def _bad_role(ctx: RowContext, path: str, role: Any) -> NoReturn:
     got = "no role" if role is None else repr(role)
     raise ctx.error(
         f"{path}.role",

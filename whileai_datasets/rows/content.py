@@ -173,7 +173,8 @@ def _said(content: Any) -> list[str]:
 def fill_images(messages: list[Any], images: Any, error: ErrorFactory) -> list[Any]:
     """TRL vision rows back to parts with references: each ``{"type": "image"}``
     placeholder outside tool turns takes the next of the row's ``images``, as
-    TRL's ``prepare_multimodal_messages`` fills them."""
+    TRL's ``prepare_multimodal_messages`` fills them. A row with no such placeholder takes
+    LLaMA-Factory's instead: each ``<image>`` in the text, which becomes content parts in place."""
     if not isinstance(images, list) or not all(isinstance(ref, str) for ref in images):
         got = _type_name(images) if not isinstance(images, list) else "a list holding non-text items"
         raise error(
@@ -188,10 +189,22 @@ def fill_images(messages: list[Any], images: Any, error: ErrorFactory) -> list[A
         for j, part in enumerate(message["content"])
         if type(part) is dict and part.get("type") == "image" and "image" not in part
     ]
+    if not slots:
+        tagged = sum(m["content"].count(IMAGE_TAG) for m in messages
+                     if type(m) is dict and m.get("role") != "tool" and isinstance(m.get("content"), str))
+        if tagged == len(images) and tagged:
+            return _tags_to_parts(messages, images)
+        if tagged:
+            raise error(
+                "images", f"expected one image per {IMAGE_TAG!r} placeholder in the text ({tagged}), got "
+                f"{len(images)} images", "Give the row as many images as its placeholders (LLaMA-Factory refuses "
+                "the row otherwise).",
+            )
     if len(slots) != len(images):
         raise error(
             "images",
-            f"expected one image per {{'type': 'image'}} placeholder ({len(slots)}), got {len(images)} images",
+            f"expected one image per {{'type': 'image'}} placeholder or {IMAGE_TAG!r} in the text ({len(slots)}), "
+            f"got {len(images)} images",
             "Give the row as many images as its placeholders (TRL refuses the row otherwise).",
         )
     out = list(messages)
@@ -199,4 +212,28 @@ def fill_images(messages: list[Any], images: Any, error: ErrorFactory) -> list[A
         if out[i] is messages[i]:
             out[i] = {**messages[i], "content": list(messages[i]["content"])}
         out[i]["content"][j] = {**out[i]["content"][j], "image": ref}
+    return out
+
+
+#: LLaMA-Factory's image placeholder in message text (its ``images`` list fills them in order)
+IMAGE_TAG = "<image>"
+
+
+def _tags_to_parts(messages: list[Any], images: list[str]) -> list[Any]:
+    """Text with ``<image>`` placeholders as content parts, in place: the text around each
+    placeholder a text part (empty pieces left out), each placeholder the next image."""
+    refs = iter(images)
+    out = []
+    for message in messages:
+        content = message.get("content") if type(message) is dict and message.get("role") != "tool" else None
+        if not isinstance(content, str) or IMAGE_TAG not in content:
+            out.append(message)
+            continue
+        parts: list[dict[str, Any]] = []
+        for k, piece in enumerate(content.split(IMAGE_TAG)):
+            if k:
+                parts.append({"type": "image", "image": next(refs)})
+            if piece:
+                parts.append({"type": "text", "text": piece})
+        out.append({**message, "content": parts})
     return out

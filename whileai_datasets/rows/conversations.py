@@ -26,6 +26,7 @@ import re
 from typing import Any
 
 from whileai_datasets import option_names
+from whileai_datasets.rows import unread_keys
 from whileai_datasets.rows.normalize import RowContext, type_name
 
 #: ShareGPT ``from`` -> role; ``function_call`` and ``observation`` are read by their own rules
@@ -41,19 +42,56 @@ OBSERVATION_JOIN = "\n</tool_response>\n<tool_response>\n"
 _THINK = re.compile(r"\s*<think>.*?</think>\s*", re.DOTALL)
 _TAGGED = re.compile(r"(?P<text>.*?)<tool_call>(?P<calls>.*)</tool_call>\s*$", re.DOTALL)
 #: keys that hold a conversation in some row shape this package reads
-CONVERSATION_KEYS = ("messages", "conversations", "prompt", "steps", "final_text", "opener", "tool_trace",
+CONVERSATION_KEYS = ("messages", "conversations", "conversation", "prompt", "steps", "final_text", "opener",
+                     "tool_trace",
                      "completion", "messages_json", "steps_json")
 
 
+def conversation_key(row: dict[str, Any]) -> str | None:
+    """The key a row holds its turns under when it has no ``messages``: ``conversations``, or
+    ms-swift's ``conversation``; None when it has neither."""
+    for key in CONVERSATIONS:
+        if key in row:
+            return key
+    return None
+
+
 def from_conversations(row: dict[str, Any], ctx: RowContext) -> list[dict[str, Any]] | None:
-    """The messages of a row's ``conversations``, one per OpenAI message or ShareGPT turn (an
-    observation may be several tool results); None when it has none."""
-    turns = row.get("conversations")
+    """The messages of a row's ``conversations`` (or ``conversation``), one per OpenAI message or
+    ShareGPT turn (an observation may be several tool results), two per ms-swift
+    ``{human, assistant}`` pair; None when it has none."""
+    key = conversation_key(row) or CONVERSATIONS[0]
+    turns = row.get(key)
     if not turns:
         return None
     if not isinstance(turns, list):
-        raise ctx.error("conversations", f"expected a list of messages, got {type_name(turns)}", "Fix the row.")
-    return as_messages(turns, ctx, "conversations")
+        raise ctx.error(key, f"expected a list of messages, got {type_name(turns)}", "Fix the row.")
+    first = turns[0]
+    if isinstance(first, dict) and SWIFT_PAIR[0] in first and "from" not in first and "role" not in first:
+        return _swift_pairs(turns, ctx, key)
+    return as_messages(turns, ctx, key)
+
+
+#: the keys a row's turns are under when it has no ``messages``
+CONVERSATIONS = ("conversations", "conversation")
+#: ms-swift's ShareGPT dialect: ``conversation`` holds ``{"human": ..., "assistant": ...}`` pairs
+SWIFT_PAIR = ("human", "assistant")
+
+
+def _swift_pairs(turns: list[Any], ctx: RowContext, column: str) -> list[dict[str, Any]]:
+    """ms-swift's pairs, each one user turn and one assistant turn."""
+    messages = []
+    for i, pair in enumerate(turns):
+        texts = [pair.get(key) for key in SWIFT_PAIR] if isinstance(pair, dict) else None
+        if texts is None or not all(isinstance(text, str) for text in texts) or set(pair) - set(SWIFT_PAIR):
+            got = type_name(pair) if texts is None else json.dumps(pair)[:80]
+            raise ctx.error(
+                f"{column}[{i}]", f'expected a {{"human": ..., "assistant": ...}} pair of texts, got {got}',
+                "ms-swift's conversation holds one pair of texts per exchange; fix the row, or skip bad rows with "
+                f"{option_names.spell('on_bad_row', 'skip')}.",
+            )
+        messages += [{"role": "user", "content": texts[0]}, {"role": "assistant", "content": texts[1]}]
+    return messages
 
 
 def as_messages(turns: list[Any], ctx: RowContext, column: str) -> list[Any]:
@@ -73,6 +111,26 @@ def row_system(row: dict[str, Any], messages: list[Any], ctx: RowContext) -> str
         raise ctx.error("system", f"expected the system prompt as text, got {type_name(system)}", "Fix the row.")
     leading = messages and isinstance(messages[0], dict) and messages[0].get("role") == "system"
     return "" if leading else system
+
+
+#: the row key some agent exports (Hermes) hold the agent's system prompt under, beside ``messages``
+SYSTEM_PROMPT_KEY = "system_prompt"
+
+
+def row_system_prompt(row: dict[str, Any], messages: list[Any], own: str, ctx: RowContext) -> str:
+    """The system text that leads ``messages``: the row's ``system_prompt`` (``own``, the row's
+    ``system``, when the conversation opens with that very text already)."""
+    text = row[SYSTEM_PROMPT_KEY]
+    if not isinstance(text, str):
+        raise ctx.error(SYSTEM_PROMPT_KEY, f"expected the system prompt as text, got {type_name(text)}",
+                        "Fix the row.")
+    first = messages[0] if messages else None
+    if not text or isinstance(first, dict) and first.get("role") == "system" and first.get("content") == text:
+        return own
+    if own and own != text:
+        raise ctx.error(SYSTEM_PROMPT_KEY, "expected one system prompt, got two different ones: 'system' and "
+                        "'system_prompt'", "Keep one of the two keys (or merge their texts), then load the file again.")
+    return text
 
 
 def _sharegpt(turns: list[Any], ctx: RowContext, column: str) -> list[dict[str, Any]]:
@@ -178,8 +236,16 @@ def no_conversation_error(row: dict[str, Any], ctx: RowContext) -> Exception:
     found = f"the row has {keys}" if row else "the row is an empty object"
     if held:
         found += f" ({', '.join(held)} empty)"
+    pair = [str(key) for key in row if key in unread_keys.PAIR_SIDE_KEYS]
+    if pair:
+        sides = ", ".join(map(repr, pair))
+        return ctx.error("", f"no conversation to train on: {found}",
+                         f"The row is a preference pair ({sides}): {option_names.preference_hint()}.")
+    near = [(str(key), unread_keys.did_you_mean(str(key), unread_keys.ROW_KEYS)) for key in row
+            if key not in held and key not in unread_keys.WHILEAI_ROW_KEYS]
+    guesses = " ".join(f"Did you mean {guess!r} for {key!r}?" for key, guess in near if guess)
     return ctx.error(
-        "", f"no conversation to train on: {found}",
+        "", f"no conversation to train on: {found}", (guesses + " " if guesses else "") +
         "A trainable row holds `messages` (role/content messages), `conversations` (role/content or ShareGPT "
         "from/value turns) or a whileai rollout (`prompt` with `steps` or `final_text`); rename the key that "
         f"holds the conversation, or pass {option_names.spell('on_bad_row', 'skip')} to leave such rows out.",

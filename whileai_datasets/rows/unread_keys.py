@@ -23,14 +23,16 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
+from whileai_datasets import option_names
 from whileai_datasets.rows.normalize import RowContext
 
 #: message keys the reader reads
 MESSAGE_KEYS = ("role", "content", "reasoning_content", "tool_calls", "name", "tool_call_id", "weight", "loss")
 #: row keys the reader reads in some row shape (the carried columns are added by ``Unread.row_keys``)
-ROW_KEYS = ("messages", "conversations", "prompt", "steps", "final_text", "opener", "tool_trace", "completion",
+ROW_KEYS = ("messages", "conversations", "conversation", "prompt", "steps", "final_text", "opener", "tool_trace",
+            "completion",
             "messages_json", "steps_json", "metadata_json", "prompt_text", "tools", "system", "images", "loss_mask",
-            "response")
+            "response", "system_prompt")
 #: whileai's row keys (``schemas/row-v1.json``): metadata, never a near miss of another key
 WHILEAI_ROW_KEYS = frozenset((
     "ask", "ask_family", "calibration", "conversation_id", "failure_class", "fault_detected", "faults", "final_text",
@@ -43,13 +45,17 @@ WHILEAI_ROW_KEYS = frozenset((
 #: other names of a key that is read: what the key most likely meant
 OTHER_NAMES = {"thinking": "reasoning_content", "reasoning": "reasoning_content", "text": "content",
                "value": "content", "from": "role", "functions": "tools", "function_call": "tool_calls",
-               "conversation": "conversations", "output": "response", "answer": "response", "reply": "response",
-               "chosen": "response", "instruction": "prompt", "query": "prompt", "question": "prompt"}
+               "output": "response", "answer": "response", "reply": "response",
+               "instruction": "prompt", "query": "prompt", "question": "prompt"}
 #: the row keys a reply is read from (``rows.conversations.prompt_reply``)
 REPLY = ("response", "completion")
 #: row keys other formats hold a turn under
 TURN_KEYS = frozenset(("response", "completion", "output", "answer", "reply", "chosen", "rejected", "instruction",
-                       "input", "query", "question", "text", "conversation"))
+                       "input", "query", "question", "text", "preferred_output", "non_preferred_output",
+                       "rejected_response", "rejected_messages"))
+#: row keys that hold a side of a preference pair: the ``preference`` config reads them (``rows.pairs``)
+PAIR_SIDE_KEYS = frozenset(("chosen", "rejected", "preferred_output", "non_preferred_output", "rejected_response",
+                            "rejected_messages"))
 #: distinct keys kept per kind (counts of the rest go to the total only)
 KEEP = 50
 
@@ -112,10 +118,17 @@ class Unread:
             known = MESSAGE_KEYS if kind == "message" else ROW_KEYS
             guess = did_you_mean(key, known)
             beside = " (read as the reply beside a text 'prompt' only)" if kind == "row" and guess in REPLY else ""
+            if kind == "row" and key in PAIR_SIDE_KEYS:
+                said.append(f"row key {key!r} in {count} row(s) (first: {first}): a side of a preference pair; "
+                            f"{option_names.preference_hint()}")
+                continue
             said.append(f"{kind} key {key!r} in {count} {kind}(s) (first: {first})"
                         + (f": did you mean {guess!r}{beside}?" if guess else ""))
+        keep = ("" if option_names.in_command_line() else " (keep_message_keys=True keeps them in each message's "
+                "'extra')")
         fate = ("message keys are kept in each message's 'extra' but no chat template renders them" if kept else
-                "message keys are dropped (keep_message_keys=True keeps them in each message's 'extra')")
+                f"message keys are dropped{keep}")
+        raw = "" if option_names.in_command_line() else " (the 'raw' config keeps every key)"
         return (f"{where}: {self.total} key(s) were not read: " + "; ".join(said) + f". Unread {fate}; unread row "
-                "keys are left out of training rows (the 'raw' config keeps every key). Rename a misspelt key, "
+                f"keys are left out of training rows{raw}. Rename a misspelt key, "
                 "or move the text to a key that is read (docs: Loading, Row shapes).")

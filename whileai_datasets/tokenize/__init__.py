@@ -13,6 +13,7 @@ from __future__ import annotations
 from whileai_datasets.tokenize.mask_totals import mask_report
 from whileai_datasets.tokenize.token_masks import (
     BadMaskRowsWarning,
+    PartialRenderWarning,
     Tokenize,
     UnsupervisedRowsWarning,
     spans_to_token_mask,
@@ -20,5 +21,5 @@ from whileai_datasets.tokenize.token_masks import (
 )
 from whileai_datasets.tokenize.trainer_fit import TrainerCutWarning, check_max_length
 
-__all__ = ["BadMaskRowsWarning", "Tokenize", "TrainerCutWarning", "UnsupervisedRowsWarning", "check_max_length",
-           "mask_report", "spans_to_token_mask", "tokenize"]
+__all__ = ["BadMaskRowsWarning", "PartialRenderWarning", "Tokenize", "TrainerCutWarning", "UnsupervisedRowsWarning",
+           "check_max_length", "mask_report", "spans_to_token_mask", "tokenize"]

@@ -15,8 +15,8 @@ from whileai_datasets import option_names
 from whileai_datasets.errors import NothingToTrainWarning
 from whileai_datasets.tokenize.row_failures import by_cause, dashed
 
-__all__ = ["BadMaskRowsWarning", "SalvagedRowsWarning", "UnsupervisedRowsWarning", "bad_rows_warning",
-           "dropped_warning", "salvaged_warning"]
+__all__ = ["BadMaskRowsWarning", "PartialRenderWarning", "SalvagedRowsWarning", "UnsupervisedRowsWarning",
+           "bad_rows_warning", "dropped_warning", "partial_warning", "salvaged_warning"]
 
 
 class UnsupervisedRowsWarning(NothingToTrainWarning):
@@ -30,6 +30,10 @@ class BadMaskRowsWarning(UserWarning):
 class SalvagedRowsWarning(UserWarning):
     """Rows the template could not take whole train the turns before the one it cannot take (salvage=True)."""
 
+
+class PartialRenderWarning(UserWarning):
+    """Rows that train, but whose render is not what the model wrote: an earlier turn the template renders
+    partially, or a trained turn it runs into the next (the message names the rows, by cause)."""
 
 
 def dropped_warning(rows: Sequence[Any], indices: Sequence[int] | None) -> None:
@@ -81,5 +85,26 @@ def salvaged_warning(salvaged: Sequence[Any], total: int) -> None:
         f"take ({option_names.spell('salvage', True)}): {named}{more}; whileai_datasets.audit counts them "
         "(salvaged).",
         SalvagedRowsWarning,
+        stacklevel=3,
+    )
+
+
+def partial_warning(total: int, notices: Sequence[Any]) -> None:
+    """Warn (``PartialRenderWarning``) when rows of a batch train with a render that is not what the model
+    wrote (``notices``: ``row_failures.Failure`` of the rows named, ``row_failures.NOTES``): how many, by
+    cause, naming the rows and the first one's message."""
+    if not notices:
+        return
+    causes = []
+    for cause, items in by_cause(list(notices)).items():
+        rows = sorted({f.row for f in items})
+        shown = ", ".join(map(str, rows[:8])) + (", ..." if len(rows) > 8 else "")
+        causes.append(f"{len(rows)} {dashed(cause)} (row{'s' if len(rows) > 1 else ''} {shown}; first: "
+                      f"{items[0].error.problem})")
+    named = len({f.row for f in notices})
+    warnings.warn(
+        f"{named} of {total} rows in this batch train with a render that is not what the model wrote: "
+        + "; ".join(causes) + ". They are kept; whileai_datasets.audit counts them over a dataset.",
+        PartialRenderWarning,
         stacklevel=3,
     )

@@ -16,11 +16,11 @@ from typing import Any, Literal
 
 from whileai_datasets.errors import RenderBudgetError, TemplateError
 
-__all__ = ["CAUSES", "Cause", "Failure", "RowFailures", "cause_of", "tagged"]
+__all__ = ["CAUSES", "NOTES", "Cause", "Failure", "RowFailures", "cause_of", "tagged"]
 
 Cause = Literal["roles_must_alternate", "single_tool_call_only", "tool_call_id_format", "content_type",
                 "template_drops_tool_calls", "template_drops_content", "render_budget", "mask_mismatch",
-                "template_error"]
+                "template_error", "history_partly_rendered", "turn_runs_on"]
 #: Each cause: what it means (the audit's description of its finding).
 CAUSES: dict[Cause, str] = {
     "roles_must_alternate": "rows the template refuses because their roles do not alternate as it requires "
@@ -39,6 +39,16 @@ CAUSES: dict[Cause, str] = {
     "mask_mismatch": "rows whose token mask fails the check: no mask method finds the turns the loss_mask "
                      "marks in the render",
     "template_error": "rows the template raises on for another reason (its own message is shown)",
+}
+#: What a row that trains is named for (a notice, not a failure: the row is kept; tokenize warns with
+#: ``PartialRenderWarning``, the audit counts each): what it means.
+NOTES: dict[Cause, str] = {
+    "history_partly_rendered": "rows that train, but whose render lacks a tool call or the text beside a call of "
+                               "an earlier assistant turn without loss (the template drops it from the history): "
+                               "the model is shown a history it did not write",
+    "turn_runs_on": "rows with a trained turn whose text the template writes straight into the next message's, "
+                    "with no end of its own (Gemma 4's v5 template after a call): what trains there is not what "
+                    "the model writes at inference",
 }
 #: The template's words for each cause (lower case, searched in the error's text), first match wins.
 _WORDS: tuple[tuple[Cause, re.Pattern[str]], ...] = (
@@ -59,7 +69,7 @@ def tagged(err: TemplateError, cause: Cause) -> TemplateError:
 def cause_of(err: BaseException) -> Cause:
     """The named cause of a row's render or mask failure."""
     known = getattr(err, "cause", None)
-    if known in CAUSES:
+    if known in CAUSES or known in NOTES:
         return known  # type: ignore[no-any-return]
     if isinstance(err, RenderBudgetError):
         return "render_budget"

@@ -29,6 +29,7 @@ from whileai_datasets import option_names
 from whileai_datasets._gc import gc_paused
 from whileai_datasets._options import check_choice, check_count, check_flag
 from whileai_datasets._typing import OnBadRow, Truncation
+from whileai_datasets.chat_template.masks.dropped import NoteKind, dropped_output, row_notes
 from whileai_datasets.chat_template.masks.mask_check import check_row
 from whileai_datasets.chat_template.masks.masking import MaskPlan, supervised_spans
 from whileai_datasets.chat_template.masks.turn_edges import stop_tokens as model_stop_tokens
@@ -42,10 +43,13 @@ from whileai_datasets.errors import RenderBudgetError, SchemaError, TemplateErro
 from whileai_datasets.tokenize.encode_queue import EncodeQueue, Ticket
 from whileai_datasets.tokenize.notices import (
     BadMaskRowsWarning,
+    BadMaskRowsWarning,
+    PartialRenderWarning,
     SalvagedRowsWarning,
     UnsupervisedRowsWarning,
     bad_rows_warning,
     dropped_warning,
+    partial_warning,
     salvaged_warning,
 )
 from whileai_datasets.tokenize.row_failures import Cause, RowFailures, summary, tagged
@@ -64,11 +68,12 @@ from whileai_datasets.tokenize.token_rows import (
     turn_pieces,
 )
 
-__all__ = ["BadMaskRowsWarning", "SalvagedRowsWarning", "Tokenize", "UnsupervisedRowsWarning", "spans_to_token_mask",
-           "supervised_spans", "template_messages", "tokenize"]
+__all__ = ["BadMaskRowsWarning", "PartialRenderWarning", "SalvagedRowsWarning", "Tokenize", "UnsupervisedRowsWarning",
+           "spans_to_token_mask", "supervised_spans", "template_messages", "tokenize"]
 
 
 Found = tuple[str, list[tuple[int, int]], str]  # a row's text, supervised spans and mask method
+Notice = tuple[NoteKind, str]  # what a row that trains is named for (``dropped.row_notes``)
 #: the row-failure cause of a mask violation that is a turn's own output the template does not render
 _DROPPED_CAUSES: dict[str, Cause] = {"tool_calls": "template_drops_tool_calls", "content": "template_drops_content"}
 
@@ -186,6 +191,9 @@ class Tokenize:
     encoder: PieceEncoder = field(default_factory=PieceEncoder, init=False, repr=False, compare=False)
     #: the rows of the last call the template could not render or mask, with their causes (``row_failures``)
     failures: RowFailures = field(default_factory=RowFailures, init=False, repr=False, compare=False)
+    #: the rows of the last call that train but are named (``row_failures.NOTES``): a partial render, a turn
+    #: run into the next
+    notices: RowFailures = field(default_factory=RowFailures, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_count(self.max_length, "max_length", minimum=1)
@@ -193,7 +201,8 @@ class Tokenize:
         check_flag(self.salvage, "salvage")
         check_choice(self.truncation, "truncation", Truncation)
         plan = _resolve_template(self.tokenizer, self.template).mask_plan()
-        stops = model_stop_tokens(self.tokenizer) if self.stop_tokens is None else tuple(self.stop_tokens)
+        stops = model_stop_tokens(self.tokenizer, plan.probe_render()) if self.stop_tokens is None \
+            else tuple(self.stop_tokens)
         plan = replace(plan, stop_tokens=stops)
         object.__setattr__(self, "plan", plan)
         object.__setattr__(self, "form", InputForm.of(plan))
@@ -219,25 +228,31 @@ class Tokenize:
         renderer input, ``template_input``); otherwise they are made so here.
         """
         shaped_messages = messages if shaped else template_messages(messages, self.form)
-        return self._checked(shaped_messages, tools, mask, row)
+        text, spans, method, _ = self._checked(shaped_messages, tools, mask, row)
+        return text, spans, method
 
     def _checked(self, shaped: list[dict[str, Any]], tools: Any, mask: list[int],
-                 row: int | None) -> tuple[str, list[tuple[int, int]], str]:
+                 row: int | None) -> tuple[str, list[tuple[int, int]], str, list[Notice]]:
+        """The row's text, spans and method, and what it trains with that is not what the model wrote
+        (``Notice``); ``shaped`` is the one renderer input (``template_messages``)."""
+        rerender = self.plan.rerender(tools or None)
         try:
             rendered, spans = self.plan.render_row(shaped, tools or None, mask)
         except TemplateError as err:
-            return self._untracked(shaped, tools, mask, err)
-        violation = check_row(rendered, shaped, mask, spans, spans_known=self.plan.tracking_exact)
+            return (*self._untracked(shaped, tools, mask, err, rerender), [])
+        dropped = dropped_output(rendered, shaped, mask, spans_known=self.plan.tracking_exact, rerender=rerender,
+                                 history=True)
+        violation = check_row(rendered, shaped, mask, spans, spans_known=self.plan.tracking_exact, dropped=dropped)
         if violation is None:
-            return rendered.text, spans, self.plan.method
+            return rendered.text, spans, self.plan.method, row_notes(rendered, shaped, mask, dropped)
         if self.plan.method != "turns":
             again, turn_spans = self.plan.render_row(shaped, tools or None, mask, method="turns")
-            if check_row(again, shaped, mask, turn_spans) is None:
-                return again.text, turn_spans, "turns"
+            if check_row(again, shaped, mask, turn_spans, dropped=dropped) is None:
+                return again.text, turn_spans, "turns", row_notes(again, shaped, mask, dropped)
         raise self._violation_error(violation, shaped, tools, row)
 
     def _untracked(self, shaped: list[dict[str, Any]], tools: Any, mask: list[int],
-                   err: TemplateError) -> tuple[str, list[tuple[int, int]], str]:
+                   err: TemplateError, rerender: Any) -> tuple[str, list[tuple[int, int]], str]:
         """Per-turn rendering over plain renders, for a row the tracked render failed on.
 
         A template can trip over the span markers on one row only (it measures or
@@ -247,7 +262,7 @@ class Tokenize:
             rendered, spans = self.plan.render_row(shaped, tools or None, mask, method="turns", tracked=False)
         except TemplateError:
             raise err from None
-        if check_row(rendered, shaped, mask, spans, spans_known=False) is not None:
+        if check_row(rendered, shaped, mask, spans, spans_known=False, rerender=rerender) is not None:
             raise err
         return rendered.text, spans, "turns"
 
@@ -287,6 +302,7 @@ class Tokenize:
         out: list[RowMask | None] = []
         self.failures.take()  # only this call's failures are kept
         self.failures.take_salvaged()
+        self.notices.take()
         pending: deque[tuple[list[Found | None], Ticket | None]] = deque()
 
         def finish() -> None:
@@ -338,12 +354,13 @@ class Tokenize:
         ``failures``; with ``on_bad_row="raise"`` the call raises once every row of it is tried)."""
         try:
             with budget_scope(self.chat.budget):  # per row: one row over the budget spoils no other
-                if self.on_render is None:
-                    return self.checked_spans(messages, tools, mask, row, shaped=shaped)
                 shaped_messages = messages if shaped else template_messages(messages, self.form)
-                found = self._checked(shaped_messages, tools, mask, row)
-                self.on_render(position, shaped_messages, mask, found[0], found[1])
-                return found
+                text, spans, method, notes = self._checked(shaped_messages, tools, mask, row)
+                if self.on_render is not None:
+                    self.on_render(position, shaped_messages, mask, text, spans)
+            for kind, said in notes:
+                self.notices.add(position, row, tagged(TemplateError(f"row {row}, {said}"), kind))
+            return text, spans, method
         except RenderBudgetError as err:
             if self.on_bad_row == "raise":  # a time budget per row: stop at once rather than wait on every row
                 raise _at_row(err, row) from None
@@ -369,7 +386,8 @@ class Tokenize:
                 continue
             try:
                 with budget_scope(self.chat.budget):
-                    return self._checked(given[:end], tools, list(mask[:end]), row), (kept, len(ends) - kept)
+                    text, spans, method, _ = self._checked(given[:end], tools, list(mask[:end]), row)
+                    return (text, spans, method), (kept, len(ends) - kept)
             except TemplateError:
                 continue
         return None
@@ -447,6 +465,7 @@ class Tokenize:
         keep = [i for i, row in enumerate(rows) if row is not None and (self.keep_unsupervised or row.supervised > 0)]
         bad_rows_warning(bad, len(rows), indices, self.failures.items)
         salvaged_warning(self.failures.salvaged, len(rows))
+        partial_warning(len(rows), self.notices.items)
         if not self.keep_unsupervised:
             dropped_warning(rows, indices)
         kept = [row for row in (rows[i] for i in keep) if row is not None]

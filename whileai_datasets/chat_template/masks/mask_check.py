@@ -30,7 +30,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from whileai_datasets.chat_template.rendering.spans import RenderedChat
-from whileai_datasets.chat_template.masks.dropped import REFUSED_KINDS, call_pieces, content_text, dropped_output
+from whileai_datasets.chat_template.masks.dropped import (
+    REFUSED_KINDS,
+    DroppedOutput,
+    Rerender,
+    call_pieces,
+    content_text,
+    dropped_output,
+)
 
 THINK_CLOSE = "</think>"
 
@@ -113,16 +120,21 @@ def _line(rendered: RenderedChat, message: int) -> int | None:
 
 
 def check_row(rendered: RenderedChat, messages: Sequence[Mapping[str, Any]], loss_mask: Sequence[int],
-              spans: Sequence[tuple[int, int]], *, spans_known: bool = True) -> MaskViolation | None:
+              spans: Sequence[tuple[int, int]], *, spans_known: bool = True, rerender: Rerender | None = None,
+              dropped: Sequence[DroppedOutput] | None = None) -> MaskViolation | None:
     """The first violation of the rules above in one rendered row (None: the mask is right).
 
     ``spans`` are the supervised character spans; ``spans_known`` is False
     when the message spans of ``rendered`` could not be tracked (contents are
-    then searched in the whole text).
+    then searched in the whole text). ``rerender`` renders the row's messages
+    again (``dropped.py``: a piece found only outside its turn's pass is
+    looked up by stand-in); ``dropped``: ``dropped_output`` of the row, when
+    the caller has it already.
     """
     text, coverage = rendered.text, Coverage(spans)
-    dropped = [d for d in dropped_output(rendered, messages, loss_mask, spans_known=spans_known)
-               if d.kind in REFUSED_KINDS]
+    if dropped is None:
+        dropped = dropped_output(rendered, messages, loss_mask, spans_known=spans_known, rerender=rerender)
+    dropped = [d for d in dropped if d.kind in REFUSED_KINDS and d.trained]
     if dropped:
         first = dropped[0].message
         problem = "; ".join(d.describe() for d in dropped if d.message == first)

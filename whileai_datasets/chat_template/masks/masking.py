@@ -19,13 +19,20 @@ call both ways.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from datetime import datetime
 from typing import Any, Literal
 
 from whileai_datasets.chat_template.analysis.classifier import refuse_classifier
-from whileai_datasets.chat_template.analysis.probes import PINNED_NOW, probe_set, with_parts, with_string_arguments
+from whileai_datasets.chat_template.analysis.probes import (
+    PINNED_NOW,
+    probe_set,
+    role_line,
+    with_parts,
+    with_string_arguments,
+)
 from whileai_datasets.chat_template.masks.text_parts import PartsForm, parts_form
 from whileai_datasets.chat_template.masks.tool_ids import IdForm, id_form
 from whileai_datasets.chat_template.masks.turn_check import cannot_mask_turn_by_turn
@@ -49,7 +56,12 @@ def supervised_spans(rendered: RenderedChat, loss_mask: Sequence[int]) -> list[t
 
 
 def turn_spans(rendered: RenderedChat, loss_mask: Sequence[int]) -> list[list[tuple[int, int]]]:
-    """The generation spans of each message whose loss_mask entry is 1, one list per message.
+    """The generation spans of each message whose loss_mask entry is 1, one list per message."""
+    return list(turn_spans_by_message(rendered, loss_mask).values())
+
+
+def turn_spans_by_message(rendered: RenderedChat, loss_mask: Sequence[int]) -> dict[int, list[tuple[int, int]]]:
+    """``turn_spans`` keyed by message index, in message order.
 
     A block opened outside the message loop (one block around the whole loop)
     belongs to no message; it is split along the messages' rendered spans. An
@@ -68,7 +80,7 @@ def turn_spans(rendered: RenderedChat, loss_mask: Sequence[int]) -> list[list[tu
                 low, high = max(start, block.start), min(end, block.end)
                 if high > low:
                     per_message.setdefault(index, []).append((low, high))
-    return [sorted(per_message[index]) for index in sorted(per_message)]
+    return {index: sorted(per_message[index]) for index in sorted(per_message)}
 
 
 def _tool_probe_text(text: str, kwargs: Mapping[str, Any], name: str, string_arguments: bool) -> str | None:
@@ -209,17 +221,41 @@ class MaskPlan:
         """
         if (method or self.method) != "turns":
             rendered = self.template.render(messages, tools=tools, now=now)
-            return rendered, self.settled(rendered.text, turn_spans(rendered, loss_mask))
+            by_message = turn_spans_by_message(rendered, loss_mask)
+            passes = [rendered.message_spans[k] for k in by_message] if self.tracking_exact else None
+            return rendered, self.settled(rendered.text, list(by_message.values()), passes)
         turns = self.turn_renderer(tracked)
         moment = now or datetime.now()
         rendered = turns.render(messages, tools, moment)
         found = turns.spans(rendered, messages, tools, loss_mask, moment)
         return rendered, self.settled(rendered.text, [[span] for span in found])
 
-    def settled(self, text: str, turns: list[list[tuple[int, int]]]) -> list[tuple[int, int]]:
-        """Each turn's spans under the trained-span rule: the prompt's prefill out, a stop token after it in."""
+    def settled(self, text: str, turns: list[list[tuple[int, int]]],
+                passes: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
+        """Each turn's spans under the trained-span rule: the prompt's prefill out, a stop token after it in;
+        with ``passes`` (each turn's own loop pass), the turn starts where the text leaves the prompt."""
         return settle_turns(text, turns, prefill=prompt_prefill(self.generation_prompt),
-                            stop_tokens=self.stop_tokens)
+                            stop_tokens=self.stop_tokens, passes=passes, role=role_line(self.generation_prompt))
+
+    def plain(self, messages: list[dict[str, Any]], tools: Any) -> str | None:
+        """``messages`` (shaped for this template) rendered with the template as given, as plain text; None
+        where it refuses them."""
+        chat = self.original or self.template
+        try:
+            return render_plain(chat.text, messages, tools=tools, kwargs=dict(chat.special_tokens), now=PINNED_NOW,
+                                name=chat.name)
+        except TemplateError:
+            return None
+
+    def rerender(self, tools: Any) -> Callable[[list[dict[str, Any]]], str | None]:
+        """``plain`` with the row's tools: how ``dropped.py`` tells a turn's piece rendered elsewhere from
+        one merely mentioned."""
+        return partial(self.plain, tools=tools)
+
+    def probe_render(self) -> Callable[[list[dict[str, Any]], Any], str | None]:
+        """``plain`` of canonical probe messages (arguments as dicts), put in the template's argument
+        encoding first (``turn_edges.opener_stops``)."""
+        return lambda messages, tools: self.plain(encode_arguments(messages, self.arguments), tools)
 
     def turn_renderer(self, tracked: bool = True) -> TurnRenderer:
         chat = self.original or self.template

@@ -8,13 +8,23 @@ turn's generation blocks or its per-turn rendering:
   prefilled ``<think>``, an empty think block) is prompt: the model never
   writes it. So where a turn's span starts with (a whole-tag or whole-line
   prefix of) that prefill, the prefill is cut off, on every turn alike, also
-  on the history turns the template renders without the prompt.
+  on the history turns the template renders without the prompt. And what the
+  template writes after that point is the model's, even where a generation
+  block starts later: Nemotron 3 writes ``<think></think>\n`` before a call in
+  one branch and ``</think>\n`` inside the block in another, so a turn whose
+  own pass holds the role line before its first span starts right after the
+  role line and the prefill it repeats, on every branch alike.
 * the end. A template with no end-of-turn marker (GLM-4.x) has the model stop
   by writing the next opener (``<|observation|>``, ``<|user|>``), which its
   generation config lists as a stop token. So when a stop token follows a
-  turn's span directly, it is trained with the turn. A template that writes an
-  end marker puts it inside the span already; the opener after the marker is
-  no stop token and stays out. The same holds inside a turn: where the
+  turn's span directly, it is trained with the turn. A tokenizer loaded on its
+  own often comes without its generation config (``from_pretrained`` of the
+  tokenizer does not fetch it): then, for a template that writes no end marker
+  after an assistant turn, the openers it writes right after one (found on
+  probe conversations) are the stop tokens, where the tokenizer holds each as
+  one added token; without that, the model would never learn to stop. A
+  template that writes an end marker puts it inside the span already; the
+  opener after the marker is no stop token and stays out. The same holds inside a turn: where the
   template writes text the model does not (Gemma 4's tool results, between a
   call and the turn's content), a stop token right before that text
   (``<|tool_response>``) is where the model stopped, and is trained.
@@ -23,7 +33,7 @@ turn's generation blocks or its per-turn rendering:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,22 +70,45 @@ def _prefill_at(text: str, start: int, prefill: str) -> int:
 
 
 def settle_turns(text: str, turns: Iterable[Sequence[Span]], *, prefill: str = "",
-                 stop_tokens: Sequence[str] = ()) -> list[Span]:
+                 stop_tokens: Sequence[str] = (), passes: Sequence[Span] | None = None,
+                 role: str = "") -> list[Span]:
     """Each turn's spans (sorted, in order of the text) with the prefill cut and a following stop token added.
 
-    ``turns`` holds one list of spans per loss-carrying turn; the result is every span, sorted.
+    ``turns`` holds one list of spans per loss-carrying turn; the result is every span, sorted. ``passes``
+    (one per turn: where the turn's own loop pass writes) with ``role`` (the generation prompt's role
+    line): a turn's first span starts where the text leaves the role line and the prefill it repeats.
     """
     stops = sorted({s for s in stop_tokens if s}, key=len, reverse=True)
     out: list[Span] = []
-    for spans in turns:
+    for n, spans in enumerate(turns):
         spans = sorted(s for s in spans if s[1] > s[0])
         if not spans:
             continue
         first_start, first_end = spans[0]
-        cut = _prefill_at(text, first_start, prefill)
-        spans[0] = (min(first_start + cut, first_end), first_end)
+        own = passes[n] if passes is not None and n < len(passes) else None
+        opened = _after_role_line(text, own, first_start, role, prefill) if own is not None else None
+        if opened is not None:
+            first_start = opened
+        else:
+            first_start = min(first_start + _prefill_at(text, first_start, prefill), first_end)
+        spans[0] = (first_start, first_end)
         out.extend(s for s in _with_stops(text, spans, stops) if s[1] > s[0])
     return sorted(out)
+
+
+def _after_role_line(text: str, own: Span, first: int, role: str, prefill: str) -> int | None:
+    """Where the model starts writing in a turn whose pass ``own`` holds ``role`` before ``first`` (the
+    turn's first span): past the role line and the whole pieces of the prefill the text repeats there.
+    None where the pass holds no role line before the span (the span decides alone)."""
+    start, end = own
+    if not role.strip() or end <= start or not start <= first <= end:
+        return None
+    at = text.rfind(role, start, first)
+    if at < 0:
+        return None
+    opened = at + len(role)
+    opened += _prefill_at(text, opened, prefill)
+    return opened if opened <= first else None
 
 
 def _with_stops(text: str, spans: list[Span], stops: Sequence[str]) -> list[Span]:
@@ -132,9 +165,10 @@ def _generation_config(tokenizer: Any) -> Mapping[str, Any] | None:
     return loaded if isinstance(loaded, dict) else None
 
 
-def stop_tokens(tokenizer: Any) -> tuple[str, ...]:
+def stop_tokens(tokenizer: Any, render: Render | None = None) -> tuple[str, ...]:
     """The tokens that end generation for ``tokenizer``'s model: its eos token and the eos ids of the
-    generation config beside it."""
+    generation config beside it; where there is no generation config, with ``render`` (the template's
+    plain render), the openers a template without end marker writes after a turn (``opener_stops``)."""
     found: list[str] = []
     eos = getattr(tokenizer, "eos_token", None)
     if isinstance(eos, str) and eos:
@@ -142,4 +176,47 @@ def stop_tokens(tokenizer: Any) -> tuple[str, ...]:
     config = _generation_config(tokenizer)
     if config is not None:
         found += _ids_to_tokens(tokenizer, config.get("eos_token_id"))
+    elif render is not None:
+        found += opener_stops(render, added_tokens(tokenizer))
     return tuple(dict.fromkeys(found))
+
+
+#: a template's plain render of (messages, tools); None where it refuses them
+Render = Callable[[list[dict[str, Any]], Any], "str | None"]
+_TOOL = {"type": "function", "function": {"name": "probe_lookup", "description": "Look up.", "parameters": {
+    "type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}
+_CALL = {"id": "call_probe1", "type": "function", "function": {"name": "probe_lookup", "arguments": {"q": "Qprobe"}}}
+
+
+def added_tokens(tokenizer: Any) -> tuple[str, ...]:
+    """The tokens added to ``tokenizer``'s vocabulary (special tokens and the like), longest first."""
+    getter = getattr(tokenizer, "get_added_vocab", None)
+    vocab = getter() if callable(getter) else {}
+    return tuple(sorted((t for t in vocab if isinstance(t, str) and t.strip()), key=len, reverse=True))
+
+
+def opener_stops(render: Render, tokens: Sequence[str]) -> tuple[str, ...]:
+    """The openers a template writes right after an assistant turn, where it writes no end marker of its
+    own after one (GLM-4.x: ``<|user|>`` after a reply, ``<|observation|>`` after a call), each one of
+    ``tokens``; () for a template with an end marker.
+
+    Found on probes: the conversation ending with the turn renders with nothing after the turn's text,
+    and the same conversation with the next message writes the opener there.
+    """
+    if not tokens:
+        return ()
+    user, reply = {"role": "user", "content": "Uprobe ask"}, {"role": "assistant", "content": "Aprobe reply"}
+    alone = render([user, reply], None)
+    if alone is None or not alone.rstrip().endswith("Aprobe reply"):
+        return ()
+    found: list[str] = []
+    follows = (([user, reply], {"role": "user", "content": "Uprobe again"}, None),
+               ([user, {"role": "assistant", "content": "", "tool_calls": [_CALL]}],
+                {"role": "tool", "content": "Rprobe result", "tool_call_id": "call_probe1"}, [_TOOL]))
+    for turn, following, tools in follows:
+        before, after = render(turn, tools), render([*turn, following], tools)
+        if before is None or after is None or not after.startswith(before.rstrip()):
+            continue
+        rest = after[len(before.rstrip()):].lstrip()
+        found += [next((t for t in tokens if rest.startswith(t)), "")]
+    return tuple(t for t in dict.fromkeys(found) if t)

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from whileai_datasets.chat_template.analysis.probes import Probe, ProbeRun, expect_turn, foreign_spans
+from whileai_datasets.chat_template.analysis.probes import Probe, ProbeRun, expect_turn, foreign_spans, role_line
 from whileai_datasets.chat_template.masks.dropped import call_pieces
 from whileai_datasets.chat_template.masks.mask_check import content_text, rendered_forms
 from whileai_datasets.chat_template.rendering.render import render_chat, render_plain
@@ -71,6 +71,8 @@ class TurnRenderer:
                 out.append(turn.must)
                 continue
             found = _generated_after(rendered.text, render, messages, index, max((e for _, e in out), default=0))
+            if found is None and self.tracking_exact:
+                found = _own_pass(rendered, messages, index, self.generation_prompt, foreign)
             if found is not None:
                 out.append(found)
         return sorted(out)
@@ -95,6 +97,33 @@ def _outside_assistant_text(foreign: list[tuple[int, int]], rendered: RenderedCh
                 own.append((at, at + len(form)))
                 break
     return [(a, e) for a, e in foreign if not any(s <= a and e <= t for s, t in own)]
+
+
+def _own_pass(rendered: RenderedChat, messages: list[dict[str, Any]], k: int, generation_prompt: str,
+              foreign: list[tuple[int, int]]) -> tuple[int, int] | None:
+    """Turn k as its own loop pass writes it, past the generation prompt's role line where the pass starts
+    with it: for a template whose history renders differently around every turn (vLLM's Mistral tool
+    templates write the system prompt into the last user message, so neither the prompt nor the history
+    is a prefix of the rendering with the turn). None where the pass holds none of the turn's output, or
+    any other message's content (``foreign``), or where a later message's content is written before it.
+    """
+    text = rendered.text
+    start, end = rendered.message_spans[k] if k < len(rendered.message_spans) else (0, 0)
+    if end <= start:
+        return None
+    line = role_line(generation_prompt)
+    if line.strip() and text.startswith(line.lstrip(), start):
+        start += len(line.lstrip())
+    own = text[start:end]
+    pieces = [content_text(messages[k]).strip(), *call_pieces(messages[k])]
+    if not any(p and p in own for p in pieces) or any(a < end and start < e for a, e in foreign):
+        return None
+    later = (content_text(m).strip() for m in messages[k + 1:])
+    if any(0 <= text.find(piece) < start for piece in later if piece):  # written after what it had not seen
+        return None
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
 
 
 def _generated_after(text: str, render: Any, messages: list[dict[str, Any]], k: int,
