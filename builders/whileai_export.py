@@ -184,10 +184,10 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
             return False
         for split in extracted:
             for file, original in zip(extracted[split], originals[split]):
-                file = str(file)
+                file = _local_source(str(file))
                 if "://" in file or "::" in file or not os.path.isfile(file):
                     continue
-                with open(file, "rb") as handle:
+                with read_errors.decoded_stream(file) as handle:  # a compressed log is read through its codec
                     name = os.path.basename(str(original).split("::")[-1])
                     if file_kind.is_parquet(str(original), handle):
                         continue
@@ -240,7 +240,7 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                 inputs.refuse_cut_zstd(name, file, reopen)
                 skipped_before, rows_read = self.bad_rows.count, 0
                 start_row = 0 if byte_range is None else None
-                with read_errors.read_failures(name, file, reopen), open(file, "rb") as opened:
+                with read_errors.read_failures(name, file, reopen), _open_shard(file, sessions) as opened:
                     handle = inputs.line_reader(opened)
                     tables, position = self._shard_tables(handle, file, str(original), name, byte_range, normalizer)
                     if position is not None:
@@ -435,3 +435,26 @@ def _all_rows_skipped(split: str, bad: BadRows) -> ExportFormatError:
         hint="Fix the rows (the first error says what is wrong), or check that "
         f"{'the input' if option_names.in_command_line() else 'data_files'} names the right export.",
     )
+
+
+def _local_source(file: str) -> str:
+    """The local compressed file under a path datasets decompresses on the fly (``gzip://x::/a/x.gz``), read
+    through the codec's own module (``read_errors.decoded_stream``) where a session log may be in it; any other
+    path as it is."""
+    inner = file.split("::")[-1]
+    if "::" in file and "://" not in inner and read_errors.codec_of(file) in _SEEKABLE_CODECS \
+            and os.path.isfile(inner):
+        return inner
+    return file
+
+
+#: Codecs whose Python module reads a stream that can go back to its start: a session is told from its head.
+_SEEKABLE_CODECS = frozenset(("gzip", "bz2", "xz"))
+
+
+def _open_shard(file: str, sessions: bool) -> Any:
+    """A shard's bytes: a compressed local file of a dataset that holds sessions through its codec's module
+    (``detect`` reads its head and goes back), every other file as datasets opens it."""
+    local = _local_source(file) if sessions else file
+    return read_errors.decoded_stream(local) if local != file else open(file, "rb")
+

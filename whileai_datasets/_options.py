@@ -117,8 +117,9 @@ class TrainingOptions:
             refuses, or renders without that turn's output) trains its turns before that one (its longest
             prefix ending with a loss-carrying assistant turn that the template takes), named per row,
             instead of being dropped. Off: such a row is dropped, and the audit says what salvage would keep.
-        truncation: How a longer row is cut: ``"cut"`` at ``max_length``, or ``"whole_turns"`` after the last
-            trained turn that ends within it (recorded by :meth:`to_dict` only when not ``"cut"``).
+        truncation: How a longer row is cut: ``"cut"`` at ``max_length``, ``"whole_turns"`` after the last
+            trained turn that ends within it, or ``"split_turns"`` into several rows at its user turns, each
+            carrying the system prompt and tools (recorded by :meth:`to_dict` only when not ``"cut"``).
     Raises:
         OptionError: a field has a value it cannot take (named, with the allowed values).
     Example:

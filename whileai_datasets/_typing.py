@@ -10,8 +10,9 @@ Role = Literal["system", "user", "assistant", "tool"]
 MaskMode = Literal["assistant", "final"]
 OnBadRow = Literal["raise", "skip"]
 #: How a row longer than ``max_length`` is cut: at ``max_length`` (``"cut"``), or after the last whole trained turn
-#: that fits (``"whole_turns"``: the longest prefix that ends on a complete turn)
-Truncation = Literal["cut", "whole_turns"]
+#: that fits (``"whole_turns"``: the longest prefix that ends on a complete turn), or split into several rows at
+#: user turns, each row carrying the leading system messages and the tools (``"split_turns"``)
+Truncation = Literal["cut", "whole_turns", "split_turns"]
 ExportFormat = Literal["openai", "trl", "fireworks"]
 #: Which messages of an OpenAI export carry ``weight``: assistant turns only (OpenAI, Fireworks) or every
 #: message, context at 0 (Together, where any weight makes it read the weights of every message).

@@ -1,9 +1,11 @@
 """Long sessions: ``truncation="whole_turns"`` keeps the longest prefix that ends on a complete trained turn
-where today's cut at ``max_length`` can end inside one; the audit counts what each keeps and loses, and equals
+where today's cut at ``max_length`` can end inside one, and ``"split_turns"`` splits a row into several at its
+user turns, each carrying the system prompt and tools; the audit counts what each keeps and loses, and equals
 what SFTTrainer trains from the tokenized rows."""
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.conftest import write_jsonl
 from tests.support.tiny_lm import tiny_causal_lm, train_tokenizer
 from whileai_datasets import ChatTemplate, audit
 from whileai_datasets.errors import OptionError
@@ -49,7 +52,7 @@ def test_whole_turns_ends_the_row_on_a_complete_turn_where_the_cut_ends_inside_o
     assert whole["supervised_tokens_truncated"][0] > cut["supervised_tokens_truncated"][0]
 
 
-@pytest.mark.parametrize("truncation", ["cut", "whole_turns"])
+@pytest.mark.parametrize("truncation", ["cut", "whole_turns", "split_turns"])
 def test_the_audit_counts_what_each_policy_keeps_and_sft_trainer_trains_it(
         truncation: str, setup: tuple[Any, Any, int], tmp_path: Path) -> None:
     from trl import SFTConfig, SFTTrainer
@@ -74,3 +77,50 @@ def test_the_audit_counts_what_each_policy_keeps_and_sft_trainer_trains_it(
 def test_an_unknown_truncation_is_refused() -> None:
     with pytest.raises(OptionError, match="truncation"):
         audit(str(SESSION), truncation="turns")
+
+
+SYSTEM = "You are a careful coding agent working in the repository."
+TOOLS = [{"type": "function", "function": {"name": "run_shell", "description": "Run a shell command",
+                                           "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}},
+                                                          "required": ["cmd"]}}}]
+
+
+def _long_session(turns: int) -> dict[str, Any]:
+    """One conversation of `turns` user requests, each answered after one shell call."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
+    for n in range(turns):
+        messages += [
+            {"role": "user", "content": f"request {n}: list the files under src/part{n} and say which is largest"},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": f"c{n}", "type": "function", "function": {
+                "name": "run_shell", "arguments": json.dumps({"cmd": f"ls -S src/part{n}"})}}]},
+            {"role": "tool", "tool_call_id": f"c{n}", "content": f"big_{n}.py\nsmall_{n}.py"},
+            {"role": "assistant", "content": f"The largest file under src/part{n} is big_{n}.py."}]
+    return {"messages": messages, "tools": TOOLS}
+
+
+def test_split_turns_makes_rows_that_each_carry_the_system_prompt_and_tools(tmp_path: Path) -> None:
+    import datasets
+
+    path = write_jsonl(tmp_path / "long.jsonl", [_long_session(6), _long_session(1)])
+    tokenizer = train_tokenizer([path.read_text()] * 3, chat_template=ChatTemplate.shipped("qwen3").text,
+                                vocab_size=500)
+    ds = datasets.load_dataset("whileai/export", data_files=str(path), split="train", cache_dir=str(tmp_path / "c"))
+    whole = ds.map(tokenize(tokenizer), batched=True)
+    limit = len(whole["input_ids"][0]) // 2
+    assert len(whole["input_ids"][1]) <= limit  # the short row stays one row
+    split = ds.map(tokenize(tokenizer, max_length=limit, truncation="split_turns"), batched=True)
+    kept = ds.map(tokenize(tokenizer, max_length=limit, truncation="whole_turns"), batched=True)
+    assert split.num_rows > 3
+    texts = [tokenizer.decode(ids) for ids in split["input_ids"]]
+    assert all(SYSTEM in text and "run_shell" in text for text in texts)
+    assert all(len(ids) <= limit for ids in split["input_ids"])
+    answers = [f"is big_{n}.py." for n in range(6)]
+    assert [sum(answer in text for text in texts[:-1]) for answer in answers] == [1] * 6  # each turn in one piece
+    assert sum(split["supervised_tokens_truncated"]) == 0 < sum(kept["supervised_tokens_truncated"])
+    assert sum(map(sum, split["assistant_masks"])) > sum(map(sum, kept["assistant_masks"]))
+    found = audit(ds, tokenizer=tokenizer, max_length=limit, truncation="split_turns")
+    assert found.supervised_tokens == sum(map(sum, split["assistant_masks"]))
+    findings = found.to_dict()["findings"]
+    assert findings["supervision_truncated"]["amount"] == 0
+    assert (findings["split_into_rows"]["rows"], findings["split_into_rows"]["amount"]) == (1, split.num_rows - 1)
+    assert audit(ds, tokenizer=tokenizer, max_length=limit).to_dict()["findings"]["split_into_rows"]["rows"] == 0

@@ -283,3 +283,41 @@ def test_the_audit_counts_what_the_readers_cut_and_left_untrained(tmp_path: Path
     row = next(iter(__import__("datasets").load_dataset("whileai/export", data_files=str(stopped), split="train",
                                                         cache_dir=str(tmp_path / "cache"))))
     assert row["session_notes"]["unanswered_calls"] == 1 and row["messages"][-1]["content"].startswith("It needs")
+
+
+@pytest.mark.parametrize("name", ["claude_code.jsonl", "codex.jsonl", "codex_legacy.jsonl"])
+def test_claude_code_and_codex_tools_come_from_the_agent_table_and_fit_every_call(
+        name: str, loaded: dict[str, Any]) -> None:
+    for row in loaded[name]:
+        called = {c["function"]["name"]: json.loads(c["function"]["arguments"])
+                  for m in row["messages"] for c in m.get("tool_calls") or ()}
+        if not called:
+            continue
+        assert row["tools_source"] == "agent_table"
+        schemas = {tool["function"]["name"]: tool["function"] for tool in row["tools"]}
+        assert set(schemas) == set(called)  # only the tools called, each with the table's description
+        for tool, arguments in called.items():
+            parameters = schemas[tool]["parameters"]
+            assert schemas[tool]["description"]
+            assert set(parameters["required"]) <= set(arguments) <= set(parameters["properties"]), tool
+
+
+def test_a_tool_outside_the_agent_table_is_inferred_and_the_audit_says_so(tmp_path: Path) -> None:
+    import datasets
+
+    from whileai_datasets import audit
+
+    text = (DATA / "claude_code.jsonl").read_text()
+    assert text.count('"name": "Edit"') == 1  # beside Bash calls, before the compaction
+    path = tmp_path / "session.jsonl"
+    path.write_text(text.replace('"name": "Edit"', '"name": "mcp__repo__search"'))
+    rows = datasets.load_dataset("whileai/export", data_files=str(path), split="train",
+                                 cache_dir=str(tmp_path / "cache"))
+    mixed = [row for row in rows if row["tools_source"] == "agent_table+inferred"]
+    assert len(mixed) == 1
+    tools = {tool["function"]["name"]: tool["function"] for tool in mixed[0]["tools"]}
+    assert "description" not in tools["mcp__repo__search"] and tools["Bash"]["description"]
+    inferred = [row["conversation"] for row in rows if "inferred" in (row["tools_source"] or "")]
+    assert inferred == [mixed[0]["conversation"]]  # the other rows' calls are all in the table
+    found = audit(str(path))
+    assert found.to_dict()["findings"]["session_tools_inferred"]["rows"] == len(inferred)

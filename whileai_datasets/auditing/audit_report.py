@@ -32,6 +32,8 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
     "truncated_to_nothing": ("rows max_length left with no supervised token", True, "supervised tokens lost"),
     "truncated": ("rows max_length cut", True, "tokens cut"),
     "supervision_truncated": ("rows max_length cut supervised tokens from", True, "supervised tokens lost"),
+    "split_into_rows": ("rows longer than max_length split at their user turns (truncation='split_turns'), each "
+                        "piece repeating the system prompt and tools", False, "rows they became"),
     "emptied_by_think": ("assistant turns that were only a <think> block: stripping leaves them empty", True,
                          "turns"),
     "final_not_last": ("mask_mode='final' on rows whose last turn is not the assistant's: the trained turn is "
@@ -92,8 +94,9 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
     "session_not_trained": ("conversations of agent sessions with items read but not trained: signed or redacted "
                             "thinking, encrypted reasoning, compaction summaries kept as context (loss 0), the "
                             "agent's own notices and bookkeeping (session_notes counts each kind)", False, "items"),
-    "session_tools_inferred": ("conversations of agent sessions whose tool schemas were inferred from the calls "
-                               "made (the session records none): argument names and types, no descriptions",
+    "session_tools_inferred": ("conversations of agent sessions with tool schemas inferred from the calls made "
+                               "(the session records none, and the agent's table lists not every tool called): "
+                               "argument names and types, no descriptions",
                                False, ""),
     "template_adds_system": ("rows without a system message, given the template's own default one", True, ""),
     "salvaged": ("rows the template cannot take whole that train the turns before the one it cannot take "
@@ -116,7 +119,7 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
 #: Findings that name a lossless adaptation: the row's own text given to the template in the form it takes.
 ADAPTATIONS = ("text_parts_joined", "tool_call_ids_rewritten")
 TRAINING_LEVEL = frozenset(("zero_loss", "opens_with_marked_turn", "read_to_max_length", "render_unsupervised", "truncated_to_nothing",
-                            "truncated",
+                            "truncated", "split_into_rows",
                             "supervision_truncated", "completion_turns_lost", "tool_output_cut", "bad_rows",
                             "trains_every_token", *CAUSES, *NOTES))
 #: ``--fail-on`` names that stand for several findings.

@@ -172,7 +172,7 @@ class Run:
             unread[index] = sum(v for k, v in counts.items() if k not in SESSION_CUT_NOTES)
         self.add("session_turns_cut", cut > 0, numbers, cut)
         self.add("session_not_trained", unread > 0, numbers, unread)
-        inferred = pc.fill_null(pc.equal(chunk.column("tools_source"), "inferred"), False)
+        inferred = pc.fill_null(pc.match_substring(chunk.column("tools_source"), "inferred"), False)  # some or all
         self.add("session_tools_inferred", np.asarray(inferred.to_numpy(zero_copy_only=False), bool), numbers)
 
     def long_tool_outputs(self, chunk: pa.Table, numbers: np.ndarray) -> None:
@@ -321,6 +321,8 @@ class Run:
                    figures["supervised_tokens_truncated"], "truncated_to_nothing": figures["supervised_tokens_truncated"]}
         for name, flags in token_figures.token_flags(figures, marked[position]).items():
             self.add(name, flags, source, amounts.get(name))
+        pieces = np.bincount(position, minlength=rows.num_rows)  # a row split into several (``split_turns``)
+        self.add("split_into_rows", pieces > 1, sample_source, pieces)
         if self.naive:
             self.add("trains_every_token", np.ones(len(position), dtype=bool), source,
                      figures["num_tokens"] - figures["num_supervised_tokens"])

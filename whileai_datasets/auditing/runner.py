@@ -61,8 +61,9 @@ def audit(
         template: A ``ChatTemplate``, its text, a template file or a shipped family name; the
             tokenizer's own otherwise. Given without a tokenizer, the template's drops are still found.
         max_length: Cut rows to this many tokens, as ``tokenize`` does; the audit counts what it cuts.
-        truncation: ``tokenize``'s: ``"cut"`` at ``max_length``, or ``"whole_turns"`` after the last trained turn
-            that fits (the ``truncated`` and ``supervision_truncated`` findings count what each loses).
+        truncation: ``tokenize``'s: ``"cut"`` at ``max_length``, ``"whole_turns"`` after the last trained turn
+            that fits, or ``"split_turns"`` (a longer row split into several at its user turns); the
+            ``truncated`` and ``supervision_truncated`` findings count what each loses.
         system_prompt, tools, strip_think, mask_mode, unroll, max_tool_output_chars, format: The
             options that turn rows into training rows, with ``load_dataset`` + ``tokenize``'s defaults
             (``<think>`` kept, each row's own tools kept), so the audit counts what that path trains;

@@ -66,4 +66,4 @@ def _conversation(lines: list[tuple[str, str]], started: str, path: str) -> Iter
     messages = [m for m in messages if m["content"].strip()]
     kept = common.complete_turns(messages, notes)
     if common.trainable(kept):
-        yield common.conversation_row(AGENT, path, started, "main", kept, notes)
+        yield common.conversation_row(kept, notes, agent=AGENT, session_id=started, path=path, conversation="main")

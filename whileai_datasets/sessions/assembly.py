@@ -1,6 +1,7 @@
 """What the OpenHands, Cline, Droid and pi/OpenClaw readers share: OpenAI chat messages built from an agent's
-records, Anthropic-style content blocks (Cline and Droid store them), calls paired with their results by id, the
-policy for a session's unfinished tail, tool schemas inferred from the calls, and the finished conversation row.
+records, Anthropic-style content blocks (Cline and Droid store them), calls paired with their results by id, and
+the refusal of a conversation with no complete turn. The helpers every reader shares (calls, images, the policy for
+an unfinished tail, inferred tool schemas, the row itself) are in ``common``.
 
 A conversation row is ``{"messages", "tools", "tools_source", "agent", "session_id", "source_file",
 "conversation", "session_notes"}``; ``session_notes`` counts what was read but not trained.
@@ -8,35 +9,18 @@ A conversation row is ``{"messages", "tools", "tools_source", "agent", "session_
 
 from __future__ import annotations
 
-import json
 from collections import Counter
-from collections.abc import Iterable
 from typing import Any
 
-from whileai_datasets.sessions.common import SessionFormatError
-
-#: One encoder for every call's arguments (``json.dumps`` with options builds a new one per call).
-_ENCODER = json.JSONEncoder(ensure_ascii=False)
-#: Types of the values a tool's arguments held, as JSON Schema names them.
-_JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"),
-               (dict, "object"))
-
-
-def arguments_text(arguments: Any) -> str:
-    """A call's arguments as the JSON text OpenAI messages carry (text stays as it is)."""
-    if isinstance(arguments, str):
-        return arguments
-    return _ENCODER.encode({} if arguments is None else arguments)
-
-
-def tool_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
-    """One OpenAI function call."""
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments_text(arguments)}}
-
-
-def image_part(media_type: str, data: str) -> dict[str, Any]:
-    """An image content part from base64 data and its media type (a data URI)."""
-    return {"type": "image", "image": f"data:{media_type};base64,{data}"}
+from whileai_datasets.sessions.common import (
+    SessionFormatError,
+    anthropic_image,
+    complete_turns,
+    conversation_row,
+    data_uri,
+    image_part,
+    tool_call,
+)
 
 
 def content_of(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
@@ -92,13 +76,7 @@ def anthropic_part(block: dict[str, Any]) -> dict[str, Any] | None:
     """A text or image block as a content part; None for any other block."""
     if block.get("type") == "text" and isinstance(block.get("text"), str):
         return {"type": "text", "text": block["text"]}
-    source = block.get("source")
-    if block.get("type") == "image" and isinstance(source, dict):
-        if source.get("type") == "base64":
-            return image_part(str(source.get("media_type")), str(source.get("data")))
-        if isinstance(source.get("url"), str):
-            return {"type": "image", "image": source["url"]}
-    return None
+    return anthropic_image(block.get("source")) if block.get("type") == "image" else None
 
 
 def anthropic_assistant(content: Any, notes: Counter[str], book: CallBook, line: int | None,
@@ -188,91 +166,22 @@ def said(assistant: dict[str, Any], notes: Counter[str]) -> dict[str, Any] | Non
     return None
 
 
-def infer_tools(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Function schemas inferred from the calls: each argument a property typed by the values it held,
-    required when every call gave it."""
-    seen: dict[str, list[dict[str, Any]]] = {}
-    for msg in messages:
-        for call in msg.get("tool_calls") or ():
-            try:
-                arguments = json.loads(call["function"]["arguments"])
-            except ValueError:
-                arguments = {}
-            seen.setdefault(call["function"]["name"], []).append(arguments if isinstance(arguments, dict) else {})
-    tools = []
-    for name, calls in seen.items():
-        properties: dict[str, dict[str, Any]] = {}
-        for arguments in calls:
-            for key, value in arguments.items():
-                kinds = properties.setdefault(key, {}).setdefault("type", [])
-                kind = next((label for cls, label in _JSON_TYPES if isinstance(value, cls)), "null")
-                if kind not in kinds:
-                    kinds.append(kind)
-        for schema in properties.values():
-            schema["type"] = schema["type"][0] if len(schema["type"]) == 1 else schema["type"]
-        required = [key for key in properties if all(key in arguments for arguments in calls)]
-        tools.append({"type": "function", "function": {"name": name, "parameters": {
-            "type": "object", "properties": properties, "required": required}}})
-    return tools
+def image_of(media_type: str, data: str) -> dict[str, Any]:
+    """An image content part from base64 data and its media type."""
+    return image_part(data_uri(media_type, data))
 
 
-def complete_prefix(messages: list[dict[str, Any]], notes: Counter[str],
-                    terminal_tools: frozenset[str] = frozenset(), *, cut_by_agent: bool = False
-                    ) -> list[dict[str, Any]]:
-    """The messages cut to the last complete assistant turn (the session room's one policy for a conversation
-    that ends inside a turn): the longest prefix that ends on an assistant message asking for no result (no
-    calls, or only `terminal_tools`, such as a finish call, which no result answers), every call before it
-    answered by id. A call left without a result ends the conversation at the last complete turn before it.
-    Counted in `notes`: ``unanswered_calls``, ``unmatched_results``, ``ends_inside_turn`` (a session that stops on a tool result),
-    ``messages_cut``.
-
-    A part the agent cut itself (the history before a condensation) may also end on the last result of an
-    assistant message whose calls all have theirs (`cut_by_agent`): the agent went on after it."""
-    open_calls: set[str] = set()
-    last_complete, broken = -1, False
-    for index, msg in enumerate(messages):
-        if msg["role"] == "tool" and msg.get("tool_call_id") in open_calls:
-            open_calls.discard(msg["tool_call_id"])
-            last_complete = index if cut_by_agent and not open_calls else last_complete
-            continue
-        if msg["role"] == "tool":
-            notes["unmatched_results"] += 1
-            broken = True
-            break
-        if open_calls:
-            notes["unanswered_calls"] += len(open_calls)
-            broken = True
-            break
-        if msg["role"] == "assistant":
-            open_calls = {call["id"] for call in msg.get("tool_calls") or ()
-                          if call["function"]["name"] not in terminal_tools}
-            last_complete = index if not open_calls else last_complete
-    if not broken and open_calls:
-        notes["unanswered_calls"] += len(open_calls)
-    keep = last_complete + 1
-    if keep < len(messages):
-        if not broken and not open_calls:
-            notes["ends_inside_turn"] += 1
-        notes["messages_cut"] += len(messages) - keep
-    return messages[:keep]
-
-
-def conversation_row(messages: list[dict[str, Any]], notes: Counter[str], *, agent: str, session_id: str,
-                     path: str, conversation: str, tools: list[dict[str, Any]] | None = None,
-                     terminal_tools: frozenset[str] = frozenset(), cut_by_agent: bool = False) -> dict[str, Any]:
-    """One conversation, its tail cut to the last complete assistant turn; tools from the session when given,
-    else inferred from the calls. Refused when no complete assistant turn is left."""
-    kept = complete_prefix(messages, notes, terminal_tools, cut_by_agent=cut_by_agent)
+def complete_row(messages: list[dict[str, Any]], notes: Counter[str], *, agent: str, session_id: str, path: str,
+                 conversation: str, tools: list[dict[str, Any]] | None = None,
+                 terminal_tools: frozenset[str] = frozenset(), cut_by_agent: bool = False) -> dict[str, Any]:
+    """One conversation, its tail cut to the last complete assistant turn (``common.complete_turns``) and built
+    by ``common.conversation_row``. Refused when no complete assistant turn is left."""
+    kept = complete_turns(messages, notes, terminal_tools, cut_by_agent=cut_by_agent)
     if not any(msg["role"] == "assistant" for msg in kept):
         where = "" if conversation == "main" else f" ({conversation})"
         raise SessionFormatError(f"the session{where} holds no complete assistant turn: nothing the agent said "
                                  "ends a turn, so there is nothing to train on", path=path,
                                  hint="Leave this file out of data_files (a session stopped before the agent "
                                       "answered)")
-    source: str | None
-    if tools is None and any(msg.get("tool_calls") for msg in kept):
-        tools, source = infer_tools(kept), "inferred"
-    else:
-        source = "session" if tools is not None else None
-    return {"messages": kept, "tools": tools, "tools_source": source, "agent": agent, "session_id": session_id,
-            "source_file": path, "conversation": conversation, "session_notes": dict(sorted(notes.items()))}
+    return conversation_row(kept, notes, agent=agent, session_id=session_id, path=path, conversation=conversation,
+                            tools=tools)

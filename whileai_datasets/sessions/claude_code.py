@@ -20,6 +20,49 @@ from whileai_datasets.sessions import common
 AGENT = "claude_code"
 LAYOUT = "jsonl"
 
+_STRING, _NUMBER, _FLAG = "string", "number", "boolean"
+_TODOS = {"type": "array", "items": {"type": "object", "properties": {
+    "content": {"type": "string"}, "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]},
+    "activeForm": {"type": "string"}}, "required": ["content", "status"]}}
+_EDITS = {"type": "array", "items": {"type": "object", "properties": {
+    "old_string": {"type": "string"}, "new_string": {"type": "string"}, "replace_all": {"type": "boolean"}},
+    "required": ["old_string", "new_string"]}}
+#: Claude Code's built-in tools and their parameters, as its tools reference documents them: the schemas of a
+#: session's calls (``tools_source="agent_table"``; the logs record none). Calls to other tools (MCP servers,
+#: newer tools) get schemas inferred from the calls.
+AGENT_TOOLS = {tool["function"]["name"]: tool for tool in (
+    common.function("Bash", "Run a shell command", {"command": _STRING},
+                    {"description": _STRING, "timeout": _NUMBER, "run_in_background": _FLAG}),
+    common.function("BashOutput", "Read the new output of a background shell", {"bash_id": _STRING},
+                    {"filter": _STRING}),
+    common.function("KillShell", "Stop a background shell", {"shell_id": _STRING}),
+    common.function("Read", "Read a file (text, image, PDF or notebook)", {"file_path": _STRING},
+                    {"offset": _NUMBER, "limit": _NUMBER}),
+    common.function("Write", "Write a file", {"file_path": _STRING, "content": _STRING}),
+    common.function("Edit", "Replace a string in a file", {"file_path": _STRING, "old_string": _STRING,
+                                                          "new_string": _STRING}, {"replace_all": _FLAG}),
+    common.function("MultiEdit", "Make several replacements in one file", {"file_path": _STRING, "edits": _EDITS}),
+    common.function("NotebookEdit", "Replace, insert or delete a notebook cell",
+                    {"notebook_path": _STRING, "new_source": _STRING},
+                    {"cell_id": _STRING, "cell_type": {"type": "string", "enum": ["code", "markdown"]},
+                     "edit_mode": {"type": "string", "enum": ["replace", "insert", "delete"]}}),
+    common.function("Glob", "Find files whose paths match a glob pattern", {"pattern": _STRING}, {"path": _STRING}),
+    common.function("Grep", "Search file contents with ripgrep", {"pattern": _STRING}, {
+        "path": _STRING, "glob": _STRING, "type": _STRING,
+        "output_mode": {"type": "string", "enum": ["content", "files_with_matches", "count"]},
+        "-i": _FLAG, "-n": _FLAG, "-A": _NUMBER, "-B": _NUMBER, "-C": _NUMBER, "multiline": _FLAG,
+        "head_limit": _NUMBER}),
+    common.function("LS", "List a directory", {"path": _STRING}, {"ignore": {"type": "array", "items": _STRING}}),
+    common.function("Task", "Start a subagent on a task", {"description": _STRING, "prompt": _STRING,
+                                                          "subagent_type": _STRING}),
+    common.function("TodoWrite", "Write the session's task list", {"todos": _TODOS}),
+    common.function("WebFetch", "Fetch a URL and answer a prompt about its content", {"url": _STRING,
+                                                                                     "prompt": _STRING}),
+    common.function("WebSearch", "Search the web", {"query": _STRING},
+                    {"allowed_domains": {"type": "array", "items": _STRING},
+                     "blocked_domains": {"type": "array", "items": _STRING}}),
+    common.function("ExitPlanMode", "Present the plan and leave plan mode", {"plan": _STRING}),
+)}
 _RECORD_TYPES = frozenset(("user", "assistant", "system", "summary", "file-history-snapshot", "queue-operation",
                            "progress"))
 
@@ -143,7 +186,8 @@ def _rows(conversations: list[tuple[str, list[dict[str, Any]]]], path: str, sess
         if name.startswith("branch:") and any(other is not messages and other[: len(messages)] == messages
                                               for _, other, _ in kept):
             continue  # a dead end whose every turn another conversation holds (a retried request)
-        yield common.conversation_row(AGENT, path, session_id, name, messages, own)
+        yield common.conversation_row(messages, own, agent=AGENT, session_id=session_id, path=path, conversation=name,
+                                      table=AGENT_TOOLS)
 
 
 def _assistant(stream: _Stream, message: dict[str, Any], notes: dict[str, int]) -> None:
@@ -229,7 +273,4 @@ def _result(content: Any) -> Any:
 
 
 def _image(block: dict[str, Any]) -> dict[str, Any]:
-    source = block.get("source") or {}
-    if source.get("type") == "base64":
-        return common.image_part(common.data_uri(str(source.get("media_type")), str(source.get("data"))))
-    return common.image_part(str(source.get("url") or ""))
+    return common.anthropic_image(block.get("source")) or common.image_part("")

@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from whileai_datasets.sessions.common import SessionFormatError
-from whileai_datasets.sessions.assembly import CallBook, anthropic_assistant, anthropic_user, conversation_row
+from whileai_datasets.sessions.common import SessionFormatError, file_stem
+from whileai_datasets.sessions.assembly import CallBook, anthropic_assistant, anthropic_user, complete_row
 
 AGENT = "cline"
 LAYOUT = "json"
@@ -83,11 +83,11 @@ def read(source: Any, path: str) -> Iterator[dict[str, Any]]:
         else:
             raise SessionFormatError(f"messages[{index}] has role {item.get('role')!r}, expected 'user' or "
                                      "'assistant'", path=path, hint="The file is damaged; fix that message")
-    yield conversation_row(messages, notes, agent=AGENT, session_id=_task_id(path), path=path, conversation="main",
+    yield complete_row(messages, notes, agent=AGENT, session_id=_task_id(path), path=path, conversation="main",
                            terminal_tools=_TERMINAL)
 
 
 def _task_id(path: str) -> str:
     """The task's id: its folder's name for the file Cline writes there, else the file's own name."""
-    folder, name = os.path.split(os.path.abspath(path))
-    return os.path.basename(folder) if name == "api_conversation_history.json" else os.path.splitext(name)[0]
+    folder = os.path.dirname(os.path.abspath(path))
+    return os.path.basename(folder) if file_stem(path) == "api_conversation_history" else file_stem(path)

@@ -23,6 +23,22 @@ from whileai_datasets.sessions import common
 AGENT = "codex"
 LAYOUT = "jsonl"
 
+#: Codex CLI's own tools and their parameters (its tool specs in codex-rs): the schemas of a session's calls
+#: (``tools_source="agent_table"``; a rollout records none). ``apply_patch`` is a freeform tool whose patch text
+#: this reader keeps under ``input``. Calls to other tools (MCP servers, newer tools) get inferred schemas.
+AGENT_TOOLS = {tool["function"]["name"]: tool for tool in (
+    common.function("shell", "Run a command (argv) and return its output", {
+        "command": {"type": "array", "items": {"type": "string"}}},
+        {"workdir": "string", "timeout_ms": "number", "with_escalated_permissions": "boolean",
+         "justification": "string"}),
+    common.function("apply_patch", "Edit files with a patch in the apply_patch format", {"input": "string"}),
+    common.function("update_plan", "Record the plan: its steps and their status", {"plan": {
+        "type": "array", "items": {"type": "object", "properties": {
+            "step": {"type": "string"},
+            "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]}},
+            "required": ["step", "status"]}}}, {"explanation": "string"}),
+    common.function("view_image", "Attach a local image to the conversation", {"path": "string"}),
+)}
 _ITEMS = frozenset(("message", "reasoning", "function_call", "function_call_output", "custom_tool_call",
                     "custom_tool_call_output", "local_shell_call", "web_search_call"))
 _ENVELOPES = frozenset(("session_meta", "response_item", "event_msg", "turn_context", "compacted"))
@@ -183,6 +199,7 @@ def _rows(session: _Session, path: str) -> Iterator[dict[str, Any]]:
         notes = dict(session.notes) if name == "main" else {}
         kept = common.complete_turns(messages, notes)
         if common.trainable(kept):
-            yield common.conversation_row(AGENT, path, session.session_id, name, system + kept, notes)
+            yield common.conversation_row(system + kept, notes, agent=AGENT, session_id=session.session_id, path=path,
+                                          conversation=name, table=AGENT_TOOLS)
 
 

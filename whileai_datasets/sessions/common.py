@@ -8,6 +8,8 @@ in the conversation's ``session_notes``.
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import orjson
@@ -33,6 +35,13 @@ class SessionFormatError(ExportFormatError):
 def _rebuild(problem: str, path: str | None, line: int | None, hint: str | None,
              location: str | None) -> SessionFormatError:
     return SessionFormatError(problem, path=path, line=line, hint=hint, location=location)
+
+
+def file_stem(path: str) -> str:
+    """A session file's name without its directory, its compression suffix (``.gz``) and its extension: the
+    session's id where the file records none."""
+    name = os.path.basename(path)
+    return os.path.splitext(name[:-3] if name.lower().endswith(".gz") else name)[0]
 
 
 def arguments_text(arguments: Any) -> str:
@@ -78,6 +87,16 @@ def data_uri(media_type: str, data: str) -> str:
     return f"data:{media_type};base64,{data}"
 
 
+def anthropic_image(source: Any) -> dict[str, Any] | None:
+    """An Anthropic image block's ``source`` (base64 data and its media type, or a URL) as an image part; None
+    for a source that is neither."""
+    if not isinstance(source, dict):
+        return None
+    if source.get("type") == "base64":
+        return image_part(data_uri(str(source.get("media_type")), str(source.get("data"))))
+    return image_part(source["url"]) if isinstance(source.get("url"), str) else None
+
+
 def add_note(notes: dict[str, int], key: str, count: int = 1) -> None:
     if count:
         notes[key] = notes.get(key, 0) + count
@@ -101,34 +120,37 @@ def tool_result(call_id: str, content: Any, name: str | None = None) -> dict[str
     return message
 
 
-def complete_turns(messages: list[dict[str, Any]], notes: dict[str, int]) -> list[dict[str, Any]]:
-    """``messages`` cut to the last complete assistant turn (``INCOMPLETE_TURNS``: the longest prefix that ends
-    on an assistant message with no calls, every call before it answered by id). A call with no result, or a
-    result for no call, ends the conversation at the last complete turn before it. What was cut is counted in
-    ``notes``: ``unanswered_calls``, ``unmatched_results``, ``ends_inside_turn`` (a session that stops on a call
-    or a tool result), ``messages_cut``."""
+def complete_turns(messages: list[dict[str, Any]], notes: dict[str, int],
+                   terminal_tools: frozenset[str] = frozenset(), *, cut_by_agent: bool = False
+                   ) -> list[dict[str, Any]]:
+    """``messages`` cut to the last complete assistant turn (``INCOMPLETE_TURNS``, the session room's one policy
+    for a conversation that ends inside a turn): the longest prefix that ends on an assistant message asking for
+    no result (no calls, or only `terminal_tools`, such as a finish call, which no result answers), every call
+    before it answered by id. A call with no result, or a result for no call, ends the conversation at the last
+    complete turn before it. What was cut is counted in ``notes``: ``unanswered_calls``, ``unmatched_results``,
+    ``ends_inside_turn`` (a session that stops on a call or a tool result), ``messages_cut``.
+
+    A part the agent cut itself (the history before a condensation) may also end on the last result of an
+    assistant message whose calls all have theirs (`cut_by_agent`): the agent went on after it."""
     open_calls: set[str] = set()
-    last_complete = -1
-    broken = False
+    last_complete, broken = -1, False
     for index, message in enumerate(messages):
-        role = message["role"]
-        if role == "tool":
-            call_id = message.get("tool_call_id", "")
-            if call_id not in open_calls:
-                add_note(notes, "unmatched_results")
-                broken = True
-                break
-            open_calls.discard(call_id)
+        if message["role"] == "tool" and message.get("tool_call_id") in open_calls:
+            open_calls.discard(message["tool_call_id"])
+            last_complete = index if cut_by_agent and not open_calls else last_complete
             continue
+        if message["role"] == "tool":
+            add_note(notes, "unmatched_results")
+            broken = True
+            break
         if open_calls:
             add_note(notes, "unanswered_calls", len(open_calls))
             broken = True
             break
-        if role == "assistant":
-            calls = message.get("tool_calls") or ()
-            open_calls.update(call["id"] for call in calls)
-            if not calls:
-                last_complete = index
+        if message["role"] == "assistant":
+            open_calls = {call["id"] for call in message.get("tool_calls") or ()
+                          if call["function"]["name"] not in terminal_tools}
+            last_complete = index if not open_calls else last_complete
     if not broken and open_calls:
         add_note(notes, "unanswered_calls", len(open_calls))
     keep = last_complete + 1
@@ -139,25 +161,20 @@ def complete_turns(messages: list[dict[str, Any]], notes: dict[str, int]) -> lis
     return messages[:keep]
 
 
+#: Types of the values a tool's arguments held, as JSON Schema names them (bool before int: a bool is an int).
+_JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"),
+               (dict, "object"))
+
+
 def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "null"
+    return next((label for kind, label in _JSON_TYPES if isinstance(value, kind)), "null")
 
 
-def inferred_tools(conversations: list[list[dict[str, Any]]]) -> list[dict[str, Any]] | None:
-    """OpenAI function schemas inferred from the calls made: each tool's argument keys, typed by the values
-    seen (a key missing from some call is not required). None when no call was made."""
+def inferred_tools(conversations: list[list[dict[str, Any]]], known: Collection[str] = ()
+                   ) -> list[dict[str, Any]] | None:
+    """OpenAI function schemas inferred from the calls made (to tools not in `known`): each tool's argument
+    keys, typed by the values seen (a key missing from some call is not required). None when no call was
+    made."""
     seen: dict[str, dict[str, set[str]]] = {}
     calls_of: dict[str, int] = {}
     present: dict[str, dict[str, int]] = {}
@@ -165,6 +182,8 @@ def inferred_tools(conversations: list[list[dict[str, Any]]]) -> list[dict[str, 
         for message in messages:
             for call in message.get("tool_calls") or ():
                 name = call["function"]["name"]
+                if name in known:
+                    continue
                 try:
                     arguments = orjson.loads(call["function"]["arguments"])
                 except orjson.JSONDecodeError:
@@ -188,16 +207,43 @@ def inferred_tools(conversations: list[list[dict[str, Any]]]) -> list[dict[str, 
     return tools
 
 
-def conversation_row(agent: str, path: str, session_id: str, conversation: str, messages: list[dict[str, Any]],
-                     notes: dict[str, int], tools: list[dict[str, Any]] | None = None,
-                     tools_source: str | None = None) -> dict[str, Any]:
-    """One conversation as a reader yields it (the interface in ``detect``)."""
+def function(name: str, description: str, required: Mapping[str, Any],
+             optional: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """An OpenAI function schema for an agent's table of its tools (``AGENT_TOOLS``): its ``required`` and
+    ``optional`` parameters, each a JSON Schema (a bare type name stands for ``{"type": name}``)."""
+    properties = {key: {"type": value} if isinstance(value, str) else value
+                  for key, value in {**required, **(optional or {})}.items()}
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
+        "type": "object", "properties": properties, "required": list(required)}}}
+
+
+def called_tools(messages: list[dict[str, Any]], table: Mapping[str, dict[str, Any]]
+                 ) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """The schemas of the tools a conversation calls, and where they came from: the agent's table for the
+    tools it lists (``"agent_table"``), inferred from the calls for the others (``"inferred"``; both:
+    ``"agent_table+inferred"``). Only the tools called are listed: a table cannot know which others the
+    agent had (settings, MCP servers). (None, None) when no call was made."""
+    names = sorted({call["function"]["name"] for message in messages for call in message.get("tool_calls") or ()})
+    listed = [table[name] for name in names if name in table]
+    inferred = inferred_tools([messages], known=table) or []
+    if not listed:
+        return (inferred, "inferred") if inferred else (None, None)
+    tools = sorted(listed + inferred, key=lambda tool: tool["function"]["name"])
+    return tools, "agent_table+inferred" if inferred else "agent_table"
+
+
+def conversation_row(messages: list[dict[str, Any]], notes: dict[str, int], *, agent: str, session_id: str,
+                     path: str, conversation: str, tools: list[dict[str, Any]] | None = None,
+                     tools_source: str = "session", table: Mapping[str, dict[str, Any]] | None = None
+                     ) -> dict[str, Any]:
+    """One conversation as a reader yields it (the interface in ``detect``): tools from the session when given
+    (`tools_source` names where they came from), else from the agent's `table` of its tools and inferred from
+    the calls for the others (``called_tools``; None without calls)."""
     if tools is None:
-        tools = inferred_tools([messages])
-        tools_source = "inferred" if tools else None
-    return {"messages": messages, "tools": tools, "tools_source": tools_source, "agent": agent,
-            "session_id": session_id, "source_file": path, "conversation": conversation,
-            "session_notes": dict(notes)}
+        tools, tools_source = called_tools(messages, table or {})  # type: ignore[assignment]
+    return {"messages": messages, "tools": tools, "tools_source": tools_source if tools is not None else None,
+            "agent": agent, "session_id": session_id, "source_file": path, "conversation": conversation,
+            "session_notes": dict(sorted(notes.items()))}
 
 
 def trainable(messages: list[dict[str, Any]]) -> bool:

@@ -60,7 +60,7 @@ def read(source: Iterator[tuple[int, Any]], path: str) -> Iterator[dict[str, Any
         own = dict(notes) if key == "main" else {}
         kept = common.complete_turns(stream.messages, own)
         if common.trainable(kept):
-            yield common.conversation_row(AGENT, path, session_id, key, kept, own)
+            yield common.conversation_row(kept, own, agent=AGENT, session_id=session_id, path=path, conversation=key)
 
 
 def _assistant(stream: _Stream, data: dict[str, Any]) -> None:

@@ -19,6 +19,7 @@ closest known layout, never read as rows; a session whose last line is cut short
 
 from __future__ import annotations
 
+import gzip
 import importlib
 import os
 from collections.abc import Iterator
@@ -194,7 +195,10 @@ def _small(handle: IO[bytes]) -> bool:
     """Whether a file is small enough to parse whole just to sniff it (a session document is; a large JSON
     array of rows is read element by element by the generic reader)."""
     start = handle.tell()
-    size = handle.seek(0, os.SEEK_END)
+    try:
+        size = handle.seek(0, os.SEEK_END)
+    except (OSError, ValueError):  # a compressed stream cannot seek from its end: read as far as the limit
+        size = start + len(handle.read(DOCUMENT_BYTES + 1))
     handle.seek(start)
     return size - start <= DOCUMENT_BYTES
 
@@ -265,7 +269,7 @@ def _unknown_log(name: str, values: list[Any]) -> SessionFormatError:
 
 
 #: The names of the files a session folder's walk looks at (an agent writes nothing else worth reading).
-SESSION_SUFFIXES = (".jsonl", ".json", ".md")
+SESSION_SUFFIXES = (".jsonl", ".json", ".md", ".jsonl.gz", ".json.gz")
 
 
 def session_files(folder: str) -> tuple[list[str], list[str]]:
@@ -280,7 +284,7 @@ def session_files(folder: str) -> tuple[list[str], list[str]]:
             if not name.lower().endswith(SESSION_SUFFIXES):
                 continue
             path = os.path.join(root, name)
-            with open(path, "rb") as handle:
+            with (gzip.open(path, "rb") if name.lower().endswith(".gz") else open(path, "rb")) as handle:
                 try:
                     session = detect(path, handle)
                 except SessionFormatError:

@@ -11,13 +11,12 @@ from the calls. The ``<id>.settings.json`` beside the file (model, token usage) 
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from whileai_datasets.sessions.common import SessionFormatError
-from whileai_datasets.sessions.assembly import CallBook, anthropic_assistant, anthropic_user, conversation_row
+from whileai_datasets.sessions.common import SessionFormatError, file_stem
+from whileai_datasets.sessions.assembly import CallBook, anthropic_assistant, anthropic_user, complete_row
 
 AGENT = "droid"
 LAYOUT = "jsonl"
@@ -39,7 +38,7 @@ def read(source: Iterator[tuple[int, Any]], path: str) -> Iterator[dict[str, Any
     notes: Counter[str] = Counter()
     book = CallBook(path)
     messages: list[dict[str, Any]] = []
-    session_id = os.path.splitext(os.path.basename(path))[0]
+    session_id = file_stem(path)
     for line, record in source:
         kind = record.get("type") if isinstance(record, dict) else None
         if kind == "session_start":
@@ -52,7 +51,7 @@ def read(source: Iterator[tuple[int, Any]], path: str) -> Iterator[dict[str, Any
             raise SessionFormatError(f"a record without a string 'type' ({type(record).__name__})", path=path,
                                      line=line, hint="Droid writes one typed JSON object per line; the line is "
                                                      "damaged: fix or remove it")
-    yield conversation_row(messages, notes, agent=AGENT, session_id=session_id, path=path, conversation="main")
+    yield complete_row(messages, notes, agent=AGENT, session_id=session_id, path=path, conversation="main")
 
 
 def _message(record: dict[str, Any], line: int, notes: Counter[str], book: CallBook) -> list[dict[str, Any]]:

@@ -81,7 +81,7 @@ def _conversation(meta: dict[str, Any], records: list[Any], path: str) -> Iterat
     name = f"sidechain:{session_id}" if meta.get("kind") == "subagent" else "main"
     kept = common.complete_turns(messages, notes)
     if common.trainable(kept):
-        yield common.conversation_row(AGENT, path, session_id, name, kept, notes)
+        yield common.conversation_row(kept, notes, agent=AGENT, session_id=session_id, path=path, conversation=name)
 
 
 def _gemini(messages: list[dict[str, Any]], record: dict[str, Any]) -> None:

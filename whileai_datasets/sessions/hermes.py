@@ -54,10 +54,8 @@ def _session(session: dict[str, Any], path: str, line: int) -> Iterator[dict[str
         return
     session_id = str(session.get("id") or "")
     name = f"sidechain:{session_id}" if session.get("parent_session_id") else "main"
-    if isinstance(tools, list) and tools:
-        yield common.conversation_row(AGENT, path, session_id, name, kept, notes, tools, "session")
-    else:
-        yield common.conversation_row(AGENT, path, session_id, name, kept, notes)
+    yield common.conversation_row(kept, notes, agent=AGENT, session_id=session_id, path=path, conversation=name,
+                                  tools=tools if isinstance(tools, list) and tools else None)
 
 
 def _message(message: dict[str, Any]) -> dict[str, Any]:

@@ -19,20 +19,17 @@ one response; the observation answering a call carries the same ``tool_call_id``
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from whileai_datasets.sessions.common import SessionFormatError
+from whileai_datasets.sessions.common import SessionFormatError, complete_turns, file_stem, tool_call
 from whileai_datasets.sessions.assembly import (
     CallBook,
-    complete_prefix,
+    complete_row,
     content_of,
-    conversation_row,
     message,
     said,
-    tool_call,
 )
 
 AGENT = "openhands"
@@ -76,7 +73,7 @@ class _Stream:
 def read(source: list[Any], path: str) -> Iterator[dict[str, Any]]:
     """The main conversation, and one row per condensation before it."""
     stream = _Stream(path)
-    session_id = os.path.splitext(os.path.basename(path))[0]
+    session_id = file_stem(path)
     pre: list[dict[str, Any]] = []
     condensations = 0
     for event in source:
@@ -90,7 +87,7 @@ def read(source: list[Any], path: str) -> Iterator[dict[str, Any]]:
         else:
             _observation(stream, event)
     yield from pre
-    yield conversation_row(stream.messages, stream.notes, agent=AGENT, session_id=session_id, path=path,
+    yield complete_row(stream.messages, stream.notes, agent=AGENT, session_id=session_id, path=path,
                            conversation="main", tools=stream.tools, terminal_tools=_TERMINAL)
 
 
@@ -186,8 +183,8 @@ def _condense(stream: _Stream, event: dict[str, Any], session_id: str, number: i
     args = _mapping(event.get("args"))
     before = [dict(msg) for msg in stream.messages]
     rows = []
-    if complete_prefix(before, Counter(), _TERMINAL, cut_by_agent=True):
-        rows.append(conversation_row(before, Counter(), agent=AGENT, session_id=session_id,
+    if complete_turns(before, Counter(), _TERMINAL, cut_by_agent=True):
+        rows.append(complete_row(before, Counter(), agent=AGENT, session_id=session_id,
                                      path=stream.path, conversation=f"pre-compaction:{number}", tools=stream.tools,
                                      terminal_tools=_TERMINAL, cut_by_agent=True))
     forgotten = set(args.get("forgotten_event_ids") or ())

@@ -24,20 +24,18 @@ wrong for some of its releases: ``edit`` took ``oldText``/``newText``, later a l
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any, Literal
 
 from whileai_datasets._options import check_choice
-from whileai_datasets.sessions.common import SessionFormatError
+from whileai_datasets.sessions.common import SessionFormatError, complete_turns, file_stem
 from whileai_datasets.sessions.assembly import (
     CallBook,
     assistant_blocks,
-    complete_prefix,
     content_of,
-    conversation_row,
-    image_part,
+    complete_row,
+    image_of,
     message,
 )
 
@@ -119,7 +117,7 @@ def read(source: Iterator[tuple[int, Any]], path: str, *,
     check_choice(branches, "branches", Branches)
     tree = _Tree(source, path)
     agent = agent_of(tree.header)
-    session_id = str(tree.header.get("id") or os.path.splitext(os.path.basename(path))[0])
+    session_id = str(tree.header.get("id") or file_stem(path))
     leaves = tree.leaves() if branches == "all" else tree.order[-1:]
     compactions = {key: number for number, key in
                    enumerate((key for key in tree.order if tree.entries[key]["type"] == "compaction"), 1)}
@@ -160,10 +158,10 @@ def _row(tree: _Tree, keys: list[str], name: str, agent: str, session_id: str,
          skipped: Counter[str]) -> list[dict[str, Any]]:
     notes: Counter[str] = Counter()
     messages = _context(tree, keys, notes)
-    if not complete_prefix(messages, Counter()):
+    if not complete_turns(messages, Counter()):
         skipped["parts_without_an_assistant_turn"] += 1
         return []
-    return [conversation_row(messages, notes, agent=agent, session_id=session_id, path=tree.path,
+    return [complete_row(messages, notes, agent=agent, session_id=session_id, path=tree.path,
                              conversation=name)]
 
 
@@ -238,7 +236,7 @@ def _content(value: Any, path: str, line: int) -> str | list[dict[str, Any]]:
         if isinstance(block, dict) and block.get("type") == "text":
             parts.append({"type": "text", "text": str(block.get("text", ""))})
         elif isinstance(block, dict) and block.get("type") == "image":
-            parts.append(image_part(str(block.get("mimeType")), str(block.get("data"))))
+            parts.append(image_of(str(block.get("mimeType")), str(block.get("data"))))
         else:
             raise SessionFormatError(f"a content block {block!r:.80}: expected text or image blocks", path=path,
                                      line=line, hint="The entry is damaged or from a newer pi: fix or remove it")

@@ -16,7 +16,8 @@ content, tool calls and end-of-turn marker; never the role header) is trained.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from itertools import count
 from typing import Any
@@ -56,7 +57,16 @@ from whileai_datasets.tokenize.span_masks import chunk_token_masks, spans_to_tok
 from whileai_datasets.tokenize.template_input import InputForm, template_messages
 from whileai_datasets.tokenize.token_columns import arrow_columns, numpy_columns, set_column
 from whileai_datasets.tokenize.token_encode import PieceEncoder
-from whileai_datasets.tokenize.token_rows import Decoded, batch_chunks, check_columns, list_chunks
+from whileai_datasets.tokenize.token_rows import (
+    Decoded,
+    Pieces,
+    batch_chunks,
+    check_columns,
+    decode_table,
+    list_chunks,
+    split_batch,
+    turn_pieces,
+)
 
 __all__ = ["BadMaskRowsWarning", "PartialRenderWarning", "SalvagedRowsWarning", "Tokenize", "UnsupervisedRowsWarning",
            "spans_to_token_mask", "supervised_spans", "template_messages", "tokenize"]
@@ -119,9 +129,13 @@ class Tokenize:
             or per-turn rendering where no structural patch fits.
         max_length: Cut rows to this many tokens; the cut is counted per row
             (``tokens_truncated``, ``supervised_tokens_truncated``).
-        truncation: Where a longer row is cut: ``"cut"`` (at ``max_length``) or ``"whole_turns"``
+        truncation: Where a longer row is cut: ``"cut"`` (at ``max_length``), ``"whole_turns"``
             (after the last trained span that ends within ``max_length``: the longest prefix that ends on a
-            complete turn, so no turn trains half written; a long agent session keeps its whole turns).
+            complete turn, so no turn trains half written; a long agent session keeps its whole turns), or
+            ``"split_turns"``: a longer row becomes several rows, split before its user turns, each repeating
+            the row's leading system messages and its tools, and holding as many whole turns as fit (a piece
+            still too long is cut as ``"whole_turns"`` cuts; a row with one user turn is one piece). The other
+            columns are repeated on each piece; the split rows are rendered twice.
         column: The canonical messages column.
         on_bad_row: Every row's supervised text is checked against its
             messages (each loss-carrying assistant content supervised, no
@@ -382,12 +396,57 @@ class Tokenize:
         limit = self.max_length
         if limit is None or len(ids) <= limit:
             return RowMask(ids, mask, method=method, supervised=supervised)
-        if self.truncation == "whole_turns":  # after the last trained span that ends within the limit
+        if self.truncation != "cut":  # after the last trained span that ends within the limit
             trained = np.asarray(mask[: limit + 1], bool)
             ends = np.flatnonzero(trained[:limit] & ~np.append(trained[1:], False)[:limit])
             limit = int(ends[-1]) + 1 if len(ends) else 0
         lost = int(mask[limit:].sum())
         return RowMask(ids[:limit], mask[:limit], len(ids) - limit, lost, method, supervised - lost)
+
+    def _batch_rows(self, batch: Any, indices: list[int] | None) -> list[RowMask | None]:
+        arrow = isinstance(batch, pa.Table)
+        chunks = batch_chunks(batch, self.column, self.form, indices)
+        clean = arrow and marker_free(batch.column(self.column))
+        with gc_paused():
+            return self._chunk_rows(chunks, indices, messages_clean=clean, shaped=arrow)
+
+    def _split(self, batch: Any, indices: list[int] | None) -> tuple[Any, list[int] | None, list[int]]:
+        """``batch`` with its rows longer than ``max_length`` split at their turns (``split_batch``), the
+        dataset's indices of its rows, and the position in ``batch`` each row came from."""
+        with self._rendering_to(None):
+            rows = self._batch_rows(batch, indices)
+            split = self._pieces(batch, rows)
+        return split_batch(batch, self.column, split, indices)
+
+    @contextmanager
+    def _rendering_to(self, hook: Any) -> Iterator[None]:
+        """``on_render`` replaced by ``hook`` for a while (None: renders that measure, not count), when set."""
+        given = self.on_render
+        if given is not None:
+            object.__setattr__(self, "on_render", hook)
+        try:
+            yield
+        finally:
+            object.__setattr__(self, "on_render", given)
+
+    def _pieces(self, batch: Any, rows: list[RowMask | None]) -> dict[int, Pieces]:
+        """Where each row cut by ``max_length`` splits (``token_rows.turn_pieces``): a piece fits when its
+        render, the leading messages and its turns, is at most ``max_length`` tokens."""
+        long = [i for i, row in enumerate(rows) if row is not None and row.truncated_tokens]
+        taken = batch.select([self.column, "loss_mask", *(["tools"] if "tools" in batch.column_names else [])]
+                             ).take(pa.array(long, pa.int64())) if isinstance(batch, pa.Table) else None
+        messages, tools, masks = (decode_table(taken, self.column, {}) if taken is not None else
+                                  ([batch[self.column][i] for i in long], [batch.get("tools", [None] * len(rows))[i]
+                                   for i in long], [batch["loss_mask"][i] for i in long]))
+
+        def fits(row: int, head: int, start: int, end: int) -> bool:
+            piece = messages[row][:head] + messages[row][start:end]
+            mask = masks[row][:head] + masks[row][start:end]
+            found = self._chunk_rows(list_chunks([piece], [tools[row]], [mask]), None, messages_clean=False)[0]
+            return found is not None and found.truncated_tokens == 0
+
+        return {source: turn_pieces(messages[row], lambda head, start, end, row=row: fits(row, head, start, end))
+                for row, source in enumerate(long)}
 
     def __call__(self, batch: Any, indices: list[int] | None = None) -> Any:
         require_batched(batch, "tokenize")  # rows left with no supervised token are dropped
@@ -395,11 +454,13 @@ class Tokenize:
         parts = _table_with_parts(batch, self.column)
         if parts is not None:  # decoded, the column mixes text and lists: datasets could not write it back
             return with_features(self(parts, indices))
-        arrow = isinstance(batch, pa.Table)
-        chunks = batch_chunks(batch, self.column, self.form, indices)
-        clean = arrow and marker_free(batch.column(self.column))
-        with gc_paused():
-            rows = self._chunk_rows(chunks, indices, messages_clean=clean, shaped=arrow)
+        if self.truncation == "split_turns" and self.max_length is not None:
+            batch, indices, source = self._split(batch, indices)
+            given = self.on_render  # counted by the position of the row a piece came from
+            with self._rendering_to(lambda position, *found: given(source[position], *found)):
+                rows = self._batch_rows(batch, indices)
+        else:
+            rows = self._batch_rows(batch, indices)
         bad = sum(row is None for row in rows)
         keep = [i for i, row in enumerate(rows) if row is not None and (self.keep_unsupervised or row.supervised > 0)]
         bad_rows_warning(bad, len(rows), indices, self.failures.items)

@@ -1,11 +1,13 @@
-"""A batch's rows for ``tokenize``: its columns checked, decoded chunk by chunk into what the template reads."""
+"""A batch's rows for ``tokenize``: its columns checked, decoded chunk by chunk into what the template reads, and
+split at their turns where a row is too long (``truncation="split_turns"``)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from whileai_datasets.errors import SchemaError
@@ -94,3 +96,74 @@ def batch_chunks(batch: Any, column: str, form: Any, indices: Sequence[int] | No
 def list_chunks(messages: list[Any], tools: list[Any], masks: list[Any]) -> Iterator[Decoded]:
     for start, end in chunk_bounds(len(messages)):
         yield messages[start:end], tools[start:end], masks[start:end]
+
+
+#: (first message, end) of each piece of a row split at its turns, after the leading messages every piece repeats
+Pieces = tuple[int, list[tuple[int, int]]]
+
+
+def turn_pieces(messages: Sequence[Mapping[str, Any]], fits: Callable[[int, int, int], bool]) -> Pieces:
+    """Where a row too long for the limit splits (``truncation="split_turns"``): its leading system (and
+    developer) messages, which every piece repeats, and the pieces after them, each opened by a user message (or,
+    the first, by whatever follows the leading ones) and holding as many whole turns as ``fits(head, start, end)``
+    (the leading messages plus ``messages[start:end]`` within the limit) allows, one turn at the least. A row with
+    no second user turn is one piece (its tail is then cut as ``"whole_turns"`` cuts it)."""
+    head = 0
+    while head < len(messages) and messages[head].get("role") in ("system", "developer"):
+        head += 1
+    starts = [head] + [i for i in range(head + 1, len(messages)) if messages[i].get("role") == "user"]
+    bounds = [*starts[1:], len(messages)]
+    pieces: list[tuple[int, int]] = []
+    first = 0
+    while first < len(starts):
+        last = first
+        while last + 1 < len(starts) and fits(head, starts[first], bounds[last + 1]):
+            last += 1
+        pieces.append((starts[first], bounds[last]))
+        first = last + 1
+    return head, pieces
+
+
+def split_batch(batch: Any, column: str, split: dict[int, Pieces], indices: Sequence[int] | None
+                ) -> tuple[Any, list[int] | None, list[int]]:
+    """``batch`` with each row of ``split`` replaced by its pieces (every other column repeated; the messages
+    and ``loss_mask`` of a piece are the row's leading ones plus the piece's), ``indices`` to match, and the
+    row of ``batch`` each row came from."""
+    total = batch.num_rows if isinstance(batch, pa.Table) else len(batch[column])
+    if not split:
+        return batch, indices, list(range(total))
+    spans = [[(0, None)] if row not in split else [((0, split[row][0]), piece) for piece in split[row][1]]
+             for row in range(total)]
+    source = [row for row, pieces in enumerate(spans) for _ in pieces]
+    rows = None if indices is None else [indices[row] for row in source]
+    if isinstance(batch, pa.Table):
+        table = batch.take(pa.array(source, pa.int64()))
+        for name in (column, "loss_mask"):
+            table = table.set_column(table.column_names.index(name), name, _pieces_of(batch.column(name), spans))
+        return table, rows, source
+    out = {name: [items[row] for row in source] for name, items in batch.items()}
+    for name in (column, "loss_mask"):
+        out[name] = [items if piece == (0, None) else items[:piece[0][1]] + items[piece[1][0]:piece[1][1]]
+                     for items, pieces in zip(batch[name], spans) for piece in pieces]
+    return out, rows, source
+
+
+def _pieces_of(column: pa.ChunkedArray, spans: list[list[Any]]) -> pa.Array:
+    """A list column's rows cut into their pieces (``split_batch``): the items taken by index, Arrow's own."""
+    array = column.combine_chunks()
+    offsets = np.asarray(array.offsets, dtype=np.int64)
+    offsets -= offsets[0]
+    taken: list[np.ndarray] = []
+    ends = [0]
+    for row, pieces in enumerate(spans):
+        for piece in pieces:
+            if piece == (0, None):
+                parts = [np.arange(offsets[row], offsets[row + 1])]
+            else:
+                parts = [offsets[row] + np.arange(*piece[0]), offsets[row] + np.arange(*piece[1])]
+            taken += parts
+            ends.append(ends[-1] + sum(len(part) for part in parts))
+    values = array.flatten().take(pa.array(np.concatenate(taken), pa.int64()))
+    kind = pa.LargeListArray if pa.types.is_large_list(array.type) else pa.ListArray
+    width = pa.int64() if kind is pa.LargeListArray else pa.int32()
+    return kind.from_arrays(pa.array(ends, width), values, type=array.type)

@@ -202,8 +202,9 @@ class ThinkMeasure:
                  spans: Sequence[tuple[int, int]]) -> None:
         if _THINK_OPEN.search(text):
             counts = think_in_render(messages, mask, text, spans)
-            if counts[0]:
-                self.found[position] = counts
+            if counts[0]:  # a row split into pieces (``truncation="split_turns"``) adds up its pieces' counts
+                before = self.found.get(position, (0, 0, 0))
+                self.found[position] = tuple(a + b for a, b in zip(before, counts))  # type: ignore[assignment]
 
     def take(self, rows: int) -> np.ndarray:
         """The counts of the last call's ``rows`` rows (rows not rendered: zeros), one row each, and forget them."""
