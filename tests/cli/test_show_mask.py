@@ -58,10 +58,12 @@ def test_think_blocks_are_kept_as_load_and_tokenize_keep_them_unless_stripped(
                                                     ("assistant", "<think>pondering deeply</think>four"))])
     template = _template(tmp_path, CHATML)
     code, out, _ = _show(capsys, str(rows), "--tokenizer", str(tokenizer_dir), "--template", template)
-    assert code == 0 and "[[<think>pondering deeply</think>four<|im_end|>]]" in out
+    # CHATML's generation prompt ends at "assistant" ("{%-" strips the newline after it), so the model writes
+    # the newline that opens its turn: it trains, though the template's generation block starts after it
+    assert code == 0 and "[[\n<think>pondering deeply</think>four<|im_end|>]]" in out
     assert "note: 1 turn(s) with <think> blocks kept and trained, as load_dataset + tokenize keep them" in out
     code, out, _ = _show(capsys, str(rows), "--tokenizer", str(tokenizer_dir), "--template", template, "--strip-think")
-    assert code == 0 and "pondering deeply" not in out and "[[four<|im_end|>]]" in out
+    assert code == 0 and "pondering deeply" not in out and "[[\nfour<|im_end|>]]" in out
     assert "note: 1 <think> block(s) stripped (--strip-think), as export does" in out
     # export's flag, the default here, is still taken
     code, out, _ = _show(capsys, str(rows), "--tokenizer", str(tokenizer_dir), "--template", template, "--keep-think")
