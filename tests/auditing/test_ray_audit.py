@@ -131,7 +131,8 @@ def test_a_glob_of_two_files_and_a_tokenizer_directory(tmp_path: Path, tokenizer
     pattern = str(tmp_path / "part-*.jsonl")
     local = audit(pattern, tokenizer=loaded, mask_mode="final", format="trl")
     first = local.to_dict()["findings"]["no_assistant"]["first"][0]
-    assert first == {"row": 41, "file": str(tmp_path / "part-1.jsonl"), "line": 2}  # row 1 of the second file
+    # rows are numbered in their own file, as the reader numbers them: one number, one line
+    assert first == {"row": 1, "file": str(tmp_path / "part-1.jsonl"), "line": 2}  # row 1 of the second file
     ours = audit_on_ray(pattern, tokenizer=str(tmp_path / "tok"), template=None,
                         options=_options(mask_mode="final", format="trl"), **BLOCKS)
     _same(ours, local)
@@ -153,10 +154,10 @@ def test_rows_it_cannot_read_are_unreadable_and_the_lines_after_them_are_right(t
     unread = data["findings"]["unreadable"]
     assert unread["rows"] == 22 and unread["first"][0]["at"] == (
         "rows.jsonl line 1 (row 0)" if suffix == ".jsonl" else "rows.json line 2 (array index 0)")
-    after = data["findings"]["no_assistant"]["first"][1]  # source row 10, the 9th row read
+    after = data["findings"]["no_assistant"]["first"][1]  # source row 10, the 9th row read: named as row 10
     # indent=1 opens each array element on a line of its own: " {"
     opens = [n for n, line in enumerate(source.read_text().splitlines(), 1) if line == " {"]
-    assert (after["row"], after["line"]) == (8, 11 if suffix == ".jsonl" else opens[10])
+    assert (after["row"], after["line"]) == (10, 11 if suffix == ".jsonl" else opens[10])
     ours = audit_on_ray(str(source), tokenizer=None, template=None, options=_options(), **BLOCKS)
     assert ours.to_dict() == data
 

@@ -138,6 +138,22 @@ def lines_of(path: str, places: Iterable[int], store: Storage = LOCAL) -> dict[i
     return out
 
 
+def places_in_file(path: str, places: Iterable[int], store: Storage = LOCAL) -> dict[int, tuple[int, int]]:
+    """Per place of a row in ``path`` as the Ray reader keeps it (``lines_of``): the row's number in its file as
+    the reader numbers it (``locate``'s, rows left out counted) and the line it starts on."""
+    lines = lines_of(path, places, store)
+    if path.endswith(".json") and _json_array(path, store):  # the place is the element's index already
+        return {place: (place, line) for place, line in lines.items()}
+    wanted = set(lines.values())
+    number: dict[int, int] = {}
+    for in_file, line in enumerate(_row_lines(path, store)):
+        if line in wanted:
+            number[line] = in_file
+            if len(number) == len(wanted):
+                break
+    return {place: (number.get(line, place), line) for place, line in lines.items()}
+
+
 def lines_at(path: str, offsets: Iterable[int], store: Storage = LOCAL) -> dict[int, int]:
     """Per byte offset of a line start in JSONL ``path`` (decompressed), its line number: one read of the
     file up to the last offset, counting newlines (the Ray audit keeps each named row's offset)."""

@@ -11,7 +11,7 @@ The driver adds the counters up as they stream in. The few rows it keeps (each f
 the worst rows, each trainer gap's first) are held as (block key, row in block), which sorts as source
 order because blocks never overlap. At the end the blocks' row counts, in key order, turn those into
 the row numbers the local audit reports; each kept row's byte offset gives its line
-(``locations.lines_of``), so rows after unreadable ones get theirs too.
+(``locations.places_in_file``: its number in its file too), so rows after unreadable ones get theirs too.
 Driver memory: the counters and four numbers per block, flat in the row count.
 """
 
@@ -34,7 +34,7 @@ from whileai_datasets._options import TrainingOptions
 from whileai_datasets._storage import Storage
 from whileai_datasets.auditing import counting
 from whileai_datasets.auditing.audit_report import Audit
-from whileai_datasets.auditing.locations import count_unreadable, counts_lines, lines_of, named_rows
+from whileai_datasets.auditing.locations import count_unreadable, counts_lines, named_rows, places_in_file
 from whileai_datasets.auditing.tally import FIRST_LOCATIONS, WORST_ROWS
 from whileai_datasets.builders import unread
 from whileai_datasets.columnar import _arrow
@@ -302,9 +302,11 @@ class Totals:
         """File and line of each row kept, as the local audit gives them (lines for JSONL files and JSON arrays)."""
         rows = {starts[key][0] + row: place for (key, row), place in self.places.items()}
         files = {i: paths[i] for i in {file for file, _ in rows.values()} if counts_lines(paths[i])}
-        lines = {i: lines_of(path, [pos for file, pos in rows.values() if file == i], self.storage)
-                 for i, path in files.items()}
-        return {row: {"row": row, "file": files.get(file), "line": lines[file][pos] if file in files else None}
+        placed = {i: places_in_file(path, [pos for file, pos in rows.values() if file == i], self.storage)
+                  for i, path in files.items()}
+        # numbered in its file as the reader numbers it, as the local audit names it: one number, one line
+        return {row: {"row": placed[file][pos][0], "file": files[file], "line": placed[file][pos][1]}
+                if file in files else {"row": row, "file": None, "line": None}
                 for row, (file, pos) in sorted(rows.items())}
 
     def _starts(self) -> dict[Key, tuple[int, int]]:
