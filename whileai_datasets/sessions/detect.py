@@ -165,10 +165,23 @@ def rows(session: Session, handle: IO[bytes], name: str) -> Iterator[tuple[RowCo
 
 
 def _peek(handle: IO[bytes], size: int) -> bytes:
+    """Up to ``size`` bytes from the handle's position, which it is left at. A compressed file cut short ends
+    the peek where its readable bytes end (lzma and bz2 raise ``EOFError`` rather than return what they
+    decoded): telling the layout needs only its head, and the reader that follows names the cut's line."""
     start = handle.tell()
-    head = handle.read(size)
+    parts: list[bytes] = []
+    got = 0
+    try:
+        while got < size:
+            part = handle.read(min(1 << 14, size - got))
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
+    except EOFError:
+        pass  # the head read so far is what the file holds before its cut
     handle.seek(start)
-    return head
+    return b"".join(parts)
 
 
 def _head_values(head: bytes, whole: bool) -> tuple[list[Any], bool]:
