@@ -172,3 +172,21 @@ def test_every_page_has_an_example_or_is_prose_only() -> None:
     pages = {e.page for e in EXAMPLES}
     for page in ("README.md", SETUP_PAGE, "docs/getting-started.md", "docs/token-masks.md"):
         assert page in pages, f"no code example found on {page}"
+
+
+def test_the_readme_says_the_figures_its_audit_example_prints(results: dict[str, Any]) -> None:
+    """README's prose after its audit example quotes the audit's own figures on the bundled sample (rows cut,
+    rows left with nothing to train, the naive ratio): they come from the one run, never from memory."""
+    import re
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    example = next(e for e in EXAMPLES if e.page == "README.md" and "whileai-datasets audit run.jsonl" in e.code)
+    printed = results[example.id]["printed"]
+    said = re.search(r"cuts (\d+) of the (\d+) rows and leaves (\d+) with nothing to train, and training every "
+                     r"token would\s+train ([\d.]+)x the tokens", readme)
+    assert said, "README's sentence after the audit example changed: update this test with it"
+    cut, rows, nothing, ratio = said.groups()
+    assert re.search(rf"\btruncated\s+{cut} rows \(", printed), printed
+    assert re.search(rf"\bzero-loss\s+{nothing} rows \(", printed), printed
+    assert re.search(rf"^rows\s+{rows} ", printed, re.M), printed
+    assert re.search(rf"naive ratio\s+{re.escape(ratio)}x", printed), printed

@@ -145,11 +145,13 @@ def _run_python(example: Example, namespace: dict[str, object]) -> None:
     exec(compile(example.code, f"{example.page}:{example.line}", "exec"), namespace)  # noqa: S102
 
 
-def _run_shell(example: Example) -> None:
+def _run_shell(example: Example) -> str:
     """Each command runs through the console script's own entry point, in this process (a new
-    interpreter per command would spend seconds importing datasets and transformers again)."""
+    interpreter per command would spend seconds importing datasets and transformers again). Returns what
+    the commands printed (the prose beside an example may quote it: tests/test_docs_examples.py checks)."""
     from whileai_datasets.cli import main
 
+    printed = []
     for command in _commands(example.code):
         argv = shlex.split(command)
         out, err = io.StringIO(), io.StringIO()
@@ -161,6 +163,8 @@ def _run_shell(example: Example) -> None:
         if code != example.exit:
             raise RuntimeError(f"`{command}` exited with {code}, expected {example.exit}:\n"
                                f"{out.getvalue()}{err.getvalue()}")
+        printed.append(out.getvalue())
+    return "".join(printed)
 
 
 def run_pages(examples: list[Example], base: Path, work: Path, ready: Path | None = None) -> dict[str, dict[str, str]]:
@@ -185,13 +189,17 @@ def run_pages(examples: list[Example], base: Path, work: Path, ready: Path | Non
                 results[example.id] = {"status": "failed", "error": f"not run: {failed} failed before it"}
                 continue
             started = time.perf_counter()
+            printed = ""
             try:
-                _run_python(example, namespace) if example.lang == "python" else _run_shell(example)
+                if example.lang == "python":
+                    _run_python(example, namespace)
+                else:
+                    printed = _run_shell(example)
             except BaseException:  # noqa: BLE001 (SystemExit from a CLI example too)
                 failed = example.id
                 results[example.id] = {"status": "failed", "error": traceback.format_exc(limit=-8)}
             else:
-                results[example.id] = {"status": "passed", "error": ""}
+                results[example.id] = {"status": "passed", "error": "", "printed": printed}
             results[example.id]["seconds"] = round(time.perf_counter() - started, 2)
         if page == SETUP_PAGE and ready is not None:
             _write_atomically(ready, json.dumps(results))
