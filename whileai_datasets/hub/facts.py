@@ -147,23 +147,51 @@ def trl_ids(tokenizer: Any, template: str | None, rows: list[dict[str, Any]]
     """Per conversational prompt/completion row, as TRL 1.16's ``tokenize_fn`` tokenizes it: the ids of ``prompt``
     with the generation prompt and of ``prompt + completion`` (``tools`` and ``chat_template_kwargs`` from the
     row), or what the render raised. ``apply_chat_template(tokenize=True)`` is its render then
-    ``tokenizer(text, add_special_tokens=False)``: rendered here row by row, encoded in one batch."""
-    texts: list[str] = []
-    outcomes: list[Any] = []
-    for row in rows:
-        tools = row.get("tools")
-        kwargs = {"chat_template": template, "tools": json.loads(tools) if isinstance(tools, str) else tools,
-                  "tokenize": False, **(row.get(KWARGS_COLUMN) or {})}
-        try:
-            pair = (tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, **kwargs),
-                    tokenizer.apply_chat_template(row["prompt"] + row["completion"], **kwargs))
-        except Exception as err:  # noqa: BLE001  (reported per row: it stops TRL's map)
-            outcomes.append(err)
-            continue
-        outcomes.append(len(texts))
-        texts += pair
-    ids = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
-    return [o if isinstance(o, Exception) else (list(ids[o]), list(ids[o + 1])) for o in outcomes]
+    ``tokenizer(text, add_special_tokens=False)``: rendered here in batches of rows with the same tools and
+    kwargs (one ``apply_chat_template`` call with a list of conversations renders each as a call of its own
+    would; a batch that raises is rendered again row by row, to find each row's error), encoded in one batch."""
+    texts: list[str] = [""] * (2 * len(rows))
+    outcomes: list[Any] = list(range(0, 2 * len(rows), 2))
+    groups: dict[str, list[int]] = {}
+    for index, row in enumerate(rows):
+        groups.setdefault(json.dumps([row.get("tools"), row.get(KWARGS_COLUMN)], default=str), []).append(index)
+    for members in groups.values():
+        kwargs = _render_kwargs(template, rows[members[0]])
+        for start in range(0, len(members), _RENDER_ROWS):
+            batch = members[start:start + _RENDER_ROWS]
+            try:
+                prompts = tokenizer.apply_chat_template([rows[i]["prompt"] for i in batch],
+                                                        add_generation_prompt=True, **kwargs)
+                wholes = tokenizer.apply_chat_template([rows[i]["prompt"] + rows[i]["completion"] for i in batch],
+                                                       **kwargs)
+            except Exception:  # noqa: BLE001  (each row again, alone: its own error, or its texts)
+                for i in batch:
+                    try:
+                        texts[2 * i] = tokenizer.apply_chat_template(rows[i]["prompt"], add_generation_prompt=True,
+                                                                     **kwargs)
+                        texts[2 * i + 1] = tokenizer.apply_chat_template(rows[i]["prompt"] + rows[i]["completion"],
+                                                                         **kwargs)
+                    except Exception as err:  # noqa: BLE001  (reported per row: it stops TRL's map)
+                        outcomes[i] = err
+                continue
+            for i, prompt, whole in zip(batch, prompts, wholes):
+                texts[2 * i], texts[2 * i + 1] = prompt, whole
+    encoded = [i for i, o in enumerate(outcomes) if not isinstance(o, Exception)]
+    ids = tokenizer([t for i in encoded for t in texts[2 * i:2 * i + 2]], add_special_tokens=False)["input_ids"] \
+        if encoded else []
+    for k, i in enumerate(encoded):
+        outcomes[i] = (ids[2 * k], ids[2 * k + 1])
+    return outcomes
+
+
+#: rows rendered per ``apply_chat_template`` call of ``trl_ids``
+_RENDER_ROWS = 64
+
+
+def _render_kwargs(template: str | None, row: dict[str, Any]) -> dict[str, Any]:
+    tools = row.get("tools")
+    return {"chat_template": template, "tools": json.loads(tools) if isinstance(tools, str) else tools,
+            "tokenize": False, **(row.get(KWARGS_COLUMN) or {})}
 
 
 def marked_tokens(tokenizer: Any, template: Any, canonical: pa.Table) -> int:
@@ -267,17 +295,20 @@ def shaped_for_trl(trainer: pa.Table, canonical: pa.Table, tokenizer: Any, templ
     stored = (completions.storage if isinstance(completions, pa.ExtensionArray) else completions).to_pylist()
     kwargs = ["{}"] * trainer.num_rows
     changed = False
-    for index, (row, outcome) in enumerate(zip(rows, outcomes)):
-        target = wanted[index] if index < len(wanted) else None
-        if target is None or left_out[index] or _labels(outcome) == target:
-            continue
-        for form in _forms(row)[1:]:
-            found = trl_ids(tokenizer, text, [form])[0]
-            if _labels(found) == target:
+    pending = [index for index, outcome in enumerate(outcomes) if index < len(wanted) and wanted[index] is not None
+               and not left_out[index] and _labels(outcome) != wanted[index]]
+    forms = {index: _forms(rows[index]) for index in pending}
+    for step in range(1, max((len(f) for f in forms.values()), default=0)):  # a form a batch; first exact kept
+        tried = [index for index in pending if forms[index][step] not in forms[index][:step]]  # a same form: not
+        exact = set()
+        for index, found in zip(tried, trl_ids(tokenizer, text, [forms[index][step] for index in tried])):
+            if _labels(found) == wanted[index]:
+                form = forms[index][step]
                 stored[index] = json.dumps(form["completion"][0], ensure_ascii=False)
                 kwargs[index] = json.dumps(form.get(KWARGS_COLUMN) or {})
                 outcomes[index], changed = found, True
-                break
+                exact.add(index)
+        pending = [index for index in pending if index not in exact]
     if changed:
         trainer = _with_forms(trainer, stored, kwargs)
     if left_out.any():
