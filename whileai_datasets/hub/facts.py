@@ -8,6 +8,7 @@ publisher itself (``rows``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import warnings
 from collections import Counter
@@ -21,6 +22,8 @@ import pyarrow.compute as pc
 
 from whileai_datasets.columnar import _arrow, _portable
 from whileai_datasets.tokenize import token_masks
+from whileai_datasets.tokenize.encode_queue import EncodeQueue
+from whileai_datasets.tokenize.token_encode import PieceEncoder, backend_of
 from whileai_datasets.tokenize.notices import BadMaskRowsWarning
 from whileai_datasets.transforms.think import strip_think_text
 
@@ -142,46 +145,68 @@ def route_facts(trainer: pa.Table, outcomes: list[tuple[list[int], list[int]] | 
     return facts
 
 
-def trl_ids(tokenizer: Any, template: str | None, rows: list[dict[str, Any]]
+def trl_ids(tokenizer: Any, template: str | None, rows: list[dict[str, Any]], encoder: PieceEncoder | None = None
             ) -> list[tuple[list[int], list[int]] | Exception]:
     """Per conversational prompt/completion row, as TRL 1.16's ``tokenize_fn`` tokenizes it: the ids of ``prompt``
     with the generation prompt and of ``prompt + completion`` (``tools`` and ``chat_template_kwargs`` from the
     row), or what the render raised. ``apply_chat_template(tokenize=True)`` is its render then
     ``tokenizer(text, add_special_tokens=False)``: rendered here in batches of rows with the same tools and
     kwargs (one ``apply_chat_template`` call with a list of conversations renders each as a call of its own
-    would; a batch that raises is rendered again row by row, to find each row's error), encoded in one batch."""
+    would; a batch that raises is rendered again row by row, to find each row's error). ``encoder``: the
+    ``PieceEncoder`` of the ``Tokenize`` that tokenized the same rows, when there is one: each batch is then
+    encoded on ``EncodeQueue``'s thread while the next renders, and the long pieces the conversation's render
+    already met (tool results, schemas) are reused across a row's prefixes; else all are encoded in one batch."""
     texts: list[str] = [""] * (2 * len(rows))
-    outcomes: list[Any] = list(range(0, 2 * len(rows), 2))
+    outcomes: list[Any] = [None] * len(rows)
     groups: dict[str, list[int]] = {}
     for index, row in enumerate(rows):
         groups.setdefault(json.dumps([row.get("tools"), row.get(KWARGS_COLUMN)], default=str), []).append(index)
-    for members in groups.values():
-        kwargs = _render_kwargs(template, rows[members[0]])
-        for start in range(0, len(members), _RENDER_ROWS):
-            batch = members[start:start + _RENDER_ROWS]
-            try:
-                prompts = tokenizer.apply_chat_template([rows[i]["prompt"] for i in batch],
-                                                        add_generation_prompt=True, **kwargs)
-                wholes = tokenizer.apply_chat_template([rows[i]["prompt"] + rows[i]["completion"] for i in batch],
-                                                       **kwargs)
-            except Exception:  # noqa: BLE001  (each row again, alone: its own error, or its texts)
-                for i in batch:
-                    try:
-                        texts[2 * i] = tokenizer.apply_chat_template(rows[i]["prompt"], add_generation_prompt=True,
-                                                                     **kwargs)
-                        texts[2 * i + 1] = tokenizer.apply_chat_template(rows[i]["prompt"] + rows[i]["completion"],
-                                                                         **kwargs)
-                    except Exception as err:  # noqa: BLE001  (reported per row: it stops TRL's map)
-                        outcomes[i] = err
-                continue
-            for i, prompt, whole in zip(batch, prompts, wholes):
-                texts[2 * i], texts[2 * i + 1] = prompt, whole
-    encoded = [i for i, o in enumerate(outcomes) if not isinstance(o, Exception)]
-    ids = tokenizer([t for i in encoded for t in texts[2 * i:2 * i + 2]], add_special_tokens=False)["input_ids"] \
-        if encoded else []
-    for k, i in enumerate(encoded):
-        outcomes[i] = (ids[2 * k], ids[2 * k + 1])
+    queued = encoder is not None and backend_of(tokenizer) is not None
+    tickets: list[tuple[list[int], Any]] = []
+    with EncodeQueue(tokenizer, encoder) if queued else contextlib.nullcontext() as queue:  # type: ignore[arg-type]
+        for members in groups.values():
+            kwargs = _render_kwargs(template, rows[members[0]])
+            for start in range(0, len(members), _RENDER_ROWS):
+                batch = members[start:start + _RENDER_ROWS]
+                for i, found in zip(batch, _rendered(tokenizer, [rows[i] for i in batch], kwargs)):
+                    if isinstance(found, Exception):
+                        outcomes[i] = found
+                    else:
+                        texts[2 * i], texts[2 * i + 1] = found
+                if queue is not None:
+                    done = [i for i in batch if outcomes[i] is None]
+                    tickets.append((done, queue.submit([t for i in done for t in texts[2 * i:2 * i + 2]])))
+        for done, ticket in tickets:
+            if ticket is not None:
+                encoded = queue.result(ticket)
+                for k, i in enumerate(done):
+                    outcomes[i] = (encoded[2 * k][0].tolist(), encoded[2 * k + 1][0].tolist())
+    if not queued:
+        done = [i for i, o in enumerate(outcomes) if o is None]
+        ids = tokenizer([t for i in done for t in texts[2 * i:2 * i + 2]], add_special_tokens=False)["input_ids"] \
+            if done else []
+        for k, i in enumerate(done):
+            outcomes[i] = (ids[2 * k], ids[2 * k + 1])
     return outcomes
+
+
+def _rendered(tokenizer: Any, rows: list[dict[str, Any]], kwargs: dict[str, Any]
+              ) -> list[tuple[str, str] | Exception]:
+    """Each row's (prompt with the generation prompt, prompt + completion) texts, or what its render raised."""
+    try:
+        prompts = tokenizer.apply_chat_template([row["prompt"] for row in rows], add_generation_prompt=True, **kwargs)
+        wholes = tokenizer.apply_chat_template([row["prompt"] + row["completion"] for row in rows], **kwargs)
+        return list(zip(prompts, wholes))
+    except Exception:  # noqa: BLE001  (each row again, alone: its own error, or its texts)
+        pass
+    out: list[tuple[str, str] | Exception] = []
+    for row in rows:
+        try:
+            out.append((tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, **kwargs),
+                        tokenizer.apply_chat_template(row["prompt"] + row["completion"], **kwargs)))
+        except Exception as err:  # noqa: BLE001  (reported per row: it stops TRL's map)
+            out.append(err)
+    return out
 
 
 #: rows rendered per ``apply_chat_template`` call of ``trl_ids``
@@ -235,6 +260,8 @@ def _decoded_rows(table: pa.Table) -> list[dict[str, Any]]:
 
 
 def _common_prefix(left: list[int], right: list[int]) -> int:
+    if len(left) <= len(right) and right[:len(left)] == left:  # the prompt's ids begin the whole's: most rows
+        return len(left)
     n = min(len(left), len(right))
     diff = np.flatnonzero(np.asarray(left[:n]) != np.asarray(right[:n]))
     return int(diff[0]) if len(diff) else n
@@ -281,16 +308,18 @@ _NO_THINKING = {"enable_thinking": False}
 
 def shaped_for_trl(trainer: pa.Table, canonical: pa.Table, tokenizer: Any, template: Any,
                    targets: tuple[list[list[int] | None], np.ndarray] | None = None,
-                   max_length: int | None = TRL_MAX_LENGTH) -> tuple[pa.Table, Counter[str]]:
+                   max_length: int | None = TRL_MAX_LENGTH, encoder: PieceEncoder | None = None
+                   ) -> tuple[pa.Table, Counter[str]]:
     """The default config's rows (``trainer``, built from ``canonical``) each in the first form whose labels under
     TRL's tokenization are exactly the tokens the mask marks for that turn in the whole conversation; a row no
     form makes exact is kept as it is (the card and the audit count what it trains). The turns of a row the template
     cannot render or mask are left out, as the audit and the tokenized config leave that row out. Returns the rows
-    and TRL's figures on them (``route_facts``). ``targets``: ``turn_targets``, when the caller has them."""
+    and TRL's figures on them (``route_facts``). ``targets``: ``turn_targets``, when the caller has them;
+    ``encoder``: the ``PieceEncoder`` of the ``Tokenize`` that tokenized ``canonical`` (``trl_ids``)."""
     wanted, left_out = targets if targets is not None else turn_targets(canonical, tokenizer, template)
     text = getattr(template, "text", template)
     rows = _decoded_rows(trainer)
-    outcomes = trl_ids(tokenizer, text, rows)
+    outcomes = trl_ids(tokenizer, text, rows, encoder)
     completions = _arrow.flat(_arrow.column(trainer, "completion"))
     stored = (completions.storage if isinstance(completions, pa.ExtensionArray) else completions).to_pylist()
     kwargs = ["{}"] * trainer.num_rows
@@ -301,7 +330,8 @@ def shaped_for_trl(trainer: pa.Table, canonical: pa.Table, tokenizer: Any, templ
     for step in range(1, max((len(f) for f in forms.values()), default=0)):  # a form a batch; first exact kept
         tried = [index for index in pending if forms[index][step] not in forms[index][:step]]  # a same form: not
         exact = set()
-        for index, found in zip(tried, trl_ids(tokenizer, text, [forms[index][step] for index in tried])):
+        for index, found in zip(tried, trl_ids(tokenizer, text, [forms[index][step] for index in tried],
+                                                              encoder)):
             if _labels(found) == wanted[index]:
                 form = forms[index][step]
                 stored[index] = json.dumps(form["completion"][0], ensure_ascii=False)
@@ -368,23 +398,30 @@ def _tokenized_runs(canonical: pa.Table, tokenizer: Any, template: Any) -> dict[
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", BadMaskRowsWarning)
             chunk = transform(numbered.slice(start, _TOKENIZE_ROWS))
-        for row, ids, mask in zip(chunk.column(_ROW).to_pylist(), chunk.column("input_ids").to_pylist(),
-                                  chunk.column("assistant_masks").to_pylist()):
-            runs[row] = marked_runs(ids, mask)
+        runs.update(zip(chunk.column(_ROW).to_pylist(), marked_runs(chunk)))
     return runs
 
 
 _ROW = "__trl_route_row"
 
 
-def marked_runs(ids: list[int], mask: list[int]) -> list[list[int]]:
-    """The ids of each run of marked tokens, in order."""
-    out: list[list[int]] = []
-    previous = 0
-    for token, flag in zip(ids, mask):
-        if flag and not previous:
-            out.append([])
-        if flag:
-            out[-1].append(token)
-        previous = flag
+def marked_runs(tokenized: pa.Table) -> list[list[list[int]]]:
+    """Per row of a tokenized table: the ids of each run of its marked tokens (``assistant_masks``), in order."""
+    ids_column, masks = _arrow.column(tokenized, "input_ids"), _arrow.column(tokenized, "assistant_masks")
+    ids = np.asarray(_arrow.flat(ids_column).to_numpy(zero_copy_only=False))
+    mask = np.asarray(_arrow.flat(masks).to_numpy(zero_copy_only=False)) != 0
+    offsets = _arrow.offsets_of(_arrow.lengths(masks))
+    opens = mask.copy()
+    opens[1:] &= ~mask[:-1]
+    opens[offsets[:-1][offsets[:-1] < len(mask)]] = mask[offsets[:-1][offsets[:-1] < len(mask)]]  # a row's start
+    closes = mask.copy()
+    closes[:-1] &= ~mask[1:]
+    ends = offsets[1:] - 1
+    ends = ends[(ends >= 0) & (offsets[1:] > offsets[:-1])]
+    closes[ends] = mask[ends]  # a row's last token closes its run
+    starts, stops = np.flatnonzero(opens), np.flatnonzero(closes) + 1
+    owner = np.searchsorted(offsets, starts, side="right") - 1
+    out: list[list[list[int]]] = [[] for _ in range(tokenized.num_rows)]
+    for row, start, stop in zip(owner.tolist(), starts.tolist(), stops.tolist()):
+        out[row].append(ids[start:stop].tolist())
     return out
