@@ -145,8 +145,8 @@ def route_facts(trainer: pa.Table, outcomes: list[tuple[list[int], list[int]] | 
     return facts
 
 
-def trl_ids(tokenizer: Any, template: str | None, rows: list[dict[str, Any]], encoder: PieceEncoder | None = None
-            ) -> list[tuple[list[int], list[int]] | Exception]:
+def trl_ids(tokenizer: Any, template: str | None, rows: list[dict[str, Any]], encoder: PieceEncoder | None = None,
+            prompts: list[list[int] | None] | None = None) -> list[tuple[list[int], list[int]] | Exception]:
     """Per conversational prompt/completion row, as TRL 1.16's ``tokenize_fn`` tokenizes it: the ids of ``prompt``
     with the generation prompt and of ``prompt + completion`` (``tools`` and ``chat_template_kwargs`` from the
     row), or what the render raised. ``apply_chat_template(tokenize=True)`` is its render then
@@ -155,12 +155,16 @@ def trl_ids(tokenizer: Any, template: str | None, rows: list[dict[str, Any]], en
     would; a batch that raises is rendered again row by row, to find each row's error). ``encoder``: the
     ``PieceEncoder`` of the ``Tokenize`` that tokenized the same rows, when there is one: each batch is then
     encoded on ``EncodeQueue``'s thread while the next renders, and the long pieces the conversation's render
-    already met (tool results, schemas) are reused across a row's prefixes; else all are encoded in one batch."""
-    texts: list[str] = [""] * (2 * len(rows))
+    already met (tool results, schemas) are reused across a row's prefixes; else all are encoded in one batch.
+    ``prompts``: per row, its prompt's ids when already measured with the same prompt, tools and kwargs (another
+    form of the row, ``shaped_for_trl``): only ``prompt + completion`` is rendered for it."""
+    known = prompts if prompts is not None else [None] * len(rows)
+    texts: list[list[str]] = [[] for _ in rows]
     outcomes: list[Any] = [None] * len(rows)
     groups: dict[str, list[int]] = {}
     for index, row in enumerate(rows):
-        groups.setdefault(json.dumps([row.get("tools"), row.get(KWARGS_COLUMN)], default=str), []).append(index)
+        key = json.dumps([row.get("tools"), row.get(KWARGS_COLUMN), known[index] is None], default=str)
+        groups.setdefault(key, []).append(index)
     queued = encoder is not None and backend_of(tokenizer) is not None
     tickets: list[tuple[list[int], Any]] = []
     with EncodeQueue(tokenizer, encoder) if queued else contextlib.nullcontext() as queue:  # type: ignore[arg-type]
@@ -168,45 +172,54 @@ def trl_ids(tokenizer: Any, template: str | None, rows: list[dict[str, Any]], en
             kwargs = _render_kwargs(template, rows[members[0]])
             for start in range(0, len(members), _RENDER_ROWS):
                 batch = members[start:start + _RENDER_ROWS]
-                for i, found in zip(batch, _rendered(tokenizer, [rows[i] for i in batch], kwargs)):
-                    if isinstance(found, Exception):
-                        outcomes[i] = found
+                found = _rendered(tokenizer, [rows[i] for i in batch], kwargs, known[batch[0]] is None)
+                for i, texts_or_error in zip(batch, found):
+                    if isinstance(texts_or_error, Exception):
+                        outcomes[i] = texts_or_error
                     else:
-                        texts[2 * i], texts[2 * i + 1] = found
+                        texts[i] = texts_or_error
                 if queue is not None:
                     done = [i for i in batch if outcomes[i] is None]
-                    tickets.append((done, queue.submit([t for i in done for t in texts[2 * i:2 * i + 2]])))
+                    tickets.append((done, queue.submit([t for i in done for t in texts[i]])))
         for done, ticket in tickets:
             if ticket is not None:
-                encoded = queue.result(ticket)
-                for k, i in enumerate(done):
-                    outcomes[i] = (encoded[2 * k][0].tolist(), encoded[2 * k + 1][0].tolist())
+                encoded = iter(queue.result(ticket))
+                for i in done:
+                    outcomes[i] = [next(encoded)[0].tolist() for _ in texts[i]]
     if not queued:
         done = [i for i, o in enumerate(outcomes) if o is None]
-        ids = tokenizer([t for i in done for t in texts[2 * i:2 * i + 2]], add_special_tokens=False)["input_ids"] \
-            if done else []
-        for k, i in enumerate(done):
-            outcomes[i] = (ids[2 * k], ids[2 * k + 1])
-    return outcomes
+        ids = iter(tokenizer([t for i in done for t in texts[i]], add_special_tokens=False)["input_ids"] if done
+                   else [])
+        for i in done:
+            outcomes[i] = [next(ids) for _ in texts[i]]
+    return [o if isinstance(o, Exception) else (known[i], o[0]) if known[i] is not None else (o[0], o[1])
+            for i, o in enumerate(outcomes)]
 
 
-def _rendered(tokenizer: Any, rows: list[dict[str, Any]], kwargs: dict[str, Any]
-              ) -> list[tuple[str, str] | Exception]:
-    """Each row's (prompt with the generation prompt, prompt + completion) texts, or what its render raised."""
+def _rendered(tokenizer: Any, rows: list[dict[str, Any]], kwargs: dict[str, Any], with_prompt: bool = True
+              ) -> list[list[str] | Exception]:
+    """Each row's texts, or what its render raised: the prompt with the generation prompt (``with_prompt``), then
+    prompt + completion."""
     try:
-        prompts = tokenizer.apply_chat_template([row["prompt"] for row in rows], add_generation_prompt=True, **kwargs)
+        heads = tokenizer.apply_chat_template([row["prompt"] for row in rows], add_generation_prompt=True,
+                                              **kwargs) if with_prompt else None
         wholes = tokenizer.apply_chat_template([row["prompt"] + row["completion"] for row in rows], **kwargs)
-        return list(zip(prompts, wholes))
+        return [[head, whole] for head, whole in zip(heads, wholes)] if heads is not None else [[w] for w in wholes]
     except Exception:  # noqa: BLE001  (each row again, alone: its own error, or its texts)
         pass
-    out: list[tuple[str, str] | Exception] = []
+    found: list[list[str] | Exception] = []
     for row in rows:
         try:
-            out.append((tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, **kwargs),
-                        tokenizer.apply_chat_template(row["prompt"] + row["completion"], **kwargs)))
+            found.append(_rendered_alone(tokenizer, row, kwargs, with_prompt))
         except Exception as err:  # noqa: BLE001  (reported per row: it stops TRL's map)
-            out.append(err)
-    return out
+            found.append(err)
+    return found
+
+
+def _rendered_alone(tokenizer: Any, row: dict[str, Any], kwargs: dict[str, Any], with_prompt: bool) -> list[str]:
+    prompt = [tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, **kwargs)] if with_prompt \
+        else []
+    return [*prompt, tokenizer.apply_chat_template(row["prompt"] + row["completion"], **kwargs)]
 
 
 #: rows rendered per ``apply_chat_template`` call of ``trl_ids``
@@ -327,11 +340,18 @@ def shaped_for_trl(trainer: pa.Table, canonical: pa.Table, tokenizer: Any, templ
     pending = [index for index, outcome in enumerate(outcomes) if index < len(wanted) and wanted[index] is not None
                and not left_out[index] and _labels(outcome) != wanted[index]]
     forms = {index: _forms(rows[index]) for index in pending}
+    heads = {(index, _kwargs_key(rows[index])): outcomes[index][0] for index in pending  # a form's prompt ids
+             if not isinstance(outcomes[index], Exception)}  # are those of any form with the same kwargs
     for step in range(1, max((len(f) for f in forms.values()), default=0)):  # a form a batch; first exact kept
         tried = [index for index in pending if forms[index][step] not in forms[index][:step]]  # a same form: not
+        keys = [(index, _kwargs_key(forms[index][step])) for index in tried]
+        found_ids = trl_ids(tokenizer, text, [forms[index][step] for index in tried], encoder,
+                            [heads.get(key) for key in keys])
+        for key, found in zip(keys, found_ids):
+            if not isinstance(found, Exception):
+                heads.setdefault(key, found[0])
         exact = set()
-        for index, found in zip(tried, trl_ids(tokenizer, text, [forms[index][step] for index in tried],
-                                                              encoder)):
+        for index, found in zip(tried, found_ids):
             if _labels(found) == wanted[index]:
                 form = forms[index][step]
                 stored[index] = json.dumps(form["completion"][0], ensure_ascii=False)
@@ -345,6 +365,10 @@ def shaped_for_trl(trainer: pa.Table, canonical: pa.Table, tokenizer: Any, templ
         trainer = trainer.filter(pa.array(~left_out))
         outcomes = [o for o, out in zip(outcomes, left_out) if not out]
     return trainer, route_facts(trainer, outcomes, max_length)
+
+
+def _kwargs_key(row: dict[str, Any]) -> str:
+    return json.dumps(row.get(KWARGS_COLUMN) or {}, sort_keys=True)
 
 
 def _labels(outcome: tuple[list[int], list[int]] | Exception) -> list[int] | None:
