@@ -282,7 +282,8 @@ class Run:
                                                 {j: runs[int(i)] for j, i in enumerate(kept) if int(i) in runs})
         trainer = repo_configs.trainer_table(canonical, "training rows", join_parts=self.joins_parts)
         shaped, counts = config_facts.shaped_for_trl(trainer, canonical, transform.tokenizer, transform.chat, targets,
-                                                self.options.max_length or config_facts.TRL_MAX_LENGTH)
+                                                self.options.max_length or config_facts.TRL_MAX_LENGTH,
+                                                transform.encoder)
         self.trl_route.update(counts)
         self.trl_route["rows"] += shaped.num_rows
 
@@ -301,8 +302,7 @@ class Run:
         position = figures["row"]
         self.supervised_by_row = dict(zip(position.tolist(), figures["num_supervised_tokens"].tolist()))
         if self.options.max_length is None:  # each kept row's marked runs: the turns' targets (``hub_route``)
-            self.runs = {int(row): config_facts.marked_runs(ids, mask) for row, ids, mask in zip(
-                position, tokenized.column("input_ids").to_pylist(), tokenized.column("assistant_masks").to_pylist())}
+            self.runs = dict(zip(position.tolist(), config_facts.marked_runs(tokenized)))
         source = sample_source[position]
         skipped = np.ones(rows.num_rows, dtype=bool)
         skipped[position] = False

@@ -8,6 +8,7 @@ publisher itself (``rows``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import warnings
 from collections import Counter
@@ -21,6 +22,8 @@ import pyarrow.compute as pc
 
 from whileai_datasets.columnar import _arrow, _portable
 from whileai_datasets.tokenize import token_masks
+from whileai_datasets.tokenize.encode_queue import EncodeQueue
+from whileai_datasets.tokenize.token_encode import PieceEncoder, backend_of
 from whileai_datasets.tokenize.notices import BadMaskRowsWarning
 from whileai_datasets.transforms.think import strip_think_text
 
@@ -142,28 +145,91 @@ def route_facts(trainer: pa.Table, outcomes: list[tuple[list[int], list[int]] | 
     return facts
 
 
-def trl_ids(tokenizer: Any, template: str | None, rows: list[dict[str, Any]]
-            ) -> list[tuple[list[int], list[int]] | Exception]:
+def trl_ids(tokenizer: Any, template: str | None, rows: list[dict[str, Any]], encoder: PieceEncoder | None = None,
+            prompts: list[list[int] | None] | None = None) -> list[tuple[list[int], list[int]] | Exception]:
     """Per conversational prompt/completion row, as TRL 1.16's ``tokenize_fn`` tokenizes it: the ids of ``prompt``
     with the generation prompt and of ``prompt + completion`` (``tools`` and ``chat_template_kwargs`` from the
     row), or what the render raised. ``apply_chat_template(tokenize=True)`` is its render then
-    ``tokenizer(text, add_special_tokens=False)``: rendered here row by row, encoded in one batch."""
-    texts: list[str] = []
-    outcomes: list[Any] = []
+    ``tokenizer(text, add_special_tokens=False)``: rendered here in batches of rows with the same tools and
+    kwargs (one ``apply_chat_template`` call with a list of conversations renders each as a call of its own
+    would; a batch that raises is rendered again row by row, to find each row's error). ``encoder``: the
+    ``PieceEncoder`` of the ``Tokenize`` that tokenized the same rows, when there is one: each batch is then
+    encoded on ``EncodeQueue``'s thread while the next renders, and the long pieces the conversation's render
+    already met (tool results, schemas) are reused across a row's prefixes; else all are encoded in one batch.
+    ``prompts``: per row, its prompt's ids when already measured with the same prompt, tools and kwargs (another
+    form of the row, ``shaped_for_trl``): only ``prompt + completion`` is rendered for it."""
+    known = prompts if prompts is not None else [None] * len(rows)
+    texts: list[list[str]] = [[] for _ in rows]
+    outcomes: list[Any] = [None] * len(rows)
+    groups: dict[str, list[int]] = {}
+    for index, row in enumerate(rows):
+        key = json.dumps([row.get("tools"), row.get(KWARGS_COLUMN), known[index] is None], default=str)
+        groups.setdefault(key, []).append(index)
+    queued = encoder is not None and backend_of(tokenizer) is not None
+    tickets: list[tuple[list[int], Any]] = []
+    with EncodeQueue(tokenizer, encoder) if queued else contextlib.nullcontext() as queue:  # type: ignore[arg-type]
+        for members in groups.values():
+            kwargs = _render_kwargs(template, rows[members[0]])
+            for start in range(0, len(members), _RENDER_ROWS):
+                batch = members[start:start + _RENDER_ROWS]
+                found = _rendered(tokenizer, [rows[i] for i in batch], kwargs, known[batch[0]] is None)
+                for i, texts_or_error in zip(batch, found):
+                    if isinstance(texts_or_error, Exception):
+                        outcomes[i] = texts_or_error
+                    else:
+                        texts[i] = texts_or_error
+                if queue is not None:
+                    done = [i for i in batch if outcomes[i] is None]
+                    tickets.append((done, queue.submit([t for i in done for t in texts[i]])))
+        for done, ticket in tickets:
+            if ticket is not None:
+                encoded = iter(queue.result(ticket))
+                for i in done:
+                    outcomes[i] = [next(encoded)[0].tolist() for _ in texts[i]]
+    if not queued:
+        done = [i for i, o in enumerate(outcomes) if o is None]
+        ids = iter(tokenizer([t for i in done for t in texts[i]], add_special_tokens=False)["input_ids"] if done
+                   else [])
+        for i in done:
+            outcomes[i] = [next(ids) for _ in texts[i]]
+    return [o if isinstance(o, Exception) else (known[i], o[0]) if known[i] is not None else (o[0], o[1])
+            for i, o in enumerate(outcomes)]
+
+
+def _rendered(tokenizer: Any, rows: list[dict[str, Any]], kwargs: dict[str, Any], with_prompt: bool = True
+              ) -> list[list[str] | Exception]:
+    """Each row's texts, or what its render raised: the prompt with the generation prompt (``with_prompt``), then
+    prompt + completion."""
+    try:
+        heads = tokenizer.apply_chat_template([row["prompt"] for row in rows], add_generation_prompt=True,
+                                              **kwargs) if with_prompt else None
+        wholes = tokenizer.apply_chat_template([row["prompt"] + row["completion"] for row in rows], **kwargs)
+        return [[head, whole] for head, whole in zip(heads, wholes)] if heads is not None else [[w] for w in wholes]
+    except Exception:  # noqa: BLE001  (each row again, alone: its own error, or its texts)
+        pass
+    found: list[list[str] | Exception] = []
     for row in rows:
-        tools = row.get("tools")
-        kwargs = {"chat_template": template, "tools": json.loads(tools) if isinstance(tools, str) else tools,
-                  "tokenize": False, **(row.get(KWARGS_COLUMN) or {})}
         try:
-            pair = (tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, **kwargs),
-                    tokenizer.apply_chat_template(row["prompt"] + row["completion"], **kwargs))
+            found.append(_rendered_alone(tokenizer, row, kwargs, with_prompt))
         except Exception as err:  # noqa: BLE001  (reported per row: it stops TRL's map)
-            outcomes.append(err)
-            continue
-        outcomes.append(len(texts))
-        texts += pair
-    ids = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
-    return [o if isinstance(o, Exception) else (list(ids[o]), list(ids[o + 1])) for o in outcomes]
+            found.append(err)
+    return found
+
+
+def _rendered_alone(tokenizer: Any, row: dict[str, Any], kwargs: dict[str, Any], with_prompt: bool) -> list[str]:
+    prompt = [tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, **kwargs)] if with_prompt \
+        else []
+    return [*prompt, tokenizer.apply_chat_template(row["prompt"] + row["completion"], **kwargs)]
+
+
+#: rows rendered per ``apply_chat_template`` call of ``trl_ids``
+_RENDER_ROWS = 64
+
+
+def _render_kwargs(template: str | None, row: dict[str, Any]) -> dict[str, Any]:
+    tools = row.get("tools")
+    return {"chat_template": template, "tools": json.loads(tools) if isinstance(tools, str) else tools,
+            "tokenize": False, **(row.get(KWARGS_COLUMN) or {})}
 
 
 def marked_tokens(tokenizer: Any, template: Any, canonical: pa.Table) -> int:
@@ -207,6 +273,8 @@ def _decoded_rows(table: pa.Table) -> list[dict[str, Any]]:
 
 
 def _common_prefix(left: list[int], right: list[int]) -> int:
+    if len(left) <= len(right) and right[:len(left)] == left:  # the prompt's ids begin the whole's: most rows
+        return len(left)
     n = min(len(left), len(right))
     diff = np.flatnonzero(np.asarray(left[:n]) != np.asarray(right[:n]))
     return int(diff[0]) if len(diff) else n
@@ -253,37 +321,54 @@ _NO_THINKING = {"enable_thinking": False}
 
 def shaped_for_trl(trainer: pa.Table, canonical: pa.Table, tokenizer: Any, template: Any,
                    targets: tuple[list[list[int] | None], np.ndarray] | None = None,
-                   max_length: int | None = TRL_MAX_LENGTH) -> tuple[pa.Table, Counter[str]]:
+                   max_length: int | None = TRL_MAX_LENGTH, encoder: PieceEncoder | None = None
+                   ) -> tuple[pa.Table, Counter[str]]:
     """The default config's rows (``trainer``, built from ``canonical``) each in the first form whose labels under
     TRL's tokenization are exactly the tokens the mask marks for that turn in the whole conversation; a row no
     form makes exact is kept as it is (the card and the audit count what it trains). The turns of a row the template
     cannot render or mask are left out, as the audit and the tokenized config leave that row out. Returns the rows
-    and TRL's figures on them (``route_facts``). ``targets``: ``turn_targets``, when the caller has them."""
+    and TRL's figures on them (``route_facts``). ``targets``: ``turn_targets``, when the caller has them;
+    ``encoder``: the ``PieceEncoder`` of the ``Tokenize`` that tokenized ``canonical`` (``trl_ids``)."""
     wanted, left_out = targets if targets is not None else turn_targets(canonical, tokenizer, template)
     text = getattr(template, "text", template)
     rows = _decoded_rows(trainer)
-    outcomes = trl_ids(tokenizer, text, rows)
+    outcomes = trl_ids(tokenizer, text, rows, encoder)
     completions = _arrow.flat(_arrow.column(trainer, "completion"))
     stored = (completions.storage if isinstance(completions, pa.ExtensionArray) else completions).to_pylist()
     kwargs = ["{}"] * trainer.num_rows
     changed = False
-    for index, (row, outcome) in enumerate(zip(rows, outcomes)):
-        target = wanted[index] if index < len(wanted) else None
-        if target is None or left_out[index] or _labels(outcome) == target:
-            continue
-        for form in _forms(row)[1:]:
-            found = trl_ids(tokenizer, text, [form])[0]
-            if _labels(found) == target:
+    pending = [index for index, outcome in enumerate(outcomes) if index < len(wanted) and wanted[index] is not None
+               and not left_out[index] and _labels(outcome) != wanted[index]]
+    forms = {index: _forms(rows[index]) for index in pending}
+    heads = {(index, _kwargs_key(rows[index])): outcomes[index][0] for index in pending  # a form's prompt ids
+             if not isinstance(outcomes[index], Exception)}  # are those of any form with the same kwargs
+    for step in range(1, max((len(f) for f in forms.values()), default=0)):  # a form a batch; first exact kept
+        tried = [index for index in pending if forms[index][step] not in forms[index][:step]]  # a same form: not
+        keys = [(index, _kwargs_key(forms[index][step])) for index in tried]
+        found_ids = trl_ids(tokenizer, text, [forms[index][step] for index in tried], encoder,
+                            [heads.get(key) for key in keys])
+        for key, found in zip(keys, found_ids):
+            if not isinstance(found, Exception):
+                heads.setdefault(key, found[0])
+        exact = set()
+        for index, found in zip(tried, found_ids):
+            if _labels(found) == wanted[index]:
+                form = forms[index][step]
                 stored[index] = json.dumps(form["completion"][0], ensure_ascii=False)
                 kwargs[index] = json.dumps(form.get(KWARGS_COLUMN) or {})
                 outcomes[index], changed = found, True
-                break
+                exact.add(index)
+        pending = [index for index in pending if index not in exact]
     if changed:
         trainer = _with_forms(trainer, stored, kwargs)
     if left_out.any():
         trainer = trainer.filter(pa.array(~left_out))
         outcomes = [o for o, out in zip(outcomes, left_out) if not out]
     return trainer, route_facts(trainer, outcomes, max_length)
+
+
+def _kwargs_key(row: dict[str, Any]) -> str:
+    return json.dumps(row.get(KWARGS_COLUMN) or {}, sort_keys=True)
 
 
 def _labels(outcome: tuple[list[int], list[int]] | Exception) -> list[int] | None:
@@ -337,23 +422,30 @@ def _tokenized_runs(canonical: pa.Table, tokenizer: Any, template: Any) -> dict[
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", BadMaskRowsWarning)
             chunk = transform(numbered.slice(start, _TOKENIZE_ROWS))
-        for row, ids, mask in zip(chunk.column(_ROW).to_pylist(), chunk.column("input_ids").to_pylist(),
-                                  chunk.column("assistant_masks").to_pylist()):
-            runs[row] = marked_runs(ids, mask)
+        runs.update(zip(chunk.column(_ROW).to_pylist(), marked_runs(chunk)))
     return runs
 
 
 _ROW = "__trl_route_row"
 
 
-def marked_runs(ids: list[int], mask: list[int]) -> list[list[int]]:
-    """The ids of each run of marked tokens, in order."""
-    out: list[list[int]] = []
-    previous = 0
-    for token, flag in zip(ids, mask):
-        if flag and not previous:
-            out.append([])
-        if flag:
-            out[-1].append(token)
-        previous = flag
+def marked_runs(tokenized: pa.Table) -> list[list[list[int]]]:
+    """Per row of a tokenized table: the ids of each run of its marked tokens (``assistant_masks``), in order."""
+    ids_column, masks = _arrow.column(tokenized, "input_ids"), _arrow.column(tokenized, "assistant_masks")
+    ids = np.asarray(_arrow.flat(ids_column).to_numpy(zero_copy_only=False))
+    mask = np.asarray(_arrow.flat(masks).to_numpy(zero_copy_only=False)) != 0
+    offsets = _arrow.offsets_of(_arrow.lengths(masks))
+    opens = mask.copy()
+    opens[1:] &= ~mask[:-1]
+    opens[offsets[:-1][offsets[:-1] < len(mask)]] = mask[offsets[:-1][offsets[:-1] < len(mask)]]  # a row's start
+    closes = mask.copy()
+    closes[:-1] &= ~mask[1:]
+    ends = offsets[1:] - 1
+    ends = ends[(ends >= 0) & (offsets[1:] > offsets[:-1])]
+    closes[ends] = mask[ends]  # a row's last token closes its run
+    starts, stops = np.flatnonzero(opens), np.flatnonzero(closes) + 1
+    owner = np.searchsorted(offsets, starts, side="right") - 1
+    out: list[list[list[int]]] = [[] for _ in range(tokenized.num_rows)]
+    for row, start, stop in zip(owner.tolist(), starts.tolist(), stops.tolist()):
+        out[row].append(ids[start:stop].tolist())
     return out
