@@ -252,7 +252,13 @@ def test_a_compressed_json_array_and_a_json_file_of_lines_read_as_the_builder_re
     for path in (packed, lines):
         ours = ray_engine.read_whileai(path, system_prompt=SYSTEM, row_key=True, range_bytes=4096, block_bytes=4096)
         local = load(str(path), system_prompt=SYSTEM, cache_dir=str(tmp_path / f"cache-{path.name}")).with_format("arrow")[:]
-        assert collect(ours) == local.to_pylist()
+        # load_dataset drops whileai's own columns from a split that holds no whileai row (another tool's file,
+        # decided over the whole split); a Ray block is typed before the other blocks are read, so the Ray
+        # reader keeps the schema's columns, all null here (docs/ray.md)
+        read = collect(ours)
+        extra = set(read[0]) - set(local.column_names)
+        assert extra and all(row[name] is None for row in read for name in extra)
+        assert [{k: v for k, v in row.items() if k not in extra} for row in read] == local.to_pylist()
 
 
 @pytest.mark.parametrize(
