@@ -41,7 +41,7 @@ from whileai_datasets.hub.reading import chunks
 from whileai_datasets.hub.splits import count_disjoint_groups
 from whileai_datasets.privacy import gate
 from whileai_datasets.privacy.scanning import Findings
-from whileai_datasets.transforms.anonymize import Anonymize
+from whileai_datasets.transforms.anonymizing import Anonymize
 
 #: Failures of a request to the Hub: an error answer or a lost connection.
 _HUB_ERRORS: tuple[type[BaseException], ...] = (HfHubHTTPError, _compat.HUB_CLIENT_ERROR)

@@ -45,7 +45,7 @@ from whileai_datasets.ray_engine import output as ray_output
 from whileai_datasets.ray_engine import source as ray_source
 from whileai_datasets.ray_engine.engine import SOURCE_FILE, SOURCE_OFFSET, canonical_rows, where_read
 from whileai_datasets.rows.canonical import Options
-from whileai_datasets.transforms.anonymize import Anonymize
+from whileai_datasets.transforms.anonymizing import Anonymize
 from whileai_datasets.transforms.think import strip_think
 from whileai_datasets.transforms.tool_output import truncate_tool_output
 

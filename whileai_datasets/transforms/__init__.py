@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from whileai_datasets.columnar._types import TrlMessage
 from whileai_datasets.tokenize import Tokenize, tokenize
-from whileai_datasets.transforms.anonymize import Anonymize, anonymize
+from whileai_datasets.transforms.anonymizing import Anonymize, anonymize
 from whileai_datasets.transforms.gates import leak_report, tool_call_roundtrip
 from whileai_datasets.transforms.groups import stamp_groups
 from whileai_datasets.transforms.masks import LossMask, loss_mask
