@@ -1,10 +1,11 @@
-"""Salvage: a conversation with one assistant turn the template cannot take trains the turns before it.
+"""Salvage: a conversation with one assistant turn the template cannot take is not lost whole.
 
-Llama 3.1 (as shipped) refuses a turn that writes text beside a tool call (it renders the call and drops the
-text); Gemma 3 refuses the tool role (its roles must alternate) and renders no tool call at all. Without salvage such a row is dropped whole; with it, the row trains
-its longest prefix that ends with a loss-carrying assistant turn the template takes, named per row. The audit
-reports what salvage would keep when it is off and counts what it trains when it is on, and SFTTrainer's labels
-on the tokenized rows are those masks.
+Llama 3.1 (as shipped) renders a tool call and drops the text beside it: without salvage the row is refused (the
+turn would train without its text); with it, that turn is kept as context (loss 0, as the template renders it)
+and the turns after it train. Gemma 3 refuses the tool role (its roles must alternate) and renders no tool call
+at all: with salvage the row trains its longest prefix that ends with a loss-carrying assistant turn the
+template takes. Each row is named with what salvage did. The audit reports what salvage would keep when it is
+off and counts what it trains when it is on, and SFTTrainer's labels on the tokenized rows are those masks.
 """
 
 from __future__ import annotations
@@ -47,10 +48,13 @@ def _row(i: int, *, beside: bool) -> dict[str, Any]:
 
 ROWS = [_row(i, beside=i % 2 == 0) for i in range(4)] + [
     {"messages": [{"role": "user", "content": "just a question"}, {"role": "assistant", "content": "just an answer"}]}]
-#: per template: the rows it cannot take whole (read off the templates: Llama 3.1 refuses text beside a call,
-#: Gemma 3 refuses the tool role), and what each of them trains with salvage: its first exchange only.
+#: per template: the rows it cannot take whole (read off the templates: Llama 3.1 drops the text beside a call,
+#: Gemma 3 refuses the tool role)
 CASES = {"llama3_1": [0, 2], "gemma3": [0, 1, 2, 3]}
 CAUSES = {"llama3_1": "template-drops-content", "gemma3": "roles-must-alternate"}
+#: what salvage does to each: Llama 3.1's call turn becomes context and the answer after it trains (2 of the 3
+#: assistant turns); Gemma 3 trains the first exchange alone (the prefix before the call turn)
+SALVAGED = {"llama3_1": (2, 1, (("partial_turns_as_context", 1),)), "gemma3": (1, 2, (("prefix_salvaged", 2),))}
 
 
 @pytest.fixture(scope="module")
@@ -69,13 +73,15 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                                     vocab_size=400, additional=extra, **tokens)
         chat = ChatTemplate.from_tokenizer(tokenizer)
         transform = tokenize(tokenizer, chat, on_bad_row="skip", salvage=True)
-        with pytest.warns(SalvagedRowsWarning) as said:
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
             kept = ds.map(transform, batched=True, load_from_cache_file=False)
+        assert any(issubclass(w.category, SalvagedRowsWarning) for w in said)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", BadMaskRowsWarning)
             dropped = ds.map(tokenize(tokenizer, chat, on_bad_row="skip"), batched=True)
         out[name] = {"kept": kept, "dropped": dropped, "tokenizer": tokenizer, "named": transform.failures.salvaged,
-                     "warned": " ".join(str(w.message) for w in said),
+                     "warned": " ".join(str(w.message) for w in said if w.category is SalvagedRowsWarning),
                      "on": audit(str(path), tokenizer=tokenizer, template=chat, salvage=True),
                      "off": audit(str(path), tokenizer=tokenizer, template=chat),
                      "labels": _trainer_labels(tokenizer, kept, root / name)}
@@ -104,12 +110,18 @@ def test_salvage_trains_the_turns_before_the_one_the_template_cannot_take(name: 
     tokenizer = pair["tokenizer"]
     for row, ids, mask in zip(pair["kept"]["row"], pair["kept"]["input_ids"], pair["kept"]["assistant_masks"]):
         trained = tokenizer.decode([i for i, m in zip(ids, mask) if m])
-        if row in failing:  # its first exchange trains; nothing from the turn it cannot take on
+        if row in failing and name == "gemma3":  # its first exchange trains; nothing from the turn it cannot take on
             assert f"glad to help with order {row}" in trained and "ships on day" not in trained
             assert "ships on day" not in tokenizer.decode(ids)
-    assert [(f.row, f.salvage) for f in pair["named"]] == [(row, (1, 2)) for row in failing]
-    for row in failing:  # each row named where it is tokenized, with what it keeps and why
-        assert f"row {row}: 1 assistant turn(s) kept, 2 cut ({CAUSES[name]})" in pair["warned"]
+        elif row in failing:  # the call turn is context, rendered as the template renders it; the answer trains
+            assert f"glad to help with order {row}" in trained and f"order {row} ships on day" in trained
+            assert "lookup" in tokenizer.decode(ids) and "lookup" not in trained
+            assert "let me look that up" not in tokenizer.decode(ids)
+    assert [(f.row, tuple(f.salvage)) for f in pair["named"]] == [(row, SALVAGED[name]) for row in failing]
+    kept, cut, steps = SALVAGED[name]
+    said = ", ".join(f"{step.replace('_', '-')} {turns}" for step, turns in steps)
+    for row in failing:  # each row named where it is tokenized, with what it keeps, why and how
+        assert f"row {row} ({CAUSES[name]}): {kept} assistant turn(s) kept, {cut} cut ({said})" in pair["warned"]
     marked = sorted(tuple(i for i, m in zip(ids, mask) if m)
                     for ids, mask in zip(pair["kept"]["input_ids"], pair["kept"]["assistant_masks"]))
     assert pair["labels"] == marked  # SFTTrainer trains exactly the salvaged masks
@@ -122,9 +134,14 @@ def test_the_audit_counts_what_salvage_trains_and_says_what_it_would_keep(name: 
     on, off = pair["on"].to_dict()["findings"], pair["off"].to_dict()["findings"]
     assert pair["on"].supervised_tokens == sum(map(sum, pair["kept"]["assistant_masks"]))
     assert pair["off"].supervised_tokens == sum(map(sum, pair["dropped"]["assistant_masks"]))
-    assert [f["row"] for f in on["salvaged"]["first"]] == failing and on["salvaged"]["amount"] == 2 * len(failing)
+    kept, cut, steps = SALVAGED[name]
+    assert [f["row"] for f in on["salvaged"]["first"]] == failing and on["salvaged"]["amount"] == cut * len(failing)
+    for step, turns in steps:  # each step under its own name, with the turns it concerns
+        assert [f["row"] for f in on[step]["first"]] == failing and on[step]["amount"] == turns * len(failing)
+        assert off[step]["rows"] == 0
     assert on["bad_rows"]["rows"] == 0 and on["salvageable"]["rows"] == 0
-    assert [f["row"] for f in off["salvageable"]["first"]] == failing and off["salvageable"]["amount"] == len(failing)
+    assert [f["row"] for f in off["salvageable"]["first"]] == failing
+    assert off["salvageable"]["amount"] == kept * len(failing)
     assert [f["row"] for f in off["bad_rows"]["first"]] == failing and off["salvaged"]["rows"] == 0
     assert pair["on"].options["salvage"] is True and pair["off"].options["salvage"] is False
 

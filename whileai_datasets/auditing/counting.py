@@ -34,7 +34,7 @@ from whileai_datasets.hub import trainer_gaps
 from whileai_datasets.sessions.common import CUT_NOTES as SESSION_CUT_NOTES
 from whileai_datasets.shaping import pipeline, reports
 from whileai_datasets.tokenize.long_values import cap_untrained, reach_chars
-from whileai_datasets.tokenize.row_failures import CAUSES, by_cause
+from whileai_datasets.tokenize.row_failures import CAUSES, SALVAGES, by_cause
 from whileai_datasets.tokenize.token_masks import (
     BadMaskRowsWarning,
     PartialRenderWarning,
@@ -358,14 +358,22 @@ class Run:
         self.add("template_drops_reasoning", (lost > 0) & ~np.isin(sources, self.reasoning_rows), sources)
 
     def salvage_findings(self, failed: list[Any], salvaged: list[Any], rows: int, sample_source: np.ndarray) -> None:
-        """``salvaged``: rows that train a prefix (``salvage=True``), with the turns cut; ``salvageable``: rows
-        dropped whole that salvage would train a prefix of, with the turns it would keep."""
+        """``salvaged``: rows that train adapted or a prefix (``salvage=True``), with the turns not trained, and
+        each step under its own name (``row_failures.SALVAGES``) with the turns it concerns; ``salvageable``:
+        rows dropped whole that salvage would train, with the turns it would keep."""
         for name, items, index in (("salvaged", salvaged, 1), ("salvageable", failed, 0)):
             kept = [f for f in items if f.salvage is not None]
             flags, amounts = np.zeros(rows, dtype=bool), np.zeros(rows, dtype=np.int64)
             flags[[f.position for f in kept]] = True
             amounts[[f.position for f in kept]] = [f.salvage[index] for f in kept]
             self.add(name, flags, sample_source, amounts)
+        for step in SALVAGES:
+            flags, amounts = np.zeros(rows, dtype=bool), np.zeros(rows, dtype=np.int64)
+            for failure in salvaged:
+                turns = dict(failure.salvage.steps).get(step)
+                if turns is not None:
+                    flags[failure.position], amounts[failure.position] = True, turns
+            self.add(step, flags, sample_source, amounts)
 
     def failure_findings(self, failures: list[Any], rows: int, sample_source: np.ndarray) -> None:
         """Each failed row under its cause's finding, with the cause's first message (the template's own)."""
