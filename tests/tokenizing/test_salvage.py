@@ -150,3 +150,50 @@ def test_salvage_is_a_flag_of_the_training_options() -> None:
     assert TrainingOptions().salvage is False and TrainingOptions(salvage=True).to_dict()["salvage"] is True
     with pytest.raises(OptionError, match="salvage"):
         TrainingOptions(salvage="yes")  # type: ignore[arg-type]
+
+
+def _parallel_row(i: int) -> dict[str, Any]:
+    """Two calls at once whose results come back in the other order, then an answer."""
+    return {"tools": [SCHEMA], "messages": [
+        {"role": "user", "content": f"compare orders {i} and {i + 10}"},
+        {"role": "assistant", "content": "", "tool_calls": [_call(i), _call(i + 10)]},
+        {"role": "tool", "tool_call_id": f"call_{i + 10}", "content": f"order {i + 10} ships on day {i + 3}"},
+        {"role": "tool", "tool_call_id": f"call_{i}", "content": f"order {i} ships on day {i + 2}"},
+        {"role": "assistant", "content": f"order {i} ships first"}]}
+
+
+#: Llama 3.1 refuses two calls in a turn; gpt-oss renders the first alone (and the row is refused: the turn
+#: would train without its second call)
+PARALLEL_CAUSES = {"llama3_1": "single_tool_call_only", "gptoss": "template_drops_tool_calls"}
+
+
+@pytest.mark.parametrize("name", list(PARALLEL_CAUSES))
+def test_salvage_serializes_parallel_calls_each_followed_by_its_own_result(name: str, tmp_path: Path) -> None:
+    import datasets
+
+    rows = [_parallel_row(i) for i in range(3)]
+    path = write_jsonl(tmp_path / "rows.jsonl", rows)
+    ds = datasets.load_dataset("whileai/export", data_files=str(path), split="train", cache_dir=str(tmp_path / "c"))
+    tokens = LLAMA3_TOKENS if name == "llama3_1" else {}
+    tokenizer = train_tokenizer([json.dumps(r) for r in rows] * 5, chat_template=ChatTemplate.shipped(name).text,
+                                vocab_size=400, **tokens)
+    chat = ChatTemplate.from_tokenizer(tokenizer)
+    with pytest.warns(BadMaskRowsWarning, match=PARALLEL_CAUSES[name].replace("_", "-")):  # by default: lost whole
+        assert ds.map(tokenize(tokenizer, chat, on_bad_row="skip"), batched=True).num_rows == 0
+    transform = tokenize(tokenizer, chat, on_bad_row="skip", salvage=True)
+    with pytest.warns(SalvagedRowsWarning, match=r"row 0 \(.*\): 2 assistant turn\(s\) kept, 0 cut "
+                                                 r"\(parallel-calls-serialized 1\)"):
+        kept = ds.map(transform, batched=True, load_from_cache_file=False)
+    assert [tuple(f.salvage) for f in transform.failures.salvaged] == [(2, 0, (("parallel_calls_serialized", 1),))] * 3
+    for i, (ids, mask) in enumerate(zip(kept["input_ids"], kept["assistant_masks"])):
+        text = tokenizer.decode(ids)
+        # each call is followed by its own result, in the calls' order, and both calls train
+        assert text.index(f"order {i} ships on day") < text.index(f"order {i + 10} ships on day")
+        trained = tokenizer.decode([t for t, m in zip(ids, mask) if m])
+        assert str(i + 10) in trained and "ships on day" not in trained and f"order {i} ships first" in trained
+    found = audit(str(path), tokenizer=tokenizer, template=chat, salvage=True).to_dict()["findings"]
+    assert found["parallel_calls_serialized"]["rows"] == 3 and found["parallel_calls_serialized"]["amount"] == 3
+    assert found["salvaged"]["rows"] == 3 and found["bad_rows"]["rows"] == 0
+    marked = sorted(tuple(t for t, m in zip(ids, mask) if m)
+                    for ids, mask in zip(kept["input_ids"], kept["assistant_masks"]))
+    assert _trainer_labels(tokenizer, kept, tmp_path / "trl") == marked  # SFTTrainer trains exactly these masks

@@ -148,9 +148,11 @@ class Tokenize:
             ``UnsupervisedRowsWarning``: for a report that counts them
             (``whileai_datasets.audit``), not for a trainer.
         salvage: A row the template cannot take whole (one assistant turn it refuses, or renders
-            without the turn's output) trains its longest prefix that ends with a loss-carrying assistant
-            turn and passes, instead of being dropped: the turns before the one it cannot take
-            (``failures.salvaged`` names each such row, its cause and the turns kept and cut).
+            without the turn's output) trains what the template takes of it instead of being dropped
+            (``row_failures.salvage_row``): parallel calls serialized into one call per turn for a template
+            that takes one, a trained turn the template renders only partly kept as context (loss 0), else
+            its longest prefix that ends with a loss-carrying assistant turn and passes
+            (``failures.salvaged`` names each such row, its cause, the turns kept and cut and each step).
         stop_tokens: The tokens the model stops on. One the template writes
             right after a turn (GLM-4.x writes no end-of-turn marker: the model
             stops on the next opener, ``<|observation|>`` or ``<|user|>``) is
