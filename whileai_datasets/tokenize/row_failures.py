@@ -198,8 +198,9 @@ def salvage_row(messages: Sequence[Mapping[str, Any]], mask: Sequence[int], erro
     with a loss-carrying assistant turn passes.
 
     The row is adapted while the template's refusal names a turn it can be adapted at: a template that takes
-    one call per turn gets parallel calls serialized (``chat_template.masks.parallel_calls``); a trained turn
-    the template renders only partly (``TemplateError.partial``, set by the mask check) is kept as context.
+    one call per turn gets parallel calls serialized (``chat_template.masks.parallel_calls``); where the turn
+    it refuses is one it renders only partly, every such trained turn (``error.partial``, set by the mask check
+    with ``error.turn``) is kept as context at once.
     Where the template refuses the adapted row for another reason, its longest prefix that passes trains.
     """
     given, flags, origin = [dict(m) for m in messages], [int(f) for f in mask], list(range(len(messages)))
@@ -237,11 +238,11 @@ def _adapted(given: list[dict[str, Any]], flags: list[int], origin: list[int], e
         serialized, mask, came, turns = serialize_parallel_calls(given, flags, origin)
         if turns:
             return serialized, mask, came, "parallel_calls_serialized", turns
-    if cause in ("template_drops_content", "template_drops_tool_calls") and getattr(error, "partial", False) \
-            and turn is not None and flags[turn]:
-        context = [0 if i == turn else flag for i, flag in enumerate(flags)]
+    partial = [i for i in getattr(error, "partial", ()) if i < len(flags) and flags[i]]
+    if cause in ("template_drops_content", "template_drops_tool_calls") and turn in partial:
+        context = [0 if i in partial else flag for i, flag in enumerate(flags)]
         if any(flag and message.get("role") == "assistant" for flag, message in zip(context, given)):
-            return given, context, origin, "partial_turns_as_context", 1
+            return given, context, origin, "partial_turns_as_context", len(partial)
     return None
 
 

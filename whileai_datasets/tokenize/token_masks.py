@@ -253,8 +253,7 @@ class Tokenize:
                 return again.text, turn_spans, "turns", row_notes(again, shaped, mask, dropped)
         error = self._violation_error(violation, shaped, tools, row)
         error.turn = violation.message  # type: ignore[attr-defined]  # what salvage adapts (``salvage_row``)
-        error.partial = partly_rendered(shaped[violation.message], [  # type: ignore[attr-defined]
-            d for d in dropped if d.message == violation.message])
+        error.partial = _partial_turns(shaped, mask, dropped)  # type: ignore[attr-defined]
         raise error
 
     def _untracked(self, shaped: list[dict[str, Any]], tools: Any, mask: list[int],
@@ -493,6 +492,13 @@ def _table_with_parts(batch: Any, column: str) -> pa.Table | None:
         return None
     messages = _arrow.flat(table.column(column))
     return table if pa.types.is_struct(messages.type) and has_parts(messages).any() else None
+
+
+def _partial_turns(shaped: list[dict[str, Any]], mask: list[int], dropped: Sequence[Any]) -> list[int]:
+    """The trained turns the render keeps part of and lacks the rest of (``dropped.partly_rendered``), all of
+    them at once: what salvage keeps as context (``row_failures.salvage_row``)."""
+    turns = sorted({d.message for d in dropped if d.trained and mask[d.message]})
+    return [turn for turn in turns if partly_rendered(shaped[turn], [d for d in dropped if d.message == turn])]
 
 
 def _at_row(err: TemplateError, row: int) -> TemplateError:
