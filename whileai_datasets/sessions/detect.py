@@ -9,6 +9,7 @@ Every agent module of this room offers the same small interface:
 * ``read(source, path)``: one dict per conversation (``messages``, ``tools``, ``tools_source``, ``agent``,
   ``session_id``, ``source_file``, ``conversation``, ``session_notes``). ``source`` is ``(line, value)`` pairs
   (``jsonl``), the parsed document (``json``) or the whole text (``text``);
+* optionally ``OPTIONS``: the builder's options its ``read`` takes as keywords (pi's ``branches``);
 * optionally ``sniff_document``/``read_document`` for an older one-document layout of a ``jsonl`` agent, and
   ``MARKERS`` (keys and ``type`` values typical of its files), which names the closest layout of an unknown log.
 
@@ -141,17 +142,20 @@ def carries_session_columns(handle: IO[bytes]) -> bool:
     return any(isinstance(value, dict) and SESSION_COLUMNS <= value.keys() for value in values[:1])
 
 
-def rows(session: Session, handle: IO[bytes], name: str) -> Iterator[tuple[RowContext, dict[str, Any]]]:
-    """``(context, conversation)`` for each conversation of the session; refuses a session with none."""
+def rows(session: Session, handle: IO[bytes], name: str, options: dict[str, Any] | None = None
+         ) -> Iterator[tuple[RowContext, dict[str, Any]]]:
+    """``(context, conversation)`` for each conversation of the session; refuses a session with none. Of the
+    builder's `options`, a reader is handed those its ``OPTIONS`` name (pi's ``branches``)."""
     reader = session.reader
+    chosen = {key: value for key, value in (options or {}).items() if key in getattr(reader, "OPTIONS", ())}
     if session.layout == "text":
-        conversations = reader.read(handle.read().decode("utf-8", "replace"), name)
+        conversations = reader.read(handle.read().decode("utf-8", "replace"), name, **chosen)
     elif session.layout == "json":
         document = session.document if session.document is not None else _document(handle)
         read = reader.read if reader.LAYOUT == "json" else reader.read_document
-        conversations = read(document, name)
+        conversations = read(document, name, **chosen)
     else:
-        conversations = reader.read(_lines(handle, name), name)
+        conversations = reader.read(_lines(handle, name), name, **chosen)
     count = 0
     for count, conversation in enumerate(conversations, 1):
         if not any(m.get("role") == "assistant" for m in conversation["messages"]):
