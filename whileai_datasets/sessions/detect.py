@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import gzip
 import importlib
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -116,6 +117,8 @@ def detect(name: str, handle: IO[bytes]) -> Session | None:
     wanted = text.startswith("{") or any(module.LAYOUT == "json" for module in readers())
     if wanted and ((not first_line_parses and _small(handle)) or (whole and len(values) == 1)):
         document = _document(handle) if not first_line_parses else values[0]
+        if document is None:
+            _refuse_cut_document(name, handle)
         for module in readers():
             if module.LAYOUT == "json" and module.sniff(document):
                 return Session(module, "json", document)
@@ -248,6 +251,40 @@ def _lines(handle: IO[bytes], name: str) -> Iterator[tuple[int, Any]]:
             raise SessionFormatError(f"not valid JSON ({err})", path=name, line=number,
                                      hint="Each line of a session log holds one JSON value.") from err
         yield number, value
+
+
+def _refuse_cut_document(name: str, handle: IO[bytes]) -> None:
+    """Refuse a JSON array that is not whole JSON where the elements before its cut are a session's events (an
+    OpenHands trajectory copied half way) or an event log's, naming the line of the cut; return for any other
+    text (the generic reader refuses it in its own words)."""
+    start = handle.tell()
+    text = handle.read().decode("utf-8", "replace")
+    handle.seek(start)
+    opening = text.lstrip("\ufeff \t\r\n")
+    decoder, at, elements = json.JSONDecoder(), len(text) - len(opening) + 1 if opening.startswith("[") else 0, []
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as err:
+        cut = err
+    else:
+        return
+    while 0 < at and len(elements) < HEAD_VALUES:
+        while at < len(text) and text[at] in " \t\r\n,":
+            at += 1
+        try:
+            element, at = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            break
+        elements.append(element)
+    agent = next((module.AGENT for module in readers() if module.LAYOUT == "json" and elements
+                  and module.sniff(elements)), None)
+    if agent is None and not (elements and _looks_like_events(elements)):
+        return
+    what = f"this {agent} session" if agent else "this event log"
+    raise SessionFormatError(f"{what} is cut short: it is not whole JSON from line {cut.lineno} on ({cut.msg})",
+                             path=name, line=cut.lineno,
+                             hint="The session was still being written, or the copy is incomplete: copy it again "
+                                  "once the agent has stopped.")
 
 
 def _looks_like_events(values: list[Any]) -> bool:
