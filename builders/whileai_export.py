@@ -150,7 +150,8 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
             )
         for split, given in self.config.data_files.items():
             for name in given:
-                inputs.check_extension(str(name), split)
+                if openhands_sessions.conversation_folder(str(name)) is None:  # its files are read by its reader
+                    inputs.check_extension(str(name), split)
         dl_manager.download_config.extract_on_the_fly = True
         base_files = dl_manager.download(self.config.data_files)
         extracted = dl_manager.extract(base_files)

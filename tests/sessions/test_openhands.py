@@ -173,6 +173,7 @@ def v1_rows(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict]]:
 
 
 def test_openhands_v1_folder_is_one_conversation_with_every_call_result_text_and_thought(v1_rows: dict) -> None:
+    assert list((V1_FOLDER / "observations").glob("*.txt"))  # a glob of the folder takes them too, unread
     raw = _v1_raw()
     rows = v1_rows["glob"]
     assert rows == v1_rows["data_dir"]

@@ -267,15 +267,18 @@ def _condense(stream: _Stream, args: dict[str, Any], event_id: Any, session_id: 
 
 def conversation_folder(path: str) -> str | None:
     """The V1 conversation folder a local file belongs to: the folder above the ``events/`` folder of an event file
-    (``event-00003-<id>.json``), or the folder of a ``base_state.json`` that has an ``events/`` folder beside it;
-    None for any other file."""
+    (``event-00003-<id>.json``), or the folder holding ``base_state.json`` and ``events/`` that a file is in, or
+    is in a folder of (``observations/<id>.txt``, the whole outputs OpenHands cut in its events); None for any
+    other file."""
     if "://" in path or "::" in path:
         return None
-    name, parent = os.path.basename(path), os.path.dirname(os.path.abspath(path))
-    if _EVENT_FILE.match(name) and os.path.basename(parent) == EVENTS_DIR:
+    path = os.path.abspath(path)
+    parent = os.path.dirname(path)
+    if _EVENT_FILE.match(os.path.basename(path)) and os.path.basename(parent) == EVENTS_DIR:
         return os.path.dirname(parent)
-    if name == BASE_STATE and os.path.isdir(os.path.join(parent, EVENTS_DIR)):
-        return parent
+    for folder in (parent, os.path.dirname(parent)):
+        if os.path.isfile(os.path.join(folder, BASE_STATE)) and os.path.isdir(os.path.join(folder, EVENTS_DIR)):
+            return folder
     return None
 
 
