@@ -261,19 +261,23 @@ def _refuse_cut_document(name: str, handle: IO[bytes]) -> None:
     text = handle.read().decode("utf-8", "replace")
     handle.seek(start)
     opening = text.lstrip("\ufeff \t\r\n")
-    decoder, at, elements = json.JSONDecoder(), len(text) - len(opening) + 1 if opening.startswith("[") else 0, []
+    if not opening.startswith("["):
+        return
+    decoder, at, elements = json.JSONDecoder(), len(text) - len(opening) + 1, []
     try:
         json.loads(text)
     except json.JSONDecodeError as err:
         cut = err
+    except RecursionError:  # nested deeper than JSON is parsed here: the generic reader names the row
+        return
     else:
         return
-    while 0 < at and len(elements) < HEAD_VALUES:
+    while len(elements) < HEAD_VALUES:
         while at < len(text) and text[at] in " \t\r\n,":
             at += 1
         try:
             element, at = decoder.raw_decode(text, at)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             break
         elements.append(element)
     agent = next((module.AGENT for module in readers() if module.LAYOUT == "json" and elements

@@ -24,7 +24,8 @@ record no parameters, which are inferred from the calls: ``tools_source`` ``"ses
 ``MessageEvent`` (the user's or the agent's ``llm_message``, and the ``extended_content`` the agent's context added
 to it), ``ActionEvent`` (one call: the consecutive actions of one ``llm_response_id`` are one assistant message, the
 first carrying its ``thought``, ``reasoning_content`` and ``thinking_blocks``), ``ObservationEvent``,
-``UserRejectObservation`` and ``AgentErrorEvent`` (a call's result, paired by ``tool_call_id``), ``Condensation``
+``UserRejectObservation`` and ``AgentErrorEvent`` (a call's result, paired by ``tool_call_id``; ``finish``'s result
+echoes the call's own message and is counted, so the call still ends the session), ``Condensation``
 (read as a trajectory's condensation is) and ``CondensationSummaryEvent`` (context, ``weight`` 0); the state
 changes, pauses, token counts and errors of the conversation are counted, not read. The builder reads the files
 of one folder as one conversation (``conversation_folder``, ``folder_document``): a glob that takes any of its
