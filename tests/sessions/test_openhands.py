@@ -205,6 +205,7 @@ def test_openhands_v1_condensation_summary_is_context_and_what_it_forgot_a_row_o
     at = [msg["content"] for msg in main["messages"]].index(condensation["summary"])
     assert at == condensation["summary_offset"] and main["messages"][at]["role"] == "user"
     assert v1_rows["loss_mask"][1][at] == 0  # context: it trains nothing (the builder read its weight 0)
+    assert all(any(mask) for mask in v1_rows["loss_mask"])  # no row without a turn to train
     forgotten = {event["tool_call_id"] for event in V1_EVENTS
                  if event["id"] in condensation["forgotten_event_ids"] and event["kind"] == "ActionEvent"}
     assert len(forgotten) == 3 and forgotten <= set(calls([pre])) and not forgotten & set(calls([main]))
