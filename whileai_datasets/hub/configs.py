@@ -48,7 +48,7 @@ from whileai_datasets.hub import trainer_formats
 from whileai_datasets.hub.reading import read_all
 from whileai_datasets.rows.features import MESSAGE_TYPE, Message
 from whileai_datasets.tokenize import token_masks
-from whileai_datasets.tokenize.notices import BadMaskRowsWarning
+from whileai_datasets.tokenize.notices import BadMaskRowsWarning, SalvagedRowsWarning
 from whileai_datasets.transforms import wire
 
 DEFAULT = "default"
@@ -266,17 +266,20 @@ def preference_table(pairs: Dataset | pa.Table, where: str) -> pa.Table:
     return _portable.portable_table(rows)
 
 
-def tokenized_table(canonical: pa.Table, tokenizer: Any, template: Any, keep: tuple[str, ...]) -> pa.Table:
+def tokenized_table(canonical: pa.Table, tokenizer: Any, template: Any, keep: tuple[str, ...],
+                    salvage: bool = False) -> pa.Table:
     """``input_ids`` / ``attention_mask`` / ``assistant_masks`` of every row with a supervised token.
 
     A row the template cannot render or mask is left out, as the audit leaves it out (its ``bad_rows``, named by
     cause with the template's own message), so TRL trains exactly the audit's count; the card counts them
-    (``rows_left_out``)."""
-    transform = token_masks.tokenize(tokenizer, template, on_bad_row="skip")
+    (``rows_left_out``). With ``salvage``, such a row trains the turns before the one the template cannot take, as
+    ``tokenize(salvage=True)`` and the audit with it do (the card counts them: ``salvaged_rows``)."""
+    transform = token_masks.tokenize(tokenizer, template, on_bad_row="skip", salvage=salvage)
     parts = []
     for start in range(0, max(canonical.num_rows, 1), _TOKENIZE_ROWS):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", BadMaskRowsWarning)  # counted on the card (``rows_left_out``)
+            warnings.simplefilter("ignore", SalvagedRowsWarning)  # counted on the card (``salvaged_rows``)
             chunk = transform(canonical.slice(start, _TOKENIZE_ROWS))
         parts.append(chunk.select([*TOKENIZED_COLUMNS, *(k for k in keep if k in chunk.column_names)]))
     return _portable.portable_table(pa.concat_tables(parts))
@@ -299,6 +302,7 @@ class Extras:
     split_key: str | None = None
     preference: bool = False  # preference pairs were given
     images: bool | None = None  # the default config's `images` column: always / never / per chunk (None)
+    salvage: bool = False  # a conversation the template cannot take whole trains its turns before that one
 
 
 @dataclass(frozen=True)
@@ -350,12 +354,13 @@ class TrainerRows:
     join_parts: bool = False
     tokenizer: Any = None  # given: each row in the form TRL trains exactly as marked (``facts.shaped_for_trl``)
     template: Any = None
+    salvage: bool = False  # the turns a salvaged conversation does not train are left out, as ``tokenize`` does
 
     def __call__(self, canonical: pa.Table, where: str) -> pa.Table:
         table = trainer_table(canonical, where, self.images, self.join_parts)
         if self.tokenizer is None:
             return table
-        return config_facts.shaped_for_trl(table, canonical, self.tokenizer, self.template)[0]
+        return config_facts.shaped_for_trl(table, canonical, self.tokenizer, self.template, salvage=self.salvage)[0]
 
 
 @dataclass(frozen=True)
@@ -365,10 +370,11 @@ class TokenizedRows:
     tokenizer: Any
     template: Any = None
     keep: tuple[str, ...] = ()
+    salvage: bool = False
 
     def __call__(self, canonical: pa.Table, where: str) -> pa.Table:
-        return trainer_formats.labels_chunk(tokenized_table(canonical, self.tokenizer, self.template, self.keep),
-                                            where)
+        return trainer_formats.labels_chunk(tokenized_table(canonical, self.tokenizer, self.template, self.keep,
+                                                            self.salvage), where)
 
 
 def _tokenized_facts(tokenized: pa.Table, canonical: pa.Table) -> dict[str, int]:
@@ -381,8 +387,8 @@ def _default_builder(extras: Extras) -> Builder:
     if extras.tokenizer is None:
         return Builder(TrainerRows(extras.images), config_facts.unmeasured_facts)
     return Builder(TrainerRows(extras.images, joins_text_parts(extras.tokenizer, extras.chat_template),
-                               extras.tokenizer, extras.chat_template),
-                   config_facts.TrlDefaultRoute(extras.tokenizer, extras.chat_template))
+                               extras.tokenizer, extras.chat_template, extras.salvage),
+                   config_facts.TrlDefaultRoute(extras.tokenizer, extras.chat_template, salvage=extras.salvage))
 
 
 def joins_text_parts(tokenizer: Any, template: Any) -> bool:
@@ -398,7 +404,7 @@ def _tokenized_builder(extras: Extras) -> Builder | None:
     if extras.tokenizer is None:
         return None
     keep = (extras.split_key,) if extras.split_key else ()
-    return Builder(TokenizedRows(extras.tokenizer, extras.chat_template, keep), _tokenized_facts)
+    return Builder(TokenizedRows(extras.tokenizer, extras.chat_template, keep, extras.salvage), _tokenized_facts)
 
 
 _NO_MARKED_TURN = ("Its rows mark no assistant turn with loss_mask 1: check the export's mask_mode, "
