@@ -117,3 +117,13 @@ def test_publish_refuses_salvage_without_a_tokenizer_before_anything_is_sent(cas
     rows = load_from_disk(cases["gemma3"]["rows"])
     with pytest.raises(PublishError, match=r"salvage=True keeps the turns before one the chat template cannot take"):
         publish(rows, "alice/never", token="no-such-token", salvage=True)
+
+
+def test_push_salvage_without_a_tokenizer_names_the_flags(cases: dict[str, Any],
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from whileai_datasets import cli
+
+    assert cli.main(["push", cases["gemma3"]["rows"], "alice/never", "--salvage"]) == 1
+    said = capsys.readouterr().err
+    assert "--salvage keeps the turns before one the chat template cannot take, and no tokenizer was given" in said
+    assert "Pass --tokenizer (the one you will train with), or drop --salvage." in said

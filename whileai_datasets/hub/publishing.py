@@ -29,7 +29,7 @@ from datasets.utils.py_utils import convert_file_size_to_int
 from huggingface_hub import CommitOperationAdd, HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
-from whileai_datasets import _compat
+from whileai_datasets import _compat, option_names
 from whileai_datasets._options import check_flag
 from whileai_datasets._typing import SecretsPolicy
 from whileai_datasets.errors import PublishError, causes
@@ -134,9 +134,10 @@ def publish(
     """
     check_flag(salvage, "salvage")
     if salvage and tokenizer is None:
-        raise PublishError("salvage=True keeps the turns before one the chat template cannot take, and no tokenizer "
-                           "was given, so no template is measured", location="salvage",
-                           hint="Pass tokenizer= (and chat_template=, unless the tokenizer's own), or drop salvage.")
+        flag, tokenizer_flag = option_names.spell("salvage", True), option_names.spell("tokenizer")
+        raise PublishError(f"{flag} keeps the turns before one the chat template cannot take, and no tokenizer was "
+                           "given, so no template is measured", location=flag,
+                           hint=f"Pass {tokenizer_flag} (the one you will train with), or drop {flag}.")
     splits = _as_splits(data, "publish(data=...)")
     pairs = _as_splits(preference, "publish(preference=...)") if preference is not None else None
     groups = count_disjoint_groups(splits, split_key) if split_key else None
