@@ -127,7 +127,6 @@ class Run:
         self.training_offset = 0
         #: what TRL's default SFTTrainer labels on the default config a publish of these rows makes (``hub.facts``)
         self.trl_route: Counter[str] = Counter()
-        self.joins_parts = transform is not None and transform.plan.content_parts == "joined"
         self.runs: dict[int, list[list[int]]] = {}  # per training row tokenize kept: its marked runs
         self.salvaged_turns: dict[int, int] = {}  # per training row salvaged: the marked turns it trains
         self.supervised_by_row: dict[int, int] = {}  # per training row tokenize kept: its supervised tokens
@@ -284,7 +283,7 @@ class Run:
                                                 {j: runs[int(i)] for j, i in enumerate(kept) if int(i) in runs},
                                                 kept={j: salvaged[int(i)] for j, i in enumerate(kept)
                                                       if int(i) in salvaged})
-        trainer = repo_configs.trainer_table(canonical, "training rows", join_parts=self.joins_parts)
+        trainer = repo_configs.trainer_table(canonical, "training rows", form=transform.form)
         shaped, counts = config_facts.shaped_for_trl(trainer, canonical, transform.tokenizer, transform.chat, targets,
                                                 self.options.max_length or config_facts.TRL_MAX_LENGTH,
                                                 transform.encoder, salvage=self.options.salvage)
