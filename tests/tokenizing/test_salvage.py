@@ -53,8 +53,10 @@ ROWS = [_row(i, beside=i % 2 == 0) for i in range(4)] + [
 CASES = {"llama3_1": [0, 2], "gemma3": [0, 1, 2, 3]}
 CAUSES = {"llama3_1": "template-drops-content", "gemma3": "roles-must-alternate"}
 #: what salvage does to each: Llama 3.1's call turn becomes context and the answer after it trains (2 of the 3
-#: assistant turns); Gemma 3 trains the first exchange alone (the prefix before the call turn)
-SALVAGED = {"llama3_1": (2, 1, (("partial_turns_as_context", 1),)), "gemma3": (1, 2, (("prefix_salvaged", 2),))}
+#: assistant turns); Gemma 3 trains the first exchange alone (the prefix before the call turn). Last: per marked
+#: turn, whether it trains.
+SALVAGED = {"llama3_1": (2, 1, (("partial_turns_as_context", 1),), (True, False, True)),
+            "gemma3": (1, 2, (("prefix_salvaged", 2),), (True, False, False))}
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +120,7 @@ def test_salvage_trains_the_turns_before_the_one_the_template_cannot_take(name: 
             assert "lookup" in tokenizer.decode(ids) and "lookup" not in trained
             assert "let me look that up" not in tokenizer.decode(ids)
     assert [(f.row, tuple(f.salvage)) for f in pair["named"]] == [(row, SALVAGED[name]) for row in failing]
-    kept, cut, steps = SALVAGED[name]
+    kept, cut, steps, _ = SALVAGED[name]
     said = ", ".join(f"{step.replace('_', '-')} {turns}" for step, turns in steps)
     for row in failing:  # each row named where it is tokenized, with what it keeps, why and how
         assert f"row {row} ({CAUSES[name]}): {kept} assistant turn(s) kept, {cut} cut ({said})" in pair["warned"]
@@ -134,7 +136,7 @@ def test_the_audit_counts_what_salvage_trains_and_says_what_it_would_keep(name: 
     on, off = pair["on"].to_dict()["findings"], pair["off"].to_dict()["findings"]
     assert pair["on"].supervised_tokens == sum(map(sum, pair["kept"]["assistant_masks"]))
     assert pair["off"].supervised_tokens == sum(map(sum, pair["dropped"]["assistant_masks"]))
-    kept, cut, steps = SALVAGED[name]
+    kept, cut, steps, _ = SALVAGED[name]
     assert [f["row"] for f in on["salvaged"]["first"]] == failing and on["salvaged"]["amount"] == cut * len(failing)
     for step, turns in steps:  # each step under its own name, with the turns it concerns
         assert [f["row"] for f in on[step]["first"]] == failing and on[step]["amount"] == turns * len(failing)
@@ -184,7 +186,7 @@ def test_salvage_serializes_parallel_calls_each_followed_by_its_own_result(name:
     with pytest.warns(SalvagedRowsWarning, match=r"row 0 \(.*\): 2 assistant turn\(s\) kept, 0 cut "
                                                  r"\(parallel-calls-serialized 1\)"):
         kept = ds.map(transform, batched=True, load_from_cache_file=False)
-    assert [tuple(f.salvage) for f in transform.failures.salvaged] == [(2, 0, (("parallel_calls_serialized", 1),))] * 3
+    assert [tuple(f.salvage) for f in transform.failures.salvaged] == [(2, 0, (("parallel_calls_serialized", 1),), (True, True))] * 3
     for i, (ids, mask) in enumerate(zip(kept["input_ids"], kept["assistant_masks"])):
         text = tokenizer.decode(ids)
         # each call is followed by its own result, in the calls' order, and both calls train

@@ -82,6 +82,9 @@ class Salvage(NamedTuple):
     kept: int
     cut: int
     steps: tuple[tuple[SalvageStep, int], ...] = ()
+    #: per marked message of the row as given (loss 1), whether it trains: the turns kept as context or cut are
+    #: not always the last ones (the Hub route leaves out exactly these, ``hub.facts.turn_targets``)
+    trained: tuple[bool, ...] = ()
 
     def describe(self) -> str:
         """``"2 assistant turn(s) kept, 1 cut (partial-turns-as-context 1)"``."""
@@ -187,8 +190,9 @@ def summary(failures: list[Failure], total: int) -> str:
     return f"{len(failures)} of {total} rows of this batch fail: {', '.join(parts)}"
 
 
-#: checks a form of a row: its messages and loss mask in, what trains of it out; raises ``TemplateError``
-Check = Callable[[list[dict[str, Any]], list[int]], Any]
+#: checks a form of a row: its messages, loss mask and the turns salvage keeps as context in, what trains of it
+#: out; raises ``TemplateError``
+Check = Callable[[list[dict[str, Any]], list[int], frozenset[int]], Any]
 
 
 def salvage_row(messages: Sequence[Mapping[str, Any]], mask: Sequence[int], error: TemplateError,
@@ -212,7 +216,8 @@ def salvage_row(messages: Sequence[Mapping[str, Any]], mask: Sequence[int], erro
         given, flags, origin, name, turns = step
         steps[name] += turns
         try:
-            return _salvaged(check(given, flags), given, flags, origin, mask, messages, steps, len(given))
+            found = check(given, flags, _context(given, flags, origin, mask, len(given)))
+            return _salvaged(found, given, flags, origin, mask, messages, steps, len(given))
         except TemplateError as err:
             error = err
     ends = [i for i, (message, flag) in enumerate(zip(given, flags)) if flag and message.get("role") == "assistant"]
@@ -221,11 +226,17 @@ def salvage_row(messages: Sequence[Mapping[str, Any]], mask: Sequence[int], erro
         if end == len(given):  # the row itself (as adapted): it failed
             continue
         try:
-            found = check(given[:end], flags[:end])
+            found = check(given[:end], flags[:end], _context(given, flags, origin, mask, end))
         except TemplateError:
             continue
         return _salvaged(found, given, flags, origin, mask, messages, steps, end)
     return None
+
+
+def _context(given: list[dict[str, Any]], flags: list[int], origin: list[int], mask: Sequence[int],
+             end: int) -> frozenset[int]:
+    """The assistant turns of ``given[:end]`` salvage keeps as context (their loss taken away)."""
+    return frozenset(i for i in range(end) if not flags[i] and mask[origin[i]] and given[i].get("role") == "assistant")
 
 
 def _adapted(given: list[dict[str, Any]], flags: list[int], origin: list[int], error: TemplateError
@@ -261,4 +272,6 @@ def _salvaged(found: Any, given: list[dict[str, Any]], flags: list[int], origin:
     if end < len(given):
         named["prefix_salvaged"] = len(turns(end, len(given)) - kept)
     order = tuple((name, named[name]) for name in SALVAGES if name in named)
-    return found, given[:end], flags[:end], Salvage(len(kept), trained - len(kept), order)
+    still = {origin[i] for i in range(end) if flags[i]}
+    marked = tuple(i in still for i, flag in enumerate(mask) if flag)
+    return found, given[:end], flags[:end], Salvage(len(kept), trained - len(kept), order, marked)

@@ -233,10 +233,11 @@ class Tokenize:
         text, spans, method, _ = self._checked(shaped_messages, tools, mask, row)
         return text, spans, method
 
-    def _checked(self, shaped: list[dict[str, Any]], tools: Any, mask: list[int],
-                 row: int | None) -> tuple[str, list[tuple[int, int]], str, list[Notice]]:
+    def _checked(self, shaped: list[dict[str, Any]], tools: Any, mask: list[int], row: int | None,
+                 context: frozenset[int] = frozenset()) -> tuple[str, list[tuple[int, int]], str, list[Notice]]:
         """The row's text, spans and method, and what it trains with that is not what the model wrote
-        (``Notice``); ``shaped`` is the one renderer input (``template_messages``)."""
+        (``Notice``); ``shaped`` is the one renderer input (``template_messages``). ``context``: turns salvage
+        keeps as context because the template renders them partly (named as that, not as a partial history)."""
         rerender = self.plan.rerender(tools or None)
         try:
             rendered, spans = self.plan.render_row(shaped, tools or None, mask)
@@ -245,12 +246,13 @@ class Tokenize:
         dropped = dropped_output(rendered, shaped, mask, spans_known=self.plan.tracking_exact, rerender=rerender,
                                  history=True)
         violation = check_row(rendered, shaped, mask, spans, spans_known=self.plan.tracking_exact, dropped=dropped)
+        named = [d for d in dropped if d.message not in context] if context else dropped
         if violation is None:
-            return rendered.text, spans, self.plan.method, row_notes(rendered, shaped, mask, dropped)
+            return rendered.text, spans, self.plan.method, row_notes(rendered, shaped, mask, named)
         if self.plan.method != "turns":
             again, turn_spans = self.plan.render_row(shaped, tools or None, mask, method="turns")
             if check_row(again, shaped, mask, turn_spans, dropped=dropped) is None:
-                return again.text, turn_spans, "turns", row_notes(again, shaped, mask, dropped)
+                return again.text, turn_spans, "turns", row_notes(again, shaped, mask, named)
         error = self._violation_error(violation, shaped, tools, row)
         error.turn = violation.message  # type: ignore[attr-defined]  # what salvage adapts (``salvage_row``)
         error.partial = _partial_turns(shaped, mask, dropped)  # type: ignore[attr-defined]
@@ -392,9 +394,9 @@ class Tokenize:
         what the template takes, or its longest prefix that passes; None where nothing of it trains."""
         given = messages if shaped else template_messages(messages, self.form)
 
-        def check(form: list[dict[str, Any]], flags: list[int]) -> Any:
+        def check(form: list[dict[str, Any]], flags: list[int], context: frozenset[int]) -> Any:
             with budget_scope(self.chat.budget):
-                return self._checked(form, tools, flags, row)
+                return self._checked(form, tools, flags, row, context)
 
         return salvage_row(given, mask, err, check)
 
