@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from whileai_datasets import ChatTemplate
-from whileai_datasets.errors import TemplateError
 from whileai_datasets.chat_template.masks.parallel_calls import serialize_parallel_calls
+from whileai_datasets.errors import TemplateError
 
 
 def _call(id_: str | None, name: str, **arguments: Any) -> dict[str, Any]:

@@ -313,7 +313,7 @@ class Run:
         self.add("bad_rows", skipped, sample_source)
         failures = self.transform.failures  # type: ignore[union-attr]
         if self.options.max_length is None:  # what each salvaged row trains of its turns (``hub_route``)
-            self.salvaged_turns = {f.position: f.salvage.trained for f in failures.salvaged}
+            self.salvaged_turns = {f.position: f.salvage.trained for f in failures.salvaged if f.salvage is not None}
         self.salvage_findings(failures.items, failures.salvaged, rows.num_rows, sample_source)
         self.failure_findings(failures.take(), rows.num_rows, sample_source)
         if self.measures_think():

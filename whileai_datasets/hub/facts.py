@@ -251,7 +251,7 @@ def marked_tokens(tokenizer: Any, template: Any, canonical: pa.Table, salvage: b
         if salvaged is not None:
             for failure in transform.failures.take_salvaged():
                 salvaged["salvaged_rows"] += 1
-                salvaged["salvaged_turns_cut"] += failure.salvage[1]
+                salvaged["salvaged_turns_cut"] += failure.salvage.cut if failure.salvage is not None else 0
     return total
 
 
@@ -451,7 +451,8 @@ def _tokenized_runs(canonical: pa.Table, tokenizer: Any, template: Any, salvage:
             warnings.simplefilter("ignore", SalvagedRowsWarning)
             chunk = transform(numbered.slice(start, _TOKENIZE_ROWS))
         runs.update(zip(chunk.column(_ROW).to_pylist(), marked_runs(chunk)))
-        kept.update((start + f.position, f.salvage.trained) for f in transform.failures.take_salvaged())
+        kept.update((start + f.position, f.salvage.trained) for f in transform.failures.take_salvaged()
+                    if f.salvage is not None)
     return runs, kept
 
 
