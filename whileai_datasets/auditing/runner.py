@@ -74,8 +74,9 @@ def audit(
             (``bad_rows``, and one finding per cause: ``roles_must_alternate``, ``content_type``, ...,
             ``tokenize.row_failures.CAUSES``) and its figures are what ``"skip"`` trains.
         salvage: Count what ``tokenize(salvage=True)`` trains: a row the template cannot take whole trains
-            the turns before the one it cannot take (``salvaged``). Off, the rows it would keep are counted
-            (``salvageable``, with the turns it would keep).
+            adapted to what it takes (``parallel_calls_serialized``, ``partial_turns_as_context``) or the turns
+            before the one it cannot take (``prefix_salvaged``); all such rows are ``salvaged``. Off, the rows
+            it would keep are counted (``salvageable``, with the turns it would keep).
         engine: ``"local"`` (this process, chunk by chunk) or ``"ray"``: Ray Data actors count the blocks
             and this process adds them up (``on_ray.audit_on_ray``; files only, the same figures). A
             ``tokenizer`` may then also be a directory or a zero-argument factory, built once per actor.

@@ -304,6 +304,14 @@ def runs_on(rendered: RenderedChat, messages: Sequence[Mapping[str, Any]], loss_
     return out
 
 
+def partly_rendered(message: Mapping[str, Any], dropped: Sequence[DroppedOutput]) -> bool:
+    """Whether an assistant turn's render keeps some of its output (its text, one of its calls) and lacks
+    the rest (``dropped``: ``dropped_output`` of that turn): the text beside a call that Llama 3.1 drops."""
+    pieces = int(bool(content_text(message).strip())) + len(message.get("tool_calls") or [])
+    lost = sum(1 for d in dropped if d.kind in REFUSED_KINDS)
+    return 0 < lost < pieces
+
+
 #: what a row that trains is named for: a turn without loss rendered partially, a trained turn run into the next
 NoteKind = Literal["history_partly_rendered", "turn_runs_on"]
 
