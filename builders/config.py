@@ -45,9 +45,11 @@ class WhileaiExportConfig(datasets.BuilderConfig):
             it, so it is left out of the cache key.
         parse_workers: Worker processes that parse a local, uncompressed
             JSONL file (in pieces, tables kept in file order) when
-            ``num_proc`` is not given. ``None`` (the default): one per core,
-            at most 4, for a file or shard of 16 MiB or more; 1 parses in
-            this process. Left out of the cache key, like ``shard_bytes``.
+            ``num_proc`` is not given; in a dataset of agent sessions, the
+            whole local files, a few at a time, in file order. ``None`` (the
+            default): one per core, at most 4, for a file, shard or session
+            folder of 16 MiB or more; 1 parses in this process. Left out of
+            the cache key, like ``shard_bytes``.
         leak_facts: Also take, from each raw row as it is read, what the
             export's privileged-leak gate needs (``privileged`` is never a
             column), and keep it beside the dataset (``default`` config

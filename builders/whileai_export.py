@@ -16,6 +16,9 @@ byte-range shards, so ``num_proc`` parses one big export in parallel (and a
 streamed one has several shards): a shard holds the lines that start inside
 its range, and counts the lines before it with a bytes scan, so line and row
 numbers stay exact. Compressed files and Parquet are one shard per file.
+
+In a dataset of agent sessions every file is read whole (a conversation spans its file): the parse workers read
+a session folder's local files a few ahead, in file order (``file_workers``).
 """
 
 from __future__ import annotations
@@ -324,21 +327,23 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         more, ``num_proc`` is not given and ``parse_workers`` (or their size, by default) asks for workers."""
         if self._jobs != 1:
             return None
-        jobs, size = {}, 0
+        sizes, wholes = {}, {}
         for shard, (file, original, byte_range) in enumerate(zip(files, originals, ranges)):
-            local_size = file_workers.pooled_size(_local_source(str(file))) if byte_range is None else 0
-            if local_size:
-                size += local_size
-                jobs[shard] = file_workers.file_job(
-                    str(file), str(original), os.path.basename(str(original).split("::")[-1]),
-                    partial(_open_shard, str(file), True), normalizer, chunk_rows=self.config.chunk_rows,
-                    on_bad_row=self.config.on_bad_row, leaks=self.leaks is not None,
-                )
-        workers = parallel.resolve_workers(self.config.parse_workers, size)
-        if workers < 2 or len(jobs) < 2:
+            size = file_workers.pooled_size(_local_source(str(file))) if byte_range is None else 0
+            if size:
+                sizes[shard] = size
+                wholes[shard] = file_workers.WholeFile(str(file), str(original),
+                                                       os.path.basename(str(original).split("::")[-1]),
+                                                       partial(_open_shard, str(file), True))
+        workers = parallel.resolve_workers(self.config.parse_workers, sum(sizes.values()))
+        if workers < 2 or len(sizes) < 2:
             return None
         self._range_reader = parallel.RangeReader(normalizer, workers=workers, chunk_rows=self.config.chunk_rows,
                                                   on_bad_row=self.config.on_bad_row)
+        jobs = [(group, file_workers.file_job([wholes[shard] for shard in group], normalizer,
+                                              chunk_rows=self.config.chunk_rows, on_bad_row=self.config.on_bad_row,
+                                              leaks=self.leaks is not None))
+                for group in file_workers.groups(sizes, workers)]
         return file_workers.FileReader(self._range_reader, jobs)
 
     def _line_marks_of(self, file: str) -> dict[int, tuple[int, int]]:

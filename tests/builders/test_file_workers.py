@@ -54,11 +54,16 @@ def _load(load: Any, files: list[Path], cache: Path, **kwargs: Any) -> tuple[Any
     return ds, [(w.category.__name__, str(w.message)) for w in caught if w.category.__module__.startswith("whileai")]
 
 
+@pytest.mark.parametrize("group_bytes", [None, 6 << 10])
 def test_workers_read_a_session_folder_as_one_process_does(
-    tmp_path: Path, load: Any, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, load: Any, monkeypatch: pytest.MonkeyPatch, group_bytes: int | None
 ) -> None:
+    """All the files in one worker's group, or (``group_bytes``) in groups of a few files each, several at once."""
     files = _folder(tmp_path)
     one, said_one = _load(load, files, tmp_path / "one", parse_workers=1, on_bad_row="skip")
+    if group_bytes is not None:
+        monkeypatch.setattr(parallel, "PIECE_MIN_BYTES", group_bytes)
+        monkeypatch.setattr(parallel, "PIECE_MAX_BYTES", group_bytes)
 
     def read_here(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("this process read a file itself")
@@ -105,24 +110,26 @@ def test_a_bad_file_among_others_is_refused_naming_its_file_and_line(
     bad = folder / make_bad(folder)
     after = [shutil.copy(SESSIONS / name, folder / name) for name in ("droid.jsonl", "hermes.jsonl")]
     files = [str(f) for f in (*before, bad, *after)]
-    errors = []
+    errors, before_error = [], []
     for workers in (1, 2):
         with pytest.raises(ExportFormatError) as raised:
             load(files, cache_dir=str(tmp_path / str(workers)), parse_workers=workers)
         errors.append((type(raised.value), str(raised.value)))
+        streamed: list[Any] = []  # streamed, the rows of the files before it come first
+        with pytest.raises(ExportFormatError):
+            streamed.extend(load(files, streaming=True, parse_workers=workers))
+        before_error.append(streamed)
     assert errors[0] == errors[1]
     assert errors[0][1].startswith(f"{bad.name} line ")
+    assert before_error[1] == before_error[0] and len(before_error[0]) > 3
 
 
 def test_a_dead_worker_is_named_with_the_file_it_was_reading(tmp_path: Path) -> None:
     names = ["codex.jsonl", "pi.jsonl", "gemini.jsonl", "droid.jsonl", "hermes.jsonl", "claude_code.jsonl"] * 2
     normalizer = Normalizer("default", Options(), sessions=True)
-    jobs = {
-        shard: file_workers.file_job(str(SESSIONS / name), str(SESSIONS / name), name,
-                                     partial(open, str(SESSIONS / name), "rb"), normalizer, chunk_rows=100,
-                                     on_bad_row="raise", leaks=False)
-        for shard, name in enumerate(names)
-    }
+    jobs = [([shard], file_workers.file_job(
+        [file_workers.WholeFile(str(SESSIONS / name), str(SESSIONS / name), name, partial(open, str(SESSIONS / name), "rb"))],
+        normalizer, chunk_rows=100, on_bad_row="raise", leaks=False)) for shard, name in enumerate(names)]
     pool = parallel.RangeReader(normalizer, workers=2, chunk_rows=100, on_bad_row="raise")
     reader = file_workers.FileReader(pool, jobs)
     try:
@@ -137,3 +144,11 @@ def test_a_dead_worker_is_named_with_the_file_it_was_reading(tmp_path: Path) -> 
     finally:
         reader.close()
         pool.close()
+
+
+def test_groups_are_runs_of_consecutive_files_up_to_a_piece(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel, "PIECE_MIN_BYTES", 100)
+    monkeypatch.setattr(parallel, "PIECE_MAX_BYTES", 100)
+    # shard 3 is no local file (a remote or still-compressed stream): read in this process, between groups
+    sizes = {0: 40, 1: 40, 2: 40, 4: 30, 5: 500, 6: 10, 7: 10}
+    assert file_workers.groups(sizes, workers=2) == [[0, 1], [2], [4], [5], [6, 7]]

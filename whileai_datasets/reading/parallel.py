@@ -14,7 +14,8 @@ each piece (a bytes scan, ``reader.count_lines``) and the workers number
 them exactly. So rows, their order, line numbers and errors are those of a
 single-process read: a bad row raises where it would have, after every table
 before it. At most ``workers + 1`` pieces are in flight, so memory stays at a
-few pieces per process however large the file is.
+few pieces per process however large the file is. The same pool reads the whole
+files of a session folder for the builder (``submit``, ``output_path``, ``died``).
 """
 
 from __future__ import annotations
