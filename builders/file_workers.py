@@ -42,7 +42,9 @@ from whileai_datasets.sessions import detect as session_logs
 Rows = Iterator[tuple[RowContext, Any]]
 
 
-def whole_file_rows(handle: IO[bytes], original: str, name: str, normalizer: Normalizer, chunk_rows: int) -> Rows | None:
+def whole_file_rows(
+    handle: IO[bytes], original: str, name: str, normalizer: Normalizer, chunk_rows: int
+) -> Rows | None:
     """The rows of a whole file that is not plain JSONL: Parquet, an agent's session (told by its content, in a
     dataset that holds sessions), or a JSON array read element by element; None for JSONL, which the caller
     reads by lines (in its own process or by byte ranges)."""

@@ -248,8 +248,8 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                 skipped_before, rows_read = self.bad_rows.count, 0
                 start_row = 0 if byte_range is None else None
                 with read_errors.read_failures(name, file, reopen), contextlib.ExitStack() as stack:
-                    if pooled:  # read by a parse worker, a few files ahead
-                        tables, position = whole_files.tables(shard, name, self.bad_rows, self.leaks), None  # type: ignore[union-attr]
+                    if whole_files is not None and pooled:  # read by a parse worker, a few files ahead
+                        tables, position = whole_files.tables(shard, name, self.bad_rows, self.leaks), None
                     else:
                         handle = inputs.line_reader(stack.enter_context(_open_shard(file, sessions)))
                         tables, position = self._shard_tables(handle, file, str(original), name, byte_range,

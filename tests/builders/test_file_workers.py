@@ -77,7 +77,8 @@ def test_workers_read_a_session_folder_as_one_process_does(
     assert bad_rows(two) == bad_rows(one) and bad_rows(one)["locations"] == ["rows.jsonl line 2 (row 1)"]
     # every file's rows, in the order the files were given
     sources = [name for name in two["source_file"] if name is not None]  # (rows files have no source_file)
-    assert list(dict.fromkeys(sources)) == [f.name for f in files if f.name not in ("rows.jsonl", "misspelt_keys.jsonl")]
+    rows_files = ("rows.jsonl", "misspelt_keys.jsonl")
+    assert list(dict.fromkeys(sources)) == [f.name for f in files if f.name not in rows_files]
 
 
 def _cut_last_line(folder: Path) -> str:
@@ -127,9 +128,10 @@ def test_a_bad_file_among_others_is_refused_naming_its_file_and_line(
 def test_a_dead_worker_is_named_with_the_file_it_was_reading(tmp_path: Path) -> None:
     names = ["codex.jsonl", "pi.jsonl", "gemini.jsonl", "droid.jsonl", "hermes.jsonl", "claude_code.jsonl"] * 2
     normalizer = Normalizer("default", Options(), sessions=True)
-    jobs = [([shard], file_workers.file_job(
-        [file_workers.WholeFile(str(SESSIONS / name), str(SESSIONS / name), name, partial(open, str(SESSIONS / name), "rb"))],
-        normalizer, chunk_rows=100, on_bad_row="raise", leaks=False)) for shard, name in enumerate(names)]
+    files = [file_workers.WholeFile(str(SESSIONS / name), str(SESSIONS / name), name,
+                                    partial(open, str(SESSIONS / name), "rb")) for name in names]
+    jobs = [([shard], file_workers.file_job([whole], normalizer, chunk_rows=100, on_bad_row="raise", leaks=False))
+            for shard, whole in enumerate(files)]
     pool = parallel.RangeReader(normalizer, workers=2, chunk_rows=100, on_bad_row="raise")
     reader = file_workers.FileReader(pool, jobs)
     try:

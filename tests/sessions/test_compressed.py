@@ -82,7 +82,8 @@ def test_a_zstd_session_without_its_package_is_refused_naming_it(tmp_path: Path)
         "        print(err)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout
-    said = "cannot decompress a zstd file: zstandard is not installed. pip install zstandard, or decompress the file first."
+    said = ("cannot decompress a zstd file: zstandard is not installed. pip install zstandard, or decompress the file "
+            "first.")
     assert out.splitlines() == [f"rollout.jsonl.zst: {said}", f"{packed}: {said}"]
 
 

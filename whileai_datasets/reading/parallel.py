@@ -157,8 +157,9 @@ _NORMALIZERS: list[tuple[str, Options, Normalizer]] = []
 def normalizer_for(config: str, options: Options, *, sessions: bool = False) -> Normalizer:
     """This process's normalizer for ``config`` and ``options`` (built once; ``sessions``: with the columns of
     agent sessions), its unread keys counted afresh."""
+    sessions = sessions and config == "default"  # (the columns of sessions are training rows' only)
     for known_config, known_options, normalizer in _NORMALIZERS:
-        if known_config == config and known_options == options and normalizer.sessions == (sessions and config == "default"):
+        if known_config == config and known_options == options and normalizer.sessions == sessions:
             normalizer.unread = Unread()
             return normalizer
     normalizer = Normalizer(config, options, sessions=sessions)

@@ -283,8 +283,8 @@ def _unknown_log(name: str, values: list[Any]) -> SessionFormatError:
 
 #: The names of the files a session folder's walk looks at (an agent writes nothing else worth reading), plain or
 #: compressed.
-SESSION_SUFFIXES = tuple(f"{kind}{codec}" for kind in (".jsonl", ".json") for codec in ("", ".gz", ".bz2", ".xz", ".zst",
-                                                                                       ".lz4")) + (".md",)
+SESSION_SUFFIXES = (*(f"{kind}{codec}" for kind in (".jsonl", ".json")
+                      for codec in ("", ".gz", ".bz2", ".xz", ".zst", ".lz4")), ".md")
 
 
 def session_files(folder: str) -> tuple[list[str], list[str]]:
