@@ -18,6 +18,7 @@ import pytest
 from tests.conftest import DATA
 from whileai_datasets import ExportFormatError, bad_rows
 from whileai_datasets.builders import file_workers, whileai_export
+from whileai_datasets.builders.bad_rows import leak_facts
 from whileai_datasets.errors import ParseWorkerError
 from whileai_datasets.reading import parallel
 from whileai_datasets.reading.reader import BadRows
@@ -60,7 +61,7 @@ def test_workers_read_a_session_folder_as_one_process_does(
 ) -> None:
     """All the files in one worker's group, or (``group_bytes``) in groups of a few files each, several at once."""
     files = _folder(tmp_path)
-    one, said_one = _load(load, files, tmp_path / "one", parse_workers=1, on_bad_row="skip")
+    one, said_one = _load(load, files, tmp_path / "one", parse_workers=1, on_bad_row="skip", leak_facts=True)
     if group_bytes is not None:
         monkeypatch.setattr(parallel, "PIECE_MIN_BYTES", group_bytes)
         monkeypatch.setattr(parallel, "PIECE_MAX_BYTES", group_bytes)
@@ -69,12 +70,13 @@ def test_workers_read_a_session_folder_as_one_process_does(
         raise AssertionError("this process read a file itself")
 
     monkeypatch.setattr(whileai_export.WhileaiExport, "_shard_tables", read_here)
-    two, said_two = _load(load, files, tmp_path / "two", parse_workers=2, on_bad_row="skip")
+    two, said_two = _load(load, files, tmp_path / "two", parse_workers=2, on_bad_row="skip", leak_facts=True)
     assert list(two) == list(one)
     assert two.column_names == one.column_names
     assert said_two == said_one
     assert {kind for kind, _ in said_one} >= {"BadRowsWarning", "UnreadKeysWarning"}
     assert bad_rows(two) == bad_rows(one) and bad_rows(one)["locations"] == ["rows.jsonl line 2 (row 1)"]
+    assert leak_facts(two) == leak_facts(one) and leak_facts(one)["n_rows"] == one.num_rows
     # every file's rows, in the order the files were given
     sources = [name for name in two["source_file"] if name is not None]  # (rows files have no source_file)
     rows_files = ("rows.jsonl", "misspelt_keys.jsonl")
