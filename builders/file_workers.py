@@ -32,7 +32,7 @@ from whileai_datasets.errors import WhileaiError
 from whileai_datasets.reading import file_kind, parallel, read_errors
 from whileai_datasets.reading.json_array import iter_json_array_rows
 from whileai_datasets.reading.reader import BadRows, LinePosition, iter_jsonl_rows, iter_parquet_rows, iter_tables
-from whileai_datasets.rows.canonical import Normalizer, Options
+from whileai_datasets.rows.canonical import Normalizer
 from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.normalize import RowContext
 from whileai_datasets.rows.unread_keys import Unread
@@ -43,16 +43,17 @@ Rows = Iterator[tuple[RowContext, Any]]
 
 
 def whole_file_rows(
-    handle: IO[bytes], original: str, name: str, normalizer: Normalizer, chunk_rows: int
+    handle: IO[bytes], original: str, name: str, normalizer: Normalizer, chunk_rows: int,
+    options: dict[str, Any] | None = None,
 ) -> Rows | None:
     """The rows of a whole file that is not plain JSONL: Parquet, an agent's session (told by its content, in a
-    dataset that holds sessions), or a JSON array read element by element; None for JSONL, which the caller
-    reads by lines (in its own process or by byte ranges)."""
+    dataset that holds sessions; ``options``: the builder's options its reader may take), or a JSON array read
+    element by element; None for JSONL, which the caller reads by lines (in its own process or by byte ranges)."""
     if file_kind.is_parquet(original, handle):
         return iter_parquet_rows(handle, name, chunk_rows)
     session = session_logs.detect(name, handle) if normalizer.sessions else None
     if session is not None:
-        return session_logs.rows(session, handle, name)
+        return session_logs.rows(session, handle, name, options)
     if file_kind.is_json_array(original, handle):
         return iter_json_array_rows(handle, name)
     return None
@@ -73,20 +74,21 @@ class WholeFile:
 @dataclass(frozen=True)
 class FileJob:
     """What a worker needs to read a group of whole files: the parse settings of a piece (its ``path``, ``source``
-    and range unused: the files are the group's) and the files, in order."""
+    and range unused: the files are the group's), the files, in order, and the options a session reader may take."""
 
     settings: parallel.Job
     files: tuple[WholeFile, ...]
+    options: dict[str, Any] = field(default_factory=dict)
 
 
-def file_job(files: list[WholeFile], normalizer: Normalizer, *, chunk_rows: int, on_bad_row: str,
-             leaks: bool) -> Callable[[str], FileJob]:
+def file_job(files: list[WholeFile], normalizer: Normalizer, *, chunk_rows: int, on_bad_row: str, leaks: bool,
+             options: dict[str, Any] | None = None) -> Callable[[str], FileJob]:
     """The job of a group of whole files, given the output file its tables go to (made when the job is sent)."""
 
     def job(output: str) -> FileJob:
         settings = parallel.Job("", "", 0, 0, 0, 0, normalizer.config_name, normalizer.options, chunk_rows,
                                 on_bad_row, leaks, output, True, option_names.current())
-        return FileJob(settings, tuple(files))
+        return FileJob(settings, tuple(files), dict(options or {}))
 
     return job
 
@@ -129,7 +131,7 @@ class _FileBadRows(BadRows):
         self.files[-1].bad.add(err)
 
 
-def _group_rows(files: tuple[WholeFile, ...], normalizer: Normalizer, chunk_rows: int,
+def _group_rows(job: FileJob, files: tuple[WholeFile, ...], normalizer: Normalizer,
                 reports: list[FileReport]) -> Rows:
     """The rows of each file in turn, read as the builder reads a whole file in its own process, with a report
     per file begun as its reading begins (its unread keys counted apart)."""
@@ -140,7 +142,8 @@ def _group_rows(files: tuple[WholeFile, ...], normalizer: Normalizer, chunk_rows
         inputs.refuse_cut_zstd(whole.name, whole.file, whole.opener)
         with read_errors.read_failures(whole.name, whole.file, whole.opener), whole.opener() as opened:
             handle = inputs.line_reader(opened)
-            rows = whole_file_rows(handle, whole.original, whole.name, normalizer, chunk_rows)
+            rows = whole_file_rows(handle, whole.original, whole.name, normalizer, job.settings.chunk_rows,
+                                   job.options)
             if rows is None:
                 rows = iter_jsonl_rows(handle, whole.name, LinePosition())
             for item in rows:
@@ -155,17 +158,18 @@ def read_files(job: FileJob) -> GroupPiece:
         normalizer = parallel.normalizer_for(settings.config, settings.options, sessions=True)
         reports: list[FileReport] = []
         try:
-            return _read_group(job.files, settings, normalizer, reports)
+            return _read_group(job, job.files, normalizer, reports)
         except WhileaiError as err:  # at the last file begun: those before it are read again, on their own
-            piece = _read_group(job.files[: len(reports) - 1], settings, normalizer, [])
+            piece = _read_group(job, job.files[: len(reports) - 1], normalizer, [])
             piece.error = err
             return piece
 
 
-def _read_group(files: tuple[WholeFile, ...], settings: parallel.Job, normalizer: Normalizer,
+def _read_group(job: FileJob, files: tuple[WholeFile, ...], normalizer: Normalizer,
                 reports: list[FileReport]) -> GroupPiece:
+    settings = job.settings
     leaks = LeakScan() if settings.leaks else None
-    tables = iter_tables(_group_rows(files, normalizer, settings.chunk_rows, reports), normalizer,
+    tables = iter_tables(_group_rows(job, files, normalizer, reports), normalizer,
                          chunk_rows=settings.chunk_rows, on_bad_row=settings.on_bad_row, bad=_FileBadRows(reports),
                          leaks=leaks)
     written = parallel.write_tables(settings.output, tables)

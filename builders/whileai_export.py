@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import io
 import itertools
 import json
 import os
@@ -44,7 +45,6 @@ from whileai_datasets.builders import cache_space, file_workers, inputs, own_col
 from whileai_datasets.builders.config import WhileaiExportConfig
 from whileai_datasets.errors import ExportFormatError, NothingToTrainWarning, WhileaiError
 from whileai_datasets.reading import file_kind, parallel, read_errors
-from whileai_datasets.reading.json_array import iter_json_array_rows
 from whileai_datasets.reading.no_loss import NoLoss
 from whileai_datasets.reading.reader import (
     BadRows,
@@ -52,7 +52,6 @@ from whileai_datasets.reading.reader import (
     count_lines,
     iter_jsonl_rows,
     iter_line_range,
-    iter_parquet_rows,
     iter_tables,
     line_start_at_or_after,
 )
@@ -60,6 +59,7 @@ from whileai_datasets.rows.canonical import Normalizer
 from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.unread_keys import Unread
 from whileai_datasets.sessions import detect as session_logs
+from whileai_datasets.sessions import openhands as openhands_sessions
 
 #: ``dataset_name`` without the '/', which would otherwise become a folder in
 #: the cache paths (``.../whileai/export-train.arrow`` not found).
@@ -152,7 +152,8 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
             )
         for split, given in self.config.data_files.items():
             for name in given:
-                inputs.check_extension(str(name), split)
+                if openhands_sessions.conversation_folder(str(name)) is None:  # its files are read by its reader
+                    inputs.check_extension(str(name), split)
         dl_manager.download_config.extract_on_the_fly = True
         base_files = dl_manager.download(self.config.data_files)
         extracted = dl_manager.extract(base_files)
@@ -169,7 +170,8 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
             files: list[str] = []
             originals: list[str] = []
             ranges: list[ByteRange | None] = []
-            for base, file, original in zip(base_files[split], extracted[split], self.config.data_files[split]):
+            triples = zip(base_files[split], extracted[split], self.config.data_files[split])
+            for base, file, original in _conversation_folders(triples) if sessions else triples:
                 for byte_range in self._byte_ranges(str(base), str(file), str(original), streaming):
                     files.append(file)
                     originals.append(original)
@@ -301,8 +303,11 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                 bad=self.bad_rows, leaks=self.leaks,
             )
 
-        whole = file_workers.whole_file_rows(handle, original, name, normalizer, config.chunk_rows) \
-            if byte_range is None else None
+        if normalizer.sessions and os.path.isdir(file):  # an OpenHands conversation folder (_conversation_folders)
+            folder = session_logs.Session(openhands_sessions, "json", openhands_sessions.folder_document(file))
+            return canonical(session_logs.rows(folder, handle, name, self._session_options())), None
+        whole = file_workers.whole_file_rows(handle, original, name, normalizer, config.chunk_rows,
+                                             self._session_options()) if byte_range is None else None
         if whole is not None:
             return canonical(whole), None
         if byte_range is not None:
@@ -319,6 +324,10 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
             return self._range_reader.tables(handle, file, name, position, end, self.bad_rows, self.leaks), position
         lines = handle if byte_range is None else iter_line_range(handle, position, end)
         return canonical(iter_jsonl_rows(lines, name, position)), position
+
+    def _session_options(self) -> dict[str, Any]:
+        """The options a session reader may take (``detect.rows`` hands each reader those it names)."""
+        return {"branches": self.config.branches}
 
     def _whole_files(
         self, files: list[str], originals: list[str], ranges: list[ByteRange | None], normalizer: Normalizer
@@ -342,7 +351,7 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                                                   on_bad_row=self.config.on_bad_row)
         jobs = [(group, file_workers.file_job([wholes[shard] for shard in group], normalizer,
                                               chunk_rows=self.config.chunk_rows, on_bad_row=self.config.on_bad_row,
-                                              leaks=self.leaks is not None))
+                                              leaks=self.leaks is not None, options=self._session_options()))
                 for group in file_workers.groups(sizes, workers)]
         return file_workers.FileReader(self._range_reader, jobs)
 
@@ -473,6 +482,19 @@ def _all_rows_skipped(split: str, bad: BadRows) -> ExportFormatError:
     )
 
 
+def _conversation_folders(triples: Any) -> Iterator[tuple[Any, Any, Any]]:
+    """The data files of a dataset that holds sessions, each OpenHands conversation folder's files (its event files
+    and ``base_state.json``) one entry, the folder, where the first of them was: it is one conversation."""
+    seen: set[str] = set()
+    for base, file, original in triples:
+        folder = openhands_sessions.conversation_folder(str(file))
+        if folder is None:
+            yield base, file, original
+        elif folder not in seen:
+            seen.add(folder)
+            yield folder, folder, folder
+
+
 def _local_source(file: str) -> str:
     """The local compressed file under a path datasets decompresses on the fly (``gzip://x::/a/x.gz``), read
     through the codec's own module (``read_errors.decoded_stream``) where a session log may be in it; any other
@@ -492,7 +514,10 @@ _SEEKABLE_CODECS = frozenset(("gzip", "bz2", "xz", "zstd", "lz4"))
 
 def _open_shard(file: str, sessions: bool) -> Any:
     """A shard's bytes: a compressed local file of a dataset that holds sessions through its codec's module
-    (``detect`` reads its head and goes back), every other file as datasets opens it."""
+    (``detect`` reads its head and goes back), every other file as datasets opens it; none for an OpenHands
+    conversation folder, whose files are read by its reader."""
+    if sessions and os.path.isdir(file):
+        return io.BytesIO()
     local = _local_source(file) if sessions else file
     return read_errors.decoded_stream(local) if local != file else open(file, "rb")
 

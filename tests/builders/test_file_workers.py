@@ -32,7 +32,7 @@ def _folder(tmp_path: Path) -> list[Path]:
     no shape reads), listed out of name order: the files' order is the one given."""
     folder = tmp_path / "logs"
     folder.mkdir()
-    files = [Path(shutil.copy(path, folder / path.name)) for path in sorted(SESSIONS.iterdir())]
+    files = [Path(shutil.copy(path, folder / path.name)) for path in sorted(SESSIONS.iterdir()) if path.is_file()]
     packed = folder / "rollout.jsonl.gz"
     packed.write_bytes(gzip.compress((SESSIONS / "codex.jsonl").read_bytes()))
     files.append(packed)
@@ -45,7 +45,11 @@ def _folder(tmp_path: Path) -> list[Path]:
     rows.write_text("\n".join([good, "{not json", good]) + "\n")
     files.append(rows)
     files.append(Path(shutil.copy(DATA / "misspelt_keys.jsonl", folder / "misspelt_keys.jsonl")))
-    return files[::-1]
+    files = files[::-1]
+    # an OpenHands V1 conversation folder (one file per event, read whole by its reader in this process) midway
+    conversation = Path(shutil.copytree(SESSIONS / "openhands_v1", folder / "openhands_v1"))
+    events = sorted(conversation.glob("*/base_state.json")) + sorted(conversation.glob("*/events/event-*.json"))
+    return files[: len(files) // 2] + events + files[len(files) // 2 :]
 
 
 def _load(load: Any, files: list[Path], cache: Path, **kwargs: Any) -> tuple[Any, list[tuple[str, str]]]:
@@ -66,8 +70,11 @@ def test_workers_read_a_session_folder_as_one_process_does(
         monkeypatch.setattr(parallel, "PIECE_MIN_BYTES", group_bytes)
         monkeypatch.setattr(parallel, "PIECE_MAX_BYTES", group_bytes)
 
-    def read_here(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("this process read a file itself")
+    in_process = whileai_export.WhileaiExport._shard_tables
+
+    def read_here(builder: Any, handle: Any, file: str, *args: Any) -> Any:
+        assert os.path.isdir(file), "this process read a file itself"  # (a V1 folder is read here, by its reader)
+        return in_process(builder, handle, file, *args)
 
     monkeypatch.setattr(whileai_export.WhileaiExport, "_shard_tables", read_here)
     two, said_two = _load(load, files, tmp_path / "two", parse_workers=2, on_bad_row="skip", leak_facts=True)
@@ -80,7 +87,10 @@ def test_workers_read_a_session_folder_as_one_process_does(
     # every file's rows, in the order the files were given
     sources = [name for name in two["source_file"] if name is not None]  # (rows files have no source_file)
     rows_files = ("rows.jsonl", "misspelt_keys.jsonl")
-    assert list(dict.fromkeys(sources)) == [f.name for f in files if f.name not in rows_files]
+    # (the V1 folder's rows are named by the folder, where its first file was)
+    expected = [f.parents[1].name if "openhands_v1" in f.parts and f.parent.name == "events" else
+                f.parent.name if "openhands_v1" in f.parts else f.name for f in files if f.name not in rows_files]
+    assert list(dict.fromkeys(sources)) == list(dict.fromkeys(expected))
 
 
 def _cut_last_line(folder: Path) -> str:
@@ -156,3 +166,13 @@ def test_groups_are_runs_of_consecutive_files_up_to_a_piece(monkeypatch: pytest.
     # shard 3 is no local file (a remote or still-compressed stream): read in this process, between groups
     sizes = {0: 40, 1: 40, 2: 40, 4: 30, 5: 500, 6: 10, 7: 10}
     assert file_workers.groups(sizes, workers=2) == [[0, 1], [2], [4], [5], [6, 7]]
+
+
+def test_workers_hand_the_session_readers_their_options(tmp_path: Path, load: Any) -> None:
+    """``branches="current"`` reaches pi's and OpenClaw's readers in the workers too."""
+    files = [str(SESSIONS / name) for name in ("pi.jsonl", "openclaw.jsonl", "codex.jsonl")]
+    one = load(files, cache_dir=str(tmp_path / "one"), parse_workers=1, branches="current")
+    two = load(files, cache_dir=str(tmp_path / "two"), parse_workers=2, branches="current")
+    every = load(files, cache_dir=str(tmp_path / "all"), parse_workers=2)
+    assert list(two) == list(one)
+    assert two.num_rows < every.num_rows
