@@ -532,7 +532,18 @@ def test_appends_to_a_namespace_string_are_printed_where_they_are_made() -> None
     assert "".join(spans) == " Yo\n<call>f</call><end>\n Done<end>\n"
 
 
+def test_an_output_before_the_first_append_stays_where_it_is() -> None:
+    """A BOS token printed before the string is built: it runs before every append, rewritten or not."""
+    text = (CLASSES / "accumulated_namespace.jinja").read_text(encoding="utf-8")
+    start = '{%- set acc = namespace(text="") -%}'
+    chat = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]
+    patched, spans = _patched_spans(text.replace(start, start + "{{- bos_token -}}"), chat, bos_token="<s>")
+    assert "{{- bos_token -}}" in patched and spans == [" ", "Yo", "<end>\n"]
+
+
 @pytest.mark.parametrize("change", [
+    # an output in the loop that appends, before the first append: its passes interleave with the appends
+    ("{%- for message in messages -%}", "{%- for message in messages -%}{{- '|' -}}"),
     # the string is written by a macro that has no namespace of its own
     ("{%- set acc = namespace(text=\"\") -%}",
      "{%- macro note() -%}{%- set acc.text = acc.text ~ '!' -%}{%- endmacro -%}{%- set acc = namespace(text=\"\") -%}"),

@@ -101,7 +101,8 @@ def print_accumulated(text: str, unit_start: int, name: str = "<template>") -> s
     """``text`` with every append to the namespace string printed at ``unit_start`` printed where it is made.
 
     Returns None unless the unit is a top-level ``{{ ns.attr }}`` alone in its tag, printed after every
-    append; every other output of the template is whitespace; ``ns`` is bound once, outside macros, by
+    append; every other output of the template is whitespace or lies before the first append (a BOS token
+    printed first) or after the print; ``ns`` is bound once, outside macros, by
     ``namespace(attr='')``; and the attribute is only ever written outside macros by ``{% set ns.attr =
     ns.attr ~ ... %}`` (``+`` too) before that print.
     """
@@ -112,8 +113,6 @@ def print_accumulated(text: str, unit_start: int, name: str = "<template>") -> s
     if unit is None or printed is None:
         return None
     space, attribute = printed
-    if any(u is not unit and not (u.is_data and not str(u.node.data).strip()) for u in units):
-        return None
     outer = _outside_macros(source.ast)
     binders = [n for n in outer if isinstance(n, nodes.Name) and n.name == space and n.ctx in ("store", "param")]
     creations = [n for n in outer if isinstance(n, nodes.Assign) and isinstance(n.target, nodes.Name)
@@ -124,7 +123,23 @@ def print_accumulated(text: str, unit_start: int, name: str = "<template>") -> s
         return None
     writes = [n for n in outer if isinstance(n, nodes.Assign) and isinstance(n.target, nodes.NSRef)
               and n.target.attr == attribute]
+    first_write = min((tags[0].start for tags in map(source.tag_range, writes) if tags), default=unit.start)
+    if any(_printed_between(u, unit, first_write, source, writes) for u in units):
+        return None
     return _rewrite(source, unit, writes, space, attribute)
+
+
+def _printed_between(other: Unit, printed: Unit, first_write: int, source: SourceMap,
+                     writes: list[nodes.Assign]) -> bool:
+    """Whether ``other`` may print text while the string is built: it is not whitespace, and it does not
+    end before the first append (in source order, the order statements run outside a loop that appends)
+    or start after the final print."""
+    if other is printed or (other.is_data and not str(other.node.data).strip()):
+        return False
+    if any(any(write is a for a in loop.find_all(nodes.Assign)) for loop in other.loops for write in writes):
+        return True  # the loop that holds it appends too: its passes interleave with the appends
+    tags = source.tag_range(other.node)
+    return tags is None or not (tags[1].end <= first_write or tags[0].start > printed.start)
 
 
 def _rewrite(source: SourceMap, unit: Unit, writes: list[nodes.Assign], space: str, attribute: str) -> str | None:
