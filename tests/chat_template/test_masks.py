@@ -28,7 +28,8 @@ FALLBACK = {"llama3_macro_scoped", "codellama_70b_instruct", "codellama_70b_sour
 #: Failure-class templates left out here: the near misses that stay refused, and one that needs the tool list
 #: on every row (the oracle's rows mostly have none; test_patch checks its masks against transformers).
 NEAR_MISSES = {"empty_content_borrowed", "shared_output_note_in_answer", "shared_output_or_roles",
-               "mixed_header_set_appended", "mixed_header_calls_loop_only"}
+               "mixed_header_set_appended", "mixed_header_calls_loop_only", "mixed_header_role_macro_after_calls",
+               "accumulated_namespace_printed_between", "shared_output_prompt_always_system"}
 
 
 def _paths() -> dict[str, Path]:

@@ -368,6 +368,20 @@ CLASS_OUTCOMES = {
     "shared_output_or_roles": "patched",
     # near miss: the system note is written inside the last answer's pass, before its content
     "shared_output_note_in_answer": "mixed-header",
+    # the generation prompt writes a default system block when the conversation has none: read the prompt
+    # off the conversation that opens with a system message (muse_glimmer as vLLM ships it)
+    "shared_output_prompt_adds_system": "patched",
+    # near miss: the system block comes with every prompt, so the prompt is a suffix of no conversation
+    "shared_output_prompt_always_system": "shared-output",
+    # the role tag from a macro with a space the prompt leaves out, after an if that closes the turn before
+    # (Jamba): the if's output is sunk without moving whitespace, the output cut after the prompt's text
+    "mixed_header_role_macro_space": "patched",
+    # near miss: a turn's calls, header and all, written first by a loop: the header again is the model's
+    "mixed_header_role_macro_after_calls": "mixed-header",
+    # every turn appended to one namespace string printed at the end (Reka-Edge): each append printed
+    "accumulated_namespace": "patched",
+    # near miss: an end marker printed directly between appends would move if the appends were printed
+    "accumulated_namespace_printed_between": "mixed-header",
 }
 
 
@@ -412,7 +426,8 @@ def test_a_shared_output_in_the_message_loop_is_split_by_the_role_inside_the_loo
                                   "empty_content_marker_between", "empty_content_eos_after_loop",
                                   "shared_output_tekken", "shared_output_system_if_last", "shared_output_or_roles",
                                   "mixed_header_set_derived", "mixed_header_macro_global",
-                                  "mixed_header_after_calls"])
+                                  "mixed_header_after_calls", "shared_output_prompt_adds_system",
+                                  "mixed_header_role_macro_space", "accumulated_namespace"])
 def test_a_patched_tokenizer_config_gives_transformers_our_assistant_mask(
     stem: str, tmp_path: Path, char_tokenizer: Callable[[str], Any]
 ) -> None:
@@ -477,3 +492,74 @@ def test_a_history_turn_that_renders_other_text_than_the_model_writes_stays_refu
                                 " + eos_token -%}")
     with pytest.raises(TemplateError, match=r"\[refusal class: shared-output\]$"):
         ChatTemplate(near, name="near.jinja").with_generation()
+
+
+#: an output right after an if, both with ``-`` signs, between indented block tags (trim and lstrip apply)
+SINK_SHAPE = (
+    "{% for m in messages %}\n"
+    "  {% if not loop.first %}\n    {{- '<sep>' -}}\n  {% endif %}\n"
+    "  {{- '<' + m.role + '> ' + m.content -}}\n"
+    "  {% set seen = true %}\n"
+    "{% endfor %}\n"
+)
+
+
+def test_an_output_sunk_into_the_if_before_it_renders_the_same_text() -> None:
+    """The whitespace the output's ``-`` signs stripped goes with it (left in place, it was printed). Other
+    sign shapes may print their whitespace elsewhere once sunk: tracing the rewrite then sees another text,
+    and the next rewrite is tried."""
+    from whileai_datasets.chat_template.analysis.trace import collect_units
+    from whileai_datasets.chat_template.patching.repair import sink_into_previous_if
+    from whileai_datasets.chat_template.sandbox.source import parse_located
+
+    text = SINK_SHAPE
+    unit = next(u for u in collect_units(parse_located(text)) if "m.content" in text[u.start : u.start + 40])
+    sunk = sink_into_previous_if(text, unit.start)
+    assert sunk is not None and sunk.count("m.content") == 2
+    for chat in ([{"role": "user", "content": "Hi"}], [{"role": "user", "content": "Hi"},
+                                                      {"role": "assistant", "content": "Yo"}]):
+        assert ChatTemplate(sunk).render(chat).text == ChatTemplate(text).render(chat).text
+
+
+def test_appends_to_a_namespace_string_are_printed_where_they_are_made() -> None:
+    text = (CLASSES / "accumulated_namespace.jinja").read_text(encoding="utf-8")
+    chat = [{"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Yo", "tool_calls": [
+                {"type": "function", "function": {"name": "f", "arguments": {}}}]},
+            {"role": "tool", "content": "ok"}, {"role": "assistant", "content": "Done"}]
+    patched, spans = _patched_spans(text, chat)
+    assert "{{- acc.text -}}" not in patched and "{% set acc.text = acc.text ~ " in patched
+    assert "".join(spans) == " Yo\n<call>f</call><end>\n Done<end>\n"
+
+
+def test_an_output_before_the_first_append_stays_where_it_is() -> None:
+    """A BOS token printed before the string is built: it runs before every append, rewritten or not."""
+    text = (CLASSES / "accumulated_namespace.jinja").read_text(encoding="utf-8")
+    start = '{%- set acc = namespace(text="") -%}'
+    chat = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]
+    patched, spans = _patched_spans(text.replace(start, start + "{{- bos_token -}}"), chat, bos_token="<s>")
+    assert "{{- bos_token -}}" in patched and spans == [" ", "Yo", "<end>\n"]
+
+
+@pytest.mark.parametrize("change", [
+    # an output in the loop that appends, before the first append: its passes interleave with the appends
+    ("{%- for message in messages -%}", "{%- for message in messages -%}{{- '|' -}}"),
+    # the string is written by a macro that has no namespace of its own
+    ("{%- set acc = namespace(text=\"\") -%}",
+     "{%- macro note() -%}{%- set acc.text = acc.text ~ '!' -%}{%- endmacro -%}{%- set acc = namespace(text=\"\") -%}"),
+    ("{%- set acc = namespace(text=\"\") -%}", "{%- set acc = namespace(text=\"> \") -%}"),  # starts non-empty
+    ("{{- acc.text -}}", "{{- acc.text -}}{%- set acc.text = acc.text ~ 'late' -%}"),  # appended after the print
+])
+def test_a_namespace_string_that_is_not_only_appended_before_its_print_is_not_rewritten(
+        change: tuple[str, str]) -> None:
+    from whileai_datasets.chat_template.analysis.trace import collect_units
+    from whileai_datasets.chat_template.patching.accumulated import print_accumulated
+    from whileai_datasets.chat_template.sandbox.source import parse_located
+
+    text = (CLASSES / "accumulated_namespace.jinja").read_text(encoding="utf-8")
+    assert change[0] in text
+    near = text.replace(change[0], change[1])
+    unit = next(u for u in collect_units(parse_located(near)) if not u.is_data)
+    assert print_accumulated(near, unit.start) is None
+    with pytest.raises(TemplateError, match=r"\[refusal class: mixed-header\]$"):
+        ChatTemplate(near).with_generation()

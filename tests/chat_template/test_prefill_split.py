@@ -70,9 +70,22 @@ def test_a_prefill_that_is_the_models_own_text_in_some_turns_stays_refused(print
         ChatTemplate(text, name="t.jinja").with_generation()
 
 
-def test_a_role_header_printed_with_the_content_is_no_prefill_and_stays_refused() -> None:
-    """The same cut would work on the header, but a header is not text the prompt prefills after one."""
+def test_a_header_that_runs_into_a_value_is_cut_where_the_prompts_text_ends() -> None:
+    """The header is one operand and the prefill opens the next (a value that goes on with the content), so
+    the prompt's text runs over an operand boundary into a value: cut at run time after all of it (Jamba's
+    ``bom + role_tag(role) + content``), proven on every probe like a prefill alone."""
     text = _template("'<|assistant|>' ~ body(m) ~ '<|end|>'", ALWAYS, header="")
+    patched = ChatTemplate(text, name="t.jinja").with_generation()
+    assert '.startswith("<|assistant|><think></think>")' in patched.text
+    assert patched.render(MESSAGES).text == ChatTemplate(text).render(MESSAGES).text
+    assert _spans(patched, MESSAGES) == ["Yo<|end|>", "No.<|end|>"]
+
+
+def test_a_role_header_printed_with_the_content_in_one_value_is_no_prefill_and_stays_refused() -> None:
+    """The same cut would work, but a turn built whole in one value (a variable, a macro) is the shape of the
+    rewrites that split the variable or inline the macro, whose guards decide it; a header is no prefill."""
+    text = "{%- macro turn(m) -%}<|assistant|>{{ body(m) }}{%- endmacro -%}" + _template(
+        "turn(m) ~ '<|end|>'", ALWAYS, header="")
     with pytest.raises(TemplateError, match=r"^t\.jinja:1: .*\[refusal class: mixed-header\]$"):
         ChatTemplate(text, name="t.jinja").with_generation()
 

@@ -14,7 +14,7 @@ TEMPLATES = Path(__file__).parent / "templates"
 
 def test_a_refusal_says_tokenize_masks_the_template_turn_by_turn() -> None:
     chat = ChatTemplate.from_file(TEMPLATES / "classes" / "mixed_header_set_appended.jinja")
-    with pytest.raises(TemplateError, match=r"^mixed_header_set_appended\.jinja:10: the output at this line .* "
+    with pytest.raises(TemplateError, match=r"^mixed_header_set_appended\.jinja:11: the output at this line .* "
                                             r"tokenize masks it turn by turn instead \(mask method 'turns', checked "
                                             r"on 5 probe conversations\)\. \[refusal class: mixed-header\]$"):
         chat.with_generation()

@@ -86,14 +86,21 @@ def choose_content_format(analysis: Analysis) -> str:
 
 
 def generation_prompt(analysis: Analysis) -> str | None:
-    """What ``add_generation_prompt=True`` appends after a user message (None if not a suffix)."""
-    probe = next(p for p in probe_set(analysis.content_format) if p.name == "generation_prompt")
-    try:
-        without = analysis.plain(probe, probe.messages, False)
-        with_prompt = analysis.plain(probe, probe.messages, True)
-    except TemplateError:
-        return None
-    return with_prompt[len(without):] if with_prompt.startswith(without) else None
+    """What ``add_generation_prompt=True`` appends after a user message (None if not a suffix).
+
+    Read off the lone user message first, then off the conversation that opens with a system message: a
+    template that writes a default system block only when asked for a prompt (and given no system message)
+    adds more than the prompt to the first, not to the second."""
+    for name in ("generation_prompt", "generation_prompt_multi"):
+        probe = next(p for p in probe_set(analysis.content_format) if p.name == name)
+        try:
+            without = analysis.plain(probe, probe.messages, False)
+            with_prompt = analysis.plain(probe, probe.messages, True)
+        except TemplateError:
+            continue
+        if with_prompt.startswith(without):
+            return with_prompt[len(without):]
+    return None
 
 
 def _render_probe(analysis: Analysis, probe: Probe) -> ProbeResult:

@@ -27,6 +27,8 @@ class MixedHeader(Unpatchable):
     unit_start: int = -1
     #: what the unit writes before the assistant text, per generated execution ('' where it starts with it)
     prefixes: frozenset[str] = frozenset()
+    #: the assistant text starts past the output's first operand (which writes only header text)
+    past_first_operand: bool = False
 
 
 class MixedOperands(Unpatchable):

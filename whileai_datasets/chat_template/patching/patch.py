@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ from whileai_datasets.chat_template.analysis.unpatchable import (
     Unpatchable,
     VerificationFailed,
 )
+from whileai_datasets.chat_template.patching.accumulated import print_accumulated
 from whileai_datasets.chat_template.patching.edits import (
     Composer,
     Edit,
@@ -74,6 +75,7 @@ from whileai_datasets.errors import TemplateError
 
 _BEGINS = ("block_begin", "variable_begin", "comment_begin", "raw_begin")
 MAX_REPAIRS = 4
+MAX_ATTEMPTS = 12
 _HINT = "Add the {% generation %} tags by hand, or report the template so the patcher can learn its shape."
 
 
@@ -362,28 +364,50 @@ def add_generation(text: str, kwargs: Mapping[str, Any] | None = None, name: str
     analysis = analysis or analyse(text, kwargs, name)
     refuse_classifier(analysis)
     require_assistant_turns(analysis)
-    current, before = analysis.text, None
-    for _ in range(MAX_REPAIRS):
-        try:  # a rewrite first; a header written under a prompt test where none applies
-            return _patch_once(current, analysis, allow_late=False)
-        except MixedHeader as err:
-            repaired = (split_assigned_output(current, err.unit_start, name)
-                        or inline_macro_call(current, err.unit_start, name)
-                        or sink_into_previous_if(current, err.unit_start, name)
-                        or split_prompt_prefix(current, err.unit_start, err.prefixes, analysis.generation_prompt,
-                                               name))
-            if repaired is None:
-                return _patch_once(current, analysis)
-            current, before = repaired, current
-        except MixedOperands as err:  # no operand split at all: only the prompt's text, cut at run time
-            repaired = split_prompt_prefix(current, err.unit_start, err.prefixes, analysis.generation_prompt, name)
-            if repaired is None:
+    return _Search(analysis, name).patch(analysis.text, 0)
+
+
+def _rewrites(current: str, err: MixedHeader | MixedOperands, analysis: Analysis, name: str) -> Iterator[str]:
+    """The output-preserving rewrites that may give the refused unit a shape the patcher can wrap, in the
+    order they are tried (each computed only when the ones before it led nowhere)."""
+    if isinstance(err, MixedHeader):
+        yield from (r for r in (split_assigned_output(current, err.unit_start, name),) if r is not None)
+        yield from (r for r in (inline_macro_call(current, err.unit_start, name),) if r is not None)
+        yield from (r for r in (sink_into_previous_if(current, err.unit_start, name),) if r is not None)
+    yield from (r for r in (print_accumulated(current, err.unit_start, name),) if r is not None)
+    header = isinstance(err, MixedHeader) and err.past_first_operand
+    repaired = split_prompt_prefix(current, err.unit_start, err.prefixes, analysis.generation_prompt, name, header)
+    if repaired is not None:
+        yield repaired
+
+
+class _Search:
+    """Patch a template, trying rewrites where a unit mixes a header with assistant text.
+
+    A rewrite that leads nowhere (the next refusal has no rewrite that works, or tracing the rewritten text
+    changes the output) is dropped and the next one is tried; where none works, a unit that mixes a header
+    with the text is written under a prompt test (``allow_late``) on the text before the rewrites. At most
+    ``MAX_ATTEMPTS`` patches are tried in all, and at most ``MAX_REPAIRS`` rewrites are stacked."""
+
+    def __init__(self, analysis: Analysis, name: str) -> None:
+        self.analysis, self.name, self.attempts = analysis, name, 0
+
+    def _once(self, text: str, allow_late: bool) -> str:
+        self.attempts += 1
+        return _patch_once(text, self.analysis, allow_late)
+
+    def patch(self, current: str, depth: int) -> str:
+        try:
+            return self._once(current, allow_late=False)
+        except (MixedHeader, MixedOperands) as err:
+            if depth < MAX_REPAIRS:
+                for repaired in _rewrites(current, err, self.analysis, self.name):
+                    if self.attempts >= MAX_ATTEMPTS:
+                        break
+                    try:
+                        return self.patch(repaired, depth + 1)
+                    except Unpatchable:
+                        continue
+            if isinstance(err, MixedOperands):
                 raise
-            current, before = repaired, current
-        except Unpatchable:
-            if before is None:
-                raise
-            # the rewrite gave a shape that fails otherwise (tracing an inlined macro changes the output):
-            # back to the text before it, with the header under a prompt test
-            return _patch_once(before, analysis)
-    return _patch_once(current, analysis)
+            return self._once(current, allow_late=True)  # the header under a prompt test where one applies

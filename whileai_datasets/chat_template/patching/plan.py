@@ -226,6 +226,7 @@ def _check_widening(decision: Decision, gens: list[Observation]) -> None:
                 hint="Split the expression so the role header is its own {{ }} tag, then patch again.")
             err.unit_start = decision.unit.start
             err.prefixes = decision.prefixes
+            err.past_first_operand = decision.start[0] > 0
             raise err
 
 

@@ -78,6 +78,7 @@ def raise_late_required(decision: Decision) -> None:
         hint="Write the role header in its own {{ }} tag, then patch again.")
     err.unit_start = decision.unit.start
     err.prefixes = decision.prefixes
+    err.past_first_operand = decision.start[0] > 0
     raise err
 
 

@@ -66,10 +66,22 @@ def sink_into_previous_if(text: str, unit_start: int, name: str = "<template>") 
     inserts = [(end.start, copy) for end in ends if end is not None]
     if not previous.else_:
         inserts[-1] = (inserts[-1][0], copy + "{% else %}" + copy)
-    edited = text[: unit_range[0].start] + text[unit_range[1].core_end :]
+    edited = cut_out(text, if_range[1].core_end, unit_range)
     for position, snippet in sorted(inserts, reverse=True):
         edited = edited[:position] + snippet + edited[position:]
     return edited
+
+
+def cut_out(text: str, floor: int, tag: tuple[Tok, Tok]) -> str:
+    """``text`` without the ``{{ }}`` tag ``tag`` and the whitespace its ``-`` signs stripped (back to
+    ``floor`` on the left), so the text around it renders as it did beside it."""
+    first, last = tag
+    before, after = text[: first.start], text[last.core_end :]
+    if first.mod == "-":
+        before = before[:floor] + before[floor:].rstrip()
+    if last.mod == "-":
+        after = after.lstrip()
+    return before + after
 
 
 # ---------------------------------------------------------------- split a variable built from header + content
@@ -319,7 +331,8 @@ def inline_macro_call(text: str, unit_start: int, name: str = "<template>") -> s
 # after the turn's header is cut (the rule says it is prompt on every turn alike): P must be written by
 # the prompt after its start, and end where the prompt ends or one of its tags or lines ends (Hy3 writes
 # its think opener alone before a reasoning). An output that writes the role header itself with the
-# content is not cut this way (a header is not prefill). The patch is then verified like any other.
+# content is not cut this way (a header is not prefill), unless the header runs over an operand boundary
+# into a value (see ``split_prompt_prefix``). The patch is then verified like any other.
 
 _PREFIX_NAME = "wai_out"
 _MAX_PREFIXES = 3
@@ -331,24 +344,30 @@ def prompt_pieces(generation_prompt: str) -> set[str]:
             if j == len(generation_prompt) or generation_prompt[j - 1] in ">\n"}
 
 
-def _prefilled(prefix: str, generation_prompt: str) -> bool:
+def _prefilled(prefix: str, generation_prompt: str, whole: bool = False) -> bool:
     """Whether the generation prompt writes ``prefix`` after its start (so another output wrote the turn's
-    header) and ends it where the prompt ends or one of its tags or lines ends."""
-    return any(len(piece) > len(prefix) and piece.endswith(prefix) for piece in prompt_pieces(generation_prompt))
+    header) and ends it where the prompt ends or one of its tags or lines ends; with ``whole``, the prompt's
+    text from its start (the header) counts too."""
+    return any((len(piece) > len(prefix) or whole and len(piece) == len(prefix)) and piece.endswith(prefix)
+               for piece in prompt_pieces(generation_prompt))
 
 
 def split_prompt_prefix(text: str, unit_start: int, prefixes: frozenset[str], generation_prompt: str | None,
-                        name: str = "<template>") -> str | None:
+                        name: str = "<template>", header: bool = False) -> str | None:
     """``text`` with the output at ``unit_start`` printed through a variable that is cut after the text
     the generation prompt writes there.
 
     Returns None unless every execution that writes generated text writes before it nothing or text the
-    generation prompt prefills after the turn's header (at most three such texts).
+    generation prompt prefills after the turn's header (at most three such texts). With ``header``, the
+    prompt's whole text counts too: for an output whose generated text starts past its first operand
+    (Jamba's ``bom + role_tag(role) + content``, the tag's trailing space the model's), the prompt's text
+    runs over an operand boundary into a value, and no static cut exists; a value that holds header and
+    content alone (a turn built in one variable or macro) is left to the rewrites whose guards know it.
     """
     written = sorted({p for p in prefixes if p}, key=len, reverse=True)
     if not generation_prompt or not written or len(written) > _MAX_PREFIXES:
         return None
-    if not all(_prefilled(prefix, generation_prompt) for prefix in written):
+    if not all(_prefilled(prefix, generation_prompt, header) for prefix in written):
         return None
     source = parse_located(text, name)
     unit = _find_unit(source, unit_start)
