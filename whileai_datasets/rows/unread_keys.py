@@ -31,7 +31,7 @@ MESSAGE_KEYS = ("role", "content", "reasoning_content", "tool_calls", "name", "t
 #: row keys the reader reads in some row shape (the carried columns are added by ``Unread.row_keys``)
 ROW_KEYS = ("messages", "conversations", "conversation", "prompt", "steps", "final_text", "opener", "tool_trace",
             "completion",
-            "messages_json", "steps_json", "metadata_json", "prompt_text", "tools", "system", "images", "loss_mask",
+            "messages_json", "steps_json", "metadata_json", "prompt_text", "tools", "system", "images", "videos", "audios", "loss_mask",
             "response", "system_prompt")
 #: whileai's row keys (``schemas/row-v1.json``): metadata, never a near miss of another key
 WHILEAI_ROW_KEYS = frozenset((
