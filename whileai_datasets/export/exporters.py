@@ -62,6 +62,7 @@ Progress = Callable[[int, int], None]
 # ---------------------------------------------------------------- training
 
 
+@option_names.advises_own_keywords
 def export_training(
     source: Any,
     output: str | None = None,
@@ -286,6 +287,7 @@ def _canonical_rows(src: sources.Source, groups: dict[str, pa.Array] | None,
 # ---------------------------------------------------------------- preference
 
 
+@option_names.advises_own_keywords
 def export_preference(
     pairs: Any,
     output: str | None = None,
