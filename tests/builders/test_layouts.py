@@ -207,6 +207,27 @@ def test_a_vision_pair_whose_media_do_not_match_is_refused_by_name(tmp_path: Pat
         load(write_jsonl(tmp_path / "pairs.jsonl", [row]), "preference")
 
 
+@pytest.mark.parametrize("name", ["llama_factory_dpo.json", "llama_factory_dpo_lists.jsonl", "openai_dpo.jsonl",
+                                  "trl_preference_vision.jsonl"])
+def test_export_preference_writes_a_file_of_pairs_in_another_tools_layout(tmp_path: Path, load: Any,
+                                                                        name: str) -> None:
+    """A path (Python) or the input of ``export --preference``, JSONL or a JSON array: the pairs the
+    preference config reads, never read as no pairs ("all-pass or all-fail runs") or as characters."""
+    import whileai_datasets
+    from whileai_datasets import cli
+
+    loaded = template_rows(load(LAYOUTS / name, "preference"))
+    out = tmp_path / "python.jsonl"
+    report = whileai_datasets.export_preference(str(LAYOUTS / name), str(out), format="trl", strip_think=False)
+    assert report["pairs"] == len(loaded) == len(_raw(name))
+    assert cli.main(["export", str(LAYOUTS / name), str(tmp_path / "cli.jsonl"), "--preference", "--format", "trl",
+                     "--keep-think", "--json"]) == 0
+    assert read_jsonl(tmp_path / "cli.jsonl") == read_jsonl(out)
+    for row, pair in zip(read_jsonl(out), loaded, strict=True):  # TRL's one-turn pairs: the last turn of each side
+        assert row["chosen"][-1]["content"] == pair["chosen"][-1]["content"]
+        assert row["rejected"][-1]["content"] == pair["rejected"][-1]["content"]
+
+
 # ---------------------------------------------------------------- the default config
 
 
