@@ -14,12 +14,10 @@ It lives below every stage, so each can word its hints (and the option checks th
 
 from __future__ import annotations
 
-import functools
-import inspect
 import re
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 #: Each option's command-line flag, or per value the flags that give it (``validate=False`` is
 #: ``--no-validate``); None: the commands have no flag for it.
@@ -51,9 +49,10 @@ _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 _surface = "python"
 #: the flags of the command running (None: not known, every flag of ``CLI_FLAGS`` is taken)
 _flags: frozenset[str] | None = None
-#: the keywords of the public function running from Python (None: not known; ``advises_own_keywords``)
-_keywords: frozenset[str] | None = None
-T = TypeVar("T")
+#: the loader's own keywords (options of load_dataset's builder that no command and no other function takes)
+LOADER_ONLY = frozenset(name for name, flag in CLI_FLAGS.items() if flag is None)
+#: rows are being read for another call (``read_for_another_call``)
+_internal_load = False
 
 
 @contextmanager
@@ -70,25 +69,17 @@ def command_line(command: str, flags: Collection[str] | None = None) -> Iterator
         _surface, _flags = before
 
 
-def advises_own_keywords(function: Callable[..., T]) -> Callable[..., T]:
-    """``function`` (a public entry point that reads rows) such that, while it runs from Python, the hints
-    name only its own keywords: :func:`has_flag` is False for an option it does not take (``export_dataset``
-    reads files through ``load_dataset`` but takes no ``parse_workers``: an error inside it must not advise
-    one). The outermost such call decides; the command line words hints by its flags instead."""
-    names = frozenset(inspect.signature(function).parameters)
-
-    @functools.wraps(function)
-    def run(*args: Any, **kwargs: Any) -> T:
-        global _keywords
-        if _keywords is not None or in_command_line():
-            return function(*args, **kwargs)
-        _keywords = names
-        try:
-            return function(*args, **kwargs)
-        finally:
-            _keywords = None
-
-    return run
+@contextmanager
+def read_for_another_call() -> Iterator[None]:
+    """While the block runs, ``load_dataset`` reads rows on behalf of another function the user called
+    (``export_dataset``, ``export_preference``, ``audit`` with a path): :func:`has_flag` is False for the
+    loader's own keywords (``LOADER_ONLY``), which that function does not take, so no hint advises them."""
+    global _internal_load
+    before, _internal_load = _internal_load, True
+    try:
+        yield
+    finally:
+        _internal_load = before
 
 
 def in_command_line() -> bool:
@@ -117,7 +108,7 @@ def spell(name: str, value: Any = _NO_VALUE) -> str:
 def has_flag(name: str, value: Any = _NO_VALUE) -> bool:
     """Whether the surface the message is shown in can take ``name`` (set to ``value``)."""
     if not in_command_line():
-        return _keywords is None or name in _keywords
+        return not (_internal_load and name in LOADER_ONLY)
     return _flag(name, value) is not None
 
 

@@ -118,26 +118,10 @@ def test_every_flag_in_the_table_is_a_flag_of_some_command() -> None:
             assert one in every, one
 
 
-def test_a_python_entry_point_advises_only_its_own_keywords() -> None:
-    import inspect
-
-    import whileai_datasets
-
-    seen: dict[str, Any] = {}
-
-    @option_names.advises_own_keywords
-    def entry(source: Any, *, on_bad_row: Any = None) -> bool:
-        seen["inside"] = option_names.has_flag("on_bad_row"), option_names.has_flag("parse_workers")
-        return inner()
-
-    @option_names.advises_own_keywords
-    def inner(*, parse_workers: Any = None) -> bool:  # called by the entry: the call the user made decides
-        return option_names.has_flag("parse_workers")
-
-    assert entry("rows.jsonl") is False
-    assert seen["inside"] == (True, False)
-    assert option_names.has_flag("parse_workers")  # outside every entry point: load_dataset takes it
-    for function in (whileai_datasets.export_dataset, whileai_datasets.export_preference, whileai_datasets.audit,
-                     whileai_datasets.publish_rollouts):  # each reads files, and words its hints by its keywords
-        assert "parse_workers" not in inspect.signature(function).parameters
-        assert hasattr(function, "__wrapped__"), function.__name__
+def test_rows_read_for_another_call_advise_none_of_the_loaders_own_keywords() -> None:
+    assert option_names.LOADER_ONLY == {"parse_workers", "chunk_rows", "download_mode"}
+    assert all(option_names.has_flag(name) for name in option_names.LOADER_ONLY)  # load_dataset takes them
+    with option_names.read_for_another_call():  # export_dataset / audit reading a path: they take none of them
+        assert not any(option_names.has_flag(name) for name in option_names.LOADER_ONLY)
+        assert option_names.has_flag("on_bad_row") and option_names.has_flag("system_prompt")
+    assert option_names.has_flag("parse_workers")

@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from whileai_datasets import _storage, option_names
+from whileai_datasets import _storage
 from whileai_datasets._options import check_choice
 from whileai_datasets._typing import Engine, ExportFormat, MaskMode, OnBadRow, Truncation
 from whileai_datasets.auditing import counting
@@ -27,7 +27,6 @@ from whileai_datasets.hub import hub_source
 Progress = Callable[[int, int | None], None]
 
 
-@option_names.advises_own_keywords
 def audit(
     source: Any,
     *,

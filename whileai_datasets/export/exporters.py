@@ -63,7 +63,6 @@ Progress = Callable[[int, int], None]
 # ---------------------------------------------------------------- training
 
 
-@option_names.advises_own_keywords
 def export_training(
     source: Any,
     output: str | None = None,
@@ -288,7 +287,6 @@ def _canonical_rows(src: sources.Source, groups: dict[str, pa.Array] | None,
 # ---------------------------------------------------------------- preference
 
 
-@option_names.advises_own_keywords
 def export_preference(
     pairs: Any,
     output: str | None = None,
@@ -417,7 +415,8 @@ def _pair_file(path: str) -> Any:
         raise ExportFormatError("no such file", location=path, hint="Pass an existing file of chosen/rejected pairs, "
                                 "or the pairs themselves.")
     registry.register()  # idempotent; load_dataset("whileai/export") needs it
-    return datasets.load_dataset("whileai/export", "preference", data_files=path, split="train")
+    with option_names.read_for_another_call():  # export_preference takes none of the loader's own keywords
+        return datasets.load_dataset("whileai/export", "preference", data_files=path, split="train")
 
 
 def _pair_roundtrip(rows: pa.Table, format: str) -> dict[str, Any]:

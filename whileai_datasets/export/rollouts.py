@@ -28,7 +28,6 @@ from whileai_datasets.transforms.tool_output import truncate_tool_output
 Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
-@option_names.advises_own_keywords
 def publish_rollouts(
     source: Paths,
     repo_id: str,
