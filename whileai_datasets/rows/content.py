@@ -180,7 +180,7 @@ IMAGE_TAG = MEDIA_TAGS["images"][0]
 
 def has_media(row: dict[str, Any]) -> bool:
     """Whether ``row`` holds a list of media references under one of ``MEDIA_TAGS``' keys."""
-    return any(row.get(key) is not None for key in MEDIA_TAGS)
+    return row.get("images") is not None or row.get("videos") is not None or row.get("audios") is not None
 
 
 def fill_media(messages: list[Any], row: dict[str, Any], error: ErrorFactory) -> list[Any]:
