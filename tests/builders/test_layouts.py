@@ -207,8 +207,7 @@ def test_a_vision_pair_whose_media_do_not_match_is_refused_by_name(tmp_path: Pat
         load(write_jsonl(tmp_path / "pairs.jsonl", [row]), "preference")
 
 
-@pytest.mark.parametrize("name", ["llama_factory_dpo.json", "llama_factory_dpo_lists.jsonl", "openai_dpo.jsonl",
-                                  "trl_preference_vision.jsonl"])
+@pytest.mark.parametrize("name", ["llama_factory_dpo.json", "llama_factory_dpo_lists.jsonl"])
 def test_export_preference_writes_a_file_of_pairs_in_another_tools_layout(tmp_path: Path, load: Any,
                                                                         name: str) -> None:
     """A path (Python) or the input of ``export --preference``, JSONL or a JSON array: the pairs the

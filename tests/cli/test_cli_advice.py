@@ -47,6 +47,8 @@ INPUTS: dict[str, list[Any]] = {
     "unrenderable": [UNRENDERABLE, GOOD],
     "llama-factory": LLAMA_FACTORY_ROWS,
 }
+#: the inputs with rows a command cannot read or render: run with --on-bad-row skip too
+BAD_ROWS = ("not-json", "no-conversation", "unrenderable")
 #: per command: the arguments after the input, given a temp folder and the tokenizer folder
 COMMANDS: dict[str, Callable[[Path, Path], list[str]]] = {
     "export": lambda tmp, tok: [str(tmp / "out.jsonl")],
@@ -88,7 +90,7 @@ def test_every_flag_a_command_advises_is_one_of_its_own(command: str, tmp_path: 
     own = _flags(command)
     wrong: dict[str, list[str]] = {}
     for name, lines in INPUTS.items():
-        for skip in ([], ["--on-bad-row", "skip"]):
+        for skip in ([], ["--on-bad-row", "skip"]) if name in BAD_ROWS else ([],):
             source = write_jsonl(tmp_path / f"{name}.jsonl", lines)
             said = _said([command, str(source), *COMMANDS[command](tmp_path, tokenizer_dir), *skip], capsys,
                          monkeypatch)
