@@ -15,7 +15,7 @@ It lives below every stage, so each can word its hints (and the option checks th
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -41,22 +41,46 @@ CLI_FLAGS: dict[str, str | dict[Any, str] | None] = {
     "chunk_rows": None,
     "download_mode": None,
 }
-_NO_VALUE = object()
+#: ``spell(name)`` without a value (the default of ``value``)
+NO_VALUE: Any = object()
+_NO_VALUE = NO_VALUE
 _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 
 #: "python" or the command running (e.g. "export"); set by :func:`command_line`
 _surface = "python"
+#: the flags of the command running (None: not known, every flag of ``CLI_FLAGS`` is taken)
+_flags: frozenset[str] | None = None
+#: the loader's own keywords (options of load_dataset's builder that no command and no other function takes)
+LOADER_ONLY = frozenset(name for name, flag in CLI_FLAGS.items() if flag is None)
+#: rows are being read for another call (``read_for_another_call``)
+_internal_load = False
 
 
 @contextmanager
-def command_line(command: str) -> Iterator[None]:
-    """While the block runs, messages name options as ``command``'s flags ("python": as keywords)."""
-    global _surface
-    before, _surface = _surface, command
+def command_line(command: str, flags: Collection[str] | None = None) -> Iterator[None]:
+    """While the block runs, messages name options as ``command``'s flags ("python": as keywords).
+    ``flags``: the command's own flags (its parser's); an option whose flag is not among them is named as
+    its keyword, and :func:`has_flag` says it has none, so no message advises a flag the command lacks."""
+    global _surface, _flags
+    before = _surface, _flags
+    _surface, _flags = command, None if flags is None else frozenset(flags)
     try:
         yield
     finally:
-        _surface = before
+        _surface, _flags = before
+
+
+@contextmanager
+def read_for_another_call() -> Iterator[None]:
+    """While the block runs, ``load_dataset`` reads rows on behalf of another function the user called
+    (``export_dataset``, ``export_preference``, ``audit`` with a path): :func:`has_flag` is False for the
+    loader's own keywords (``LOADER_ONLY``), which that function does not take, so no hint advises them."""
+    global _internal_load
+    before, _internal_load = _internal_load, True
+    try:
+        yield
+    finally:
+        _internal_load = before
 
 
 def in_command_line() -> bool:
@@ -76,21 +100,29 @@ def spell(name: str, value: Any = _NO_VALUE) -> str:
 
     An option the commands have no flag for is named as the keyword in both: the caller words
     its hint for the command line with :func:`has_flag` (``CLI_FLAGS``)."""
-    if in_command_line():
-        flag = CLI_FLAGS.get(name)
-        if isinstance(flag, dict) and value in flag:
-            return flag[value]
-        if isinstance(flag, str):
-            return flag if value is _NO_VALUE else f"{flag} {value}"
+    flag = _flag(name, value)
+    if flag is not None:
+        return flag if value is _NO_VALUE or isinstance(CLI_FLAGS.get(name), dict) else f"{flag} {value}"
     return f"{name}=" if value is _NO_VALUE else f"{name}={value!r}"
 
 
 def has_flag(name: str, value: Any = _NO_VALUE) -> bool:
     """Whether the surface the message is shown in can take ``name`` (set to ``value``)."""
+    if not in_command_line():
+        return not (_internal_load and name in LOADER_ONLY)
+    return _flag(name, value) is not None
+
+
+def _flag(name: str, value: Any) -> str | None:
+    """The running command's flag for ``name`` (set to ``value``); None in Python, or where it has none."""
+    if not in_command_line():
+        return None
     flag = CLI_FLAGS.get(name)
-    if not in_command_line() or isinstance(flag, str):
-        return True
-    return isinstance(flag, dict) and value in flag
+    if isinstance(flag, dict):
+        flag = flag.get(value)
+    if not isinstance(flag, str) or (_flags is not None and flag not in _flags):
+        return None
+    return flag
 
 
 def flags_named(text: str) -> list[str]:

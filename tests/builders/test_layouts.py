@@ -153,6 +153,80 @@ def test_a_near_miss_pair_is_refused_by_name(tmp_path: Path, load: Any, row: dic
         load(write_jsonl(tmp_path / "pairs.jsonl", [row]), "preference")
 
 
+def _in_place(messages: list[dict[str, Any]], given: list[dict[str, Any]], row: dict[str, Any]) -> None:
+    """Each loaded message is its raw message with LLaMA-Factory's placeholders as parts in place: the text read
+    back with a part's tag where each media part sits is the raw text, and each kind's references come in the
+    order of the row's list of that kind, every one of them used."""
+    tags = {"image": "<image>", "video": "<video>", "audio": "<audio>"}
+    lists = {kind: iter(row.get(f"{kind}s") or ()) for kind in tags}
+    for message, source in zip(messages, given, strict=True):
+        if not any(tag in source["content"] for tag in tags.values()):
+            assert message == source
+            continue
+        assert {k: v for k, v in message.items() if k != "content"} == {k: v for k, v in source.items()
+                                                                         if k != "content"}
+        rebuilt = "".join(p["text"] if p["type"] == "text" else tags[p["type"]] for p in message["content"])
+        assert rebuilt == source["content"]
+        for part in message["content"]:
+            if part["type"] != "text":
+                assert part == {"type": part["type"], part["type"]: next(lists[part["type"]])}
+    assert all(next(refs, None) is None for refs in lists.values())
+
+
+def test_llama_factory_pairs_with_image_placeholders_take_the_images_on_each_side(load: Any) -> None:
+    rows = template_rows(load(LAYOUTS / "llama_factory_dpo_mllm.json", "preference"))
+    for row, given in zip(rows, _raw("llama_factory_dpo_mllm.json"), strict=True):
+        prefix = [_turn(t) for t in given["conversations"]]
+        for side in ("chosen", "rejected"):
+            assert row[side][-1] == _turn(given[side])
+            _in_place(row[side][:-1], prefix, given)
+
+
+def test_trl_vision_pairs_fill_their_image_placeholders_in_order(load: Any) -> None:
+    rows = template_rows(load(LAYOUTS / "trl_preference_vision.jsonl", "preference"))
+    for row, given in zip(rows, _raw("trl_preference_vision.jsonl"), strict=True):
+        images = iter(given["images"])
+        prompt = [{**m, "content": [{**p, "image": next(images)} if p["type"] == "image" else p
+                                    for p in m["content"]]} for m in given["prompt"]]
+        assert next(images, None) is None
+        assert (row["chosen"], row["rejected"]) == (prompt + given["chosen"], prompt + given["rejected"])
+
+
+@pytest.mark.parametrize(("row", "message"), [
+    ({"conversations": [{"from": "human", "value": "<image><image>Which?"}], "chosen": {"from": "gpt", "value": "A"},
+      "rejected": {"from": "gpt", "value": "B"}, "images": ["one.jpg"]},
+     r"line 1 \(row 0\), images: expected one image per '<image>' placeholder in the text \(2\), got 1 images"),
+    ({"prompt": [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Which?"}]}],
+      "chosen": [{"role": "assistant", "content": "A"}], "rejected": [{"role": "assistant", "content": "B"}],
+      "images": ["one.jpg", "two.jpg"]},
+     r"images: expected one image per \{'type': 'image'\} placeholder \(1\), got 2 images"),
+])
+def test_a_vision_pair_whose_media_do_not_match_is_refused_by_name(tmp_path: Path, load: Any, row: dict[str, Any],
+                                                                   message: str) -> None:
+    with pytest.raises(ExportFormatError, match=message):
+        load(write_jsonl(tmp_path / "pairs.jsonl", [row]), "preference")
+
+
+@pytest.mark.parametrize("name", ["llama_factory_dpo.json", "llama_factory_dpo_lists.jsonl"])
+def test_export_preference_writes_a_file_of_pairs_in_another_tools_layout(tmp_path: Path, load: Any,
+                                                                        name: str) -> None:
+    """A path (Python) or the input of ``export --preference``, JSONL or a JSON array: the pairs the
+    preference config reads, never read as no pairs ("all-pass or all-fail runs") or as characters."""
+    import whileai_datasets
+    from whileai_datasets import cli
+
+    loaded = template_rows(load(LAYOUTS / name, "preference"))
+    out = tmp_path / "python.jsonl"
+    report = whileai_datasets.export_preference(str(LAYOUTS / name), str(out), format="trl", strip_think=False)
+    assert report["pairs"] == len(loaded) == len(_raw(name))
+    assert cli.main(["export", str(LAYOUTS / name), str(tmp_path / "cli.jsonl"), "--preference", "--format", "trl",
+                     "--keep-think", "--json"]) == 0
+    assert read_jsonl(tmp_path / "cli.jsonl") == read_jsonl(out)
+    for row, pair in zip(read_jsonl(out), loaded, strict=True):  # TRL's one-turn pairs: the last turn of each side
+        assert row["chosen"][-1]["content"] == pair["chosen"][-1]["content"]
+        assert row["rejected"][-1]["content"] == pair["rejected"][-1]["content"]
+
+
 # ---------------------------------------------------------------- the default config
 
 
@@ -176,6 +250,29 @@ def test_image_placeholders_that_do_not_match_the_images_are_refused(tmp_path: P
            "images": ["a.jpg"]}
     with pytest.raises(ExportFormatError, match=r"line 1 \(row 0\), images: expected one image per '<image>' "
                        r"placeholder in the text \(2\), got 1 images"):
+        load(write_jsonl(tmp_path / "mllm.jsonl", [row]))
+
+
+def test_llama_factory_video_and_audio_placeholders_become_parts_in_place(load: Any) -> None:
+    raw = _raw("llama_factory_mllm_video_audio.json")
+    rows = template_rows(load(LAYOUTS / "llama_factory_mllm_video_audio.json"))
+    assert len(rows) == len(raw)
+    for row, given in zip(rows, raw, strict=True):
+        _in_place(row["messages"], given["messages"], given)
+
+
+@pytest.mark.parametrize(("media", "message"), [
+    ({"videos": ["a.mp4", "b.mp4"]}, r"videos: expected one video per '<video>' placeholder in the text \(1\), "
+                                     r"got 2 videos\. Give the row as many videos as its <video> placeholders"),
+    ({"videos": ["a.mp4"]}, r"audios: expected a list of audio references"),
+])
+def test_video_and_audio_placeholders_that_do_not_match_are_refused(tmp_path: Path, load: Any,
+                                                                    media: dict[str, Any], message: str) -> None:
+    row = {"messages": [{"role": "user", "content": "<video>What?"}, {"role": "assistant", "content": "Rain."}],
+           **media}
+    if "audios" not in media and len(media["videos"]) == 1:
+        row["audios"] = "a.wav"  # one reference as text, not a list
+    with pytest.raises(ExportFormatError, match=r"mllm.jsonl line 1 \(row 0\), " + message):
         load(write_jsonl(tmp_path / "mllm.jsonl", [row]))
 
 

@@ -187,7 +187,11 @@ def _tools(path: Path) -> list[Any]:
     return tools
 
 
-def _pairs(path: Path) -> list[Any]:
+def _pairs(path: Path) -> list[Any] | str:
+    """The pairs of a JSONL file, one a line; any other file (a JSON array or object, Parquet, compressed) is
+    handed on as its path, read with the ``preference`` config."""
+    if path.suffix != ".jsonl":
+        return str(path)
     pairs = []
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):

@@ -44,6 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _own_flags(parser: argparse.ArgumentParser, command: str) -> set[str]:
+    """The flags ``command`` takes (its subparser's), so no message advises another command's."""
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {flag for flag in commands.choices[command]._option_string_actions if flag.startswith("--")}
+
+
 def _terminated(signum: int, frame: object) -> None:
     """SIGTERM as an exit: the writers' cleanup runs (temp files removed,
     parse workers stopped) instead of the process vanishing mid-write."""
@@ -58,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handles_signals = threading.current_thread() is threading.main_thread()
     before = signal.signal(signal.SIGTERM, _terminated) if handles_signals else None
     try:
-        with option_names.command_line(args.command):  # messages name the command's flags
+        with option_names.command_line(args.command, _own_flags(parser, args.command)):  # messages name its flags
             code: int = args.run(args)
     except (WhileaiError, OSError) as err:  # an OSError in the file system's own words, with the path
         print(f"whileai-datasets {args.command}: {err}", file=sys.stderr)

@@ -50,6 +50,7 @@ from whileai_datasets._typing import Engine, ExportFormat, MaskMode, MessageWeig
 from whileai_datasets.columnar import _arrow
 from whileai_datasets.errors import ExportFormatError, OptionError
 from whileai_datasets.export import pushing, sources
+from whileai_datasets.rows import pairs as pair_layouts
 from whileai_datasets.shaping import loss_facts, overwrite, pipeline, refusals, reports
 from whileai_datasets.shaping import writer as export_writer
 from whileai_datasets.transforms import gates, think, wire
@@ -301,8 +302,9 @@ def export_preference(
 
     Args:
         pairs: Pair dicts (``build_preference_pairs`` / ``select_for_preference``
-            output: ``chosen`` and ``rejected`` rollout rows), or a ``Dataset``
-            of the ``whileai/export`` ``preference`` config.
+            output: ``chosen`` and ``rejected`` rollout rows, or pairs in another tool's layout that the
+            ``preference`` config reads), a ``Dataset`` of the ``whileai/export`` ``preference`` config,
+            or the path of a file of pairs (read with that config).
         output: The file to write (``.parquet`` for Parquet, else JSONL).
         format: ``"openai"`` (whole conversations per side), ``"trl"`` or
             ``"fireworks"`` (one-turn preferences).
@@ -378,6 +380,8 @@ def _pair_table(pairs: Any, system: str, drop_ties: bool) -> tuple[pa.Table, int
     """Canonical preference rows (ties dropped when asked) and the tie count."""
     import datasets
 
+    if isinstance(pairs, (str, os.PathLike)):  # a file of pairs, in any layout the preference config reads
+        return _pair_table(_pair_file(os.fspath(pairs)), system, drop_ties)
     if isinstance(pairs, datasets.Dataset):
         table = pairs.with_format("arrow")[:]
         if system:
@@ -388,11 +392,7 @@ def _pair_table(pairs: Any, system: str, drop_ties: bool) -> tuple[pa.Table, int
         tie = pc.fill_null(_arrow.column(table, "tie"), False)
         return table.filter(pc.invert(tie)), int(pc.sum(tie).as_py() or 0)
     entries = [p for p in pairs if isinstance(p, dict)]
-    not_pairs = [
-        i
-        for i, p in enumerate(entries)
-        if not (isinstance(p.get("chosen"), dict) and isinstance(p.get("rejected"), dict))
-    ]
+    not_pairs = [i for i, p in enumerate(entries) if not pair_layouts.holds_pair(p)]
     if not_pairs:
         raise ExportFormatError(
             f"export_preference takes chosen/rejected pairs, and {len(not_pairs)} of {len(entries)} entries have "
@@ -403,6 +403,20 @@ def _pair_table(pairs: Any, system: str, drop_ties: bool) -> tuple[pa.Table, int
         )
     kept = [p for p in entries if not (drop_ties and p.get("tie"))]
     return sources.normalize_rows(kept, "preference", system), len(entries) - len(kept)
+
+
+def _pair_file(path: str) -> Any:
+    """The ``preference`` config's dataset of a file of pairs (JSONL, JSON or Parquet, any layout it reads)."""
+    import datasets
+
+    from whileai_datasets.builders import registry
+
+    if not os.path.isfile(path):
+        raise ExportFormatError("no such file", location=path, hint="Pass an existing file of chosen/rejected pairs, "
+                                "or the pairs themselves.")
+    registry.register()  # idempotent; load_dataset("whileai/export") needs it
+    with option_names.read_for_another_call():  # export_preference takes none of the loader's own keywords
+        return datasets.load_dataset("whileai/export", "preference", data_files=path, split="train")
 
 
 def _pair_roundtrip(rows: pa.Table, format: str) -> dict[str, Any]:

@@ -207,10 +207,11 @@ def load_path(path: str, system: str, on_bad_row: str = "raise", *, patterns: bo
                                     hint="Pass a glob that matches JSONL, JSON or Parquet exports.")
     elif not os.path.exists(path):
         raise ExportFormatError("no such file", location=path, hint="Pass an existing JSONL, JSON or Parquet export.")
-    return datasets.load_dataset(
-        "whileai/export", data_files=files, split="train", system_prompt=system or None, leak_facts=True,
-        on_bad_row=on_bad_row,
-    )
+    with option_names.read_for_another_call():  # the caller takes none of the loader's own keywords
+        return datasets.load_dataset(
+            "whileai/export", data_files=files, split="train", system_prompt=system or None, leak_facts=True,
+            on_bad_row=on_bad_row,
+        )
 
 
 def _session_folder(path: str) -> list[str]:
@@ -246,9 +247,8 @@ def path_leaks(ds: Any, path: str, n_rows: int) -> dict[str, Any]:
         raise ExportFormatError(
             f"the leak facts kept with the cached dataset cover {scan.n_rows} rows, the dataset has {n_rows}",
             location=ds.cache_files[0]["filename"],
-            hint="The datasets cache is stale or was edited: " + (
-                "load again with download_mode='force_redownload'." if option_names.has_flag("download_mode")
-                else "remove that cache folder (or set HF_DATASETS_CACHE to a new one) and run again."),
+            hint="The datasets cache is stale or was edited: remove that cache folder (or set HF_DATASETS_CACHE to "
+                 "a new one) and run again.",  # the path was loaded for the caller, who passes no download_mode
         )
     return scan.report()
 

@@ -230,8 +230,8 @@ class TrainingChunk(Chunk):
         turns = source or built
         if not turns:
             raise conversations.no_conversation_error(shaped, ctx)
-        if shaped.get("images") is not None:  # TRL's vision rows: placeholders + references
-            turns = content_parts.fill_images(turns, shaped["images"], ctx.error)
+        if content_parts.has_media(shaped):  # TRL's and LLaMA-Factory's multimodal rows: placeholders + references
+            turns = content_parts.fill_media(turns, shaped, ctx.error)
         flags = self._row_flags(shaped, source, ctx, column)
         if shaped.get(conversations.SYSTEM_PROMPT_KEY) is not None:  # a Hermes agent export's own system prompt
             own = conversations.row_system_prompt(shaped, turns, own, ctx)
@@ -295,6 +295,8 @@ class PreferenceChunk(Chunk):
         pair = pairs.read_pair(row, ctx)
         for side in ("chosen", "rejected"):
             turns = self._side(pair.get(side), ctx, side)
+            if content_parts.has_media(pair):  # each side holds the prompt's placeholders: each takes the media
+                turns = content_parts.fill_media(turns, pair, ctx.error)
             self.lists[side].add(turns, system=self.options.system_prompt, ctx=ctx, column=side)
         if self.options.tools_json is None:
             self.tools.append(self._tools_of(pair, ctx))

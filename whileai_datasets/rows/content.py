@@ -20,6 +20,7 @@ string; here they are typed, so transforms compute on them column-wise:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -170,18 +171,63 @@ def _said(content: Any) -> list[str]:
 # ---------------------------------------------------------------- TRL rows back
 
 
-def fill_images(messages: list[Any], images: Any, error: ErrorFactory) -> list[Any]:
-    """TRL vision rows back to parts with references: each ``{"type": "image"}``
-    placeholder outside tool turns takes the next of the row's ``images``, as
-    TRL's ``prepare_multimodal_messages`` fills them. A row with no such placeholder takes
-    LLaMA-Factory's instead: each ``<image>`` in the text, which becomes content parts in place."""
-    if not isinstance(images, list) or not all(isinstance(ref, str) for ref in images):
-        got = _type_name(images) if not isinstance(images, list) else "a list holding non-text items"
+#: LLaMA-Factory's media placeholders in message text, by the row key of the list that fills them in order (its
+#: multimodal layout: ``<image>`` / ``<video>`` / ``<audio>`` in the turns, ``images`` / ``videos`` / ``audios``
+#: beside them), and the content part each becomes (the part type HF processors and Qwen-VL/Omni templates read)
+MEDIA_TAGS = {"images": ("<image>", "image"), "videos": ("<video>", "video"), "audios": ("<audio>", "audio")}
+IMAGE_TAG = MEDIA_TAGS["images"][0]
+
+
+def has_media(row: dict[str, Any]) -> bool:
+    """Whether ``row`` holds a list of media references under one of ``MEDIA_TAGS``' keys."""
+    return row.get("images") is not None or row.get("videos") is not None or row.get("audios") is not None
+
+
+def fill_media(messages: list[Any], row: dict[str, Any], error: ErrorFactory) -> list[Any]:
+    """The turns with the row's ``images`` / ``videos`` / ``audios`` in place, as content parts.
+
+    TRL's vision rows hold ``{"type": "image"}`` placeholders that take the next of the ``images`` in turn (as
+    TRL's ``prepare_multimodal_messages`` fills them); LLaMA-Factory's hold ``<image>``, ``<video>`` and
+    ``<audio>`` in the text (outside tool turns), each the next of its kind's list, which split the text into
+    parts in place. A kind's placeholders and its list must match in number, as both tools require: a row where
+    they do not is refused naming the key, both counts and what to do."""
+    given = {key: _references(row[key], key, error) for key in MEDIA_TAGS if row.get(key) is not None}
+    if not given:
+        return messages
+    if "images" in given:
+        filled = _fill_image_slots(messages, given["images"], error)
+        if filled is not None:
+            messages = filled
+            del given["images"]
+    for key, refs in given.items():
+        tag = MEDIA_TAGS[key][0]
+        tagged = sum(m["content"].count(tag) for m in messages
+                     if type(m) is dict and m.get("role") != "tool" and isinstance(m.get("content"), str))
+        if tagged != len(refs):
+            kind = MEDIA_TAGS[key][1]
+            where = f"{{'type': 'image'}} placeholder or {tag!r}" if key == "images" and not tagged else \
+                f"{tag!r} placeholder"
+            raise error(
+                key, f"expected one {kind} per {where} in the text ({tagged}), got {len(refs)} {key}",
+                f"Give the row as many {key} as its {tag} placeholders, in their order (LLaMA-Factory and TRL refuse "
+                "the row otherwise).",
+            )
+    return _tags_to_parts(messages, given) if any(given.values()) else messages
+
+
+def _references(refs: Any, key: str, error: ErrorFactory) -> list[str]:
+    if not isinstance(refs, list) or not all(isinstance(ref, str) for ref in refs):
+        got = _type_name(refs) if not isinstance(refs, list) else "a list holding non-text items"
         raise error(
-            "images",
-            f"expected a list of image references (URLs, paths or data URIs), got {got}",
-            "Store TRL images as references; decoded images are not read.",
+            key,
+            f"expected a list of {key[:-1]} references (URLs, paths or data URIs), got {got}",
+            f"Store the {key} as references; decoded media are not read.",
         )
+    return refs
+
+
+def _fill_image_slots(messages: list[Any], images: list[str], error: ErrorFactory) -> list[Any] | None:
+    """TRL's ``{"type": "image"}`` placeholders outside tool turns filled in order; None where the row has none."""
     slots = [
         (i, j)
         for i, message in enumerate(messages)
@@ -190,21 +236,11 @@ def fill_images(messages: list[Any], images: Any, error: ErrorFactory) -> list[A
         if type(part) is dict and part.get("type") == "image" and "image" not in part
     ]
     if not slots:
-        tagged = sum(m["content"].count(IMAGE_TAG) for m in messages
-                     if type(m) is dict and m.get("role") != "tool" and isinstance(m.get("content"), str))
-        if tagged == len(images) and tagged:
-            return _tags_to_parts(messages, images)
-        if tagged:
-            raise error(
-                "images", f"expected one image per {IMAGE_TAG!r} placeholder in the text ({tagged}), got "
-                f"{len(images)} images", "Give the row as many images as its placeholders (LLaMA-Factory refuses "
-                "the row otherwise).",
-            )
+        return None
     if len(slots) != len(images):
         raise error(
             "images",
-            f"expected one image per {{'type': 'image'}} placeholder or {IMAGE_TAG!r} in the text ({len(slots)}), "
-            f"got {len(images)} images",
+            f"expected one image per {{'type': 'image'}} placeholder ({len(slots)}), got {len(images)} images",
             "Give the row as many images as its placeholders (TRL refuses the row otherwise).",
         )
     out = list(messages)
@@ -215,25 +251,23 @@ def fill_images(messages: list[Any], images: Any, error: ErrorFactory) -> list[A
     return out
 
 
-#: LLaMA-Factory's image placeholder in message text (its ``images`` list fills them in order)
-IMAGE_TAG = "<image>"
-
-
-def _tags_to_parts(messages: list[Any], images: list[str]) -> list[Any]:
-    """Text with ``<image>`` placeholders as content parts, in place: the text around each
-    placeholder a text part (empty pieces left out), each placeholder the next image."""
-    refs = iter(images)
+def _tags_to_parts(messages: list[Any], media: dict[str, list[str]]) -> list[Any]:
+    """Text with placeholders as content parts, in place: the text around each placeholder a text part (empty
+    pieces left out), each placeholder the next reference of its kind."""
+    kinds = {MEDIA_TAGS[key][0]: (MEDIA_TAGS[key][1], iter(refs)) for key, refs in media.items()}
+    split = re.compile("(" + "|".join(map(re.escape, kinds)) + ")")
     out = []
     for message in messages:
         content = message.get("content") if type(message) is dict and message.get("role") != "tool" else None
-        if not isinstance(content, str) or IMAGE_TAG not in content:
+        if not isinstance(content, str) or not any(tag in content for tag in kinds):
             out.append(message)
             continue
         parts: list[dict[str, Any]] = []
-        for k, piece in enumerate(content.split(IMAGE_TAG)):
-            if k:
-                parts.append({"type": "image", "image": next(refs)})
-            if piece:
+        for piece in split.split(content):
+            if piece in kinds:
+                kind, refs = kinds[piece]
+                parts.append({"type": kind, kind: next(refs)})
+            elif piece:
                 parts.append({"type": "text", "text": piece})
         out.append({**message, "content": parts})
     return out

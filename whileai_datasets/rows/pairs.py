@@ -36,6 +36,12 @@ _SIDES = (("chosen", "rejected"), ("preferred_output", "non_preferred_output"))
 SWIFT_REJECTED = ("rejected_response", "rejected_messages")
 
 
+def holds_pair(row: dict[str, Any]) -> bool:
+    """Whether ``row`` holds a preference pair in one of the layouts ``read_pair`` reads."""
+    return any(all(row.get(side) is not None for side in sides) for sides in _SIDES) or (
+        "rejected" not in row and any(key in row for key in SWIFT_REJECTED))
+
+
 def read_pair(row: dict[str, Any], ctx: RowContext) -> dict[str, Any]:
     """``row`` with ``chosen`` and ``rejected`` as whole conversations (message lists, or rollout
     objects that ``normalize.conversation`` rebuilds), whatever layout it came in."""

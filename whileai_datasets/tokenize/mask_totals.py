@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from whileai_datasets.errors import SchemaError
+from whileai_datasets.tokenize.token_columns import UNSUPERVISED_COLUMN
 
 __all__ = ["mask_report", "naive_ratio"]
 
@@ -24,11 +25,16 @@ def mask_report(tokenized: Any, source_rows: int | None = None) -> dict[str, Any
     """Totals of a tokenized dataset: tokens, supervised tokens, what the naive
     ``messages`` route would supervise (every token), truncation, the mask
     method per row (``mask_methods``), the rows dropped by ``on_bad_row='skip'``
-    (``bad_rows_dropped``; counted on the first kept row of each batch, so a
-    batch that kept no row at all is only in its warning) and the rows
-    dropped for having no supervised token (given the source's row count), and the assistant turns
-    that carry loss but have nothing to write (``empty_assistant_turns``: no content, reasoning or tool
-    call; each trains only its end-of-turn marker where the template writes one)."""
+    (``bad_rows_dropped``) and those dropped for having no supervised token (``rows_dropped_unsupervised``),
+    and the assistant turns that carry loss but have nothing to write (``empty_assistant_turns``: no
+    content, reasoning or tool call; each trains only its end-of-turn marker where the template writes one).
+
+    A batch's dropped rows are counted on its first kept row: the one place a ``datasets.map`` keeps,
+    whatever ``num_proc`` and the cache do. A batch that kept no row leaves no count; given the source's
+    row count (``source_rows``), its rows are the ones no count explains: ``rows_dropped_in_empty_batches``
+    (tokenize's warnings named their causes when it ran; ``whileai_datasets.audit`` counts each cause over a
+    dataset, and a smaller ``batch_size`` leaves fewer such batches). With ``truncation="split_turns"`` a
+    row can become several: the rows then count pieces, and the source's row count explains nothing."""
     table = tokenized.with_format("arrow")[:] if hasattr(tokenized, "with_format") else tokenized
     import pyarrow.compute as pc
 
@@ -51,6 +57,9 @@ def mask_report(tokenized: Any, source_rows: int | None = None) -> dict[str, Any
         "supervised_tokens_truncated": total("supervised_tokens_truncated"),
     }
     report["bad_rows_dropped"] = total("bad_rows_dropped") if "bad_rows_dropped" in table.column_names else 0
+    counted = UNSUPERVISED_COLUMN in table.column_names
+    if counted:
+        report["rows_dropped_unsupervised"] = total(UNSUPERVISED_COLUMN)
     if "mask_method" in table.column_names and table.num_rows:
         counts = pc.value_counts(table["mask_method"]).to_pylist()
         report["mask_methods"] = {item["values"]: item["counts"] for item in counts}
@@ -58,7 +67,13 @@ def mask_report(tokenized: Any, source_rows: int | None = None) -> dict[str, Any
         report["mask_methods"] = {}
     report["empty_assistant_turns"] = empty_assistant_turns(table)
     if source_rows is not None:
-        report["rows_dropped_unsupervised"] = source_rows - table.num_rows - report["bad_rows_dropped"]
+        unexplained = source_rows - table.num_rows - report["bad_rows_dropped"]
+        if counted or not table.num_rows:  # what the kept rows' counts leave: the rows of batches that kept none
+            report.setdefault("rows_dropped_unsupervised", 0)
+            report["rows_dropped_in_empty_batches"] = unexplained - report["rows_dropped_unsupervised"]
+        else:  # rows tokenized before the unsupervised count rode beside the bad one (a cache of then)
+            report["rows_dropped_unsupervised"] = unexplained
+            report["rows_dropped_in_empty_batches"] = 0
     return report
 
 

@@ -57,17 +57,22 @@ def dropped_warning(rows: Sequence[Any], indices: Sequence[int] | None) -> None:
     )
 
 
-def bad_rows_warning(bad: int, total: int, indices: Sequence[int] | None, failures: Sequence[Any] = ()) -> None:
+def bad_rows_warning(bad: int, total: int, indices: Sequence[int] | None, failures: Sequence[Any] = (), *,
+                     batch_kept: bool = True) -> None:
     """Warn (``BadMaskRowsWarning``) when rows of a batch were dropped as bad: how many, and by cause
-    (``failures``: ``row_failures.Failure`` of the batch), with each cause's first message."""
+    (``failures``: ``row_failures.Failure`` of the batch), with each cause's first message. ``batch_kept``:
+    a row of the batch is kept, to carry the count (``mask_report``)."""
     if not bad:
         return
+    counted = "mask_report counts them as bad_rows_dropped" if batch_kept else (
+        "the batch keeps no row to carry the count: mask_report, given the source's row count, counts them in "
+        "rows_dropped_in_empty_batches")
     causes = "; ".join(f"{len(items)} {dashed(cause)} (first: row {items[0].row}: {items[0].error.problem})"
                        for cause, items in by_cause(list(failures)).items())
     warnings.warn(
         f"dropped {bad} of {total} rows in this batch whose token mask failed the check or that the "
         f"template could not render ({option_names.spell('on_bad_row', 'skip')})" + (f": {causes}" if causes else "")
-        + "; mask_report counts them as bad_rows_dropped, whileai_datasets.audit counts every cause over a dataset.",
+        + f"; {counted}, whileai_datasets.audit counts every cause over a dataset.",
         BadMaskRowsWarning,
         stacklevel=3,
     )

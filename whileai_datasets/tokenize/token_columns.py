@@ -26,14 +26,24 @@ def _list_array(lengths: np.ndarray, values: list[np.ndarray], dtype: Any, arrow
 #: The column that records the ``max_length`` the rows were tokenized with (null: none), for the trainer's side
 #: (``check_max_length``): ``datasets.map`` keeps no dataset-level record of a transform's options.
 LIMIT_COLUMN = "tokenized_max_length"
+#: The rows of a batch dropped for having no supervised token, on the batch's first kept row (as
+#: ``bad_rows_dropped`` counts the bad ones): with both, ``mask_report`` tells the rows of a batch that kept none.
+UNSUPERVISED_COLUMN = "unsupervised_rows_dropped"
 
 
-def numpy_columns(kept: list[RowMask], bad: int, max_length: int | None = None) -> dict[str, Any]:
-    """The new columns for a dict batch: numpy arrays (datasets' fast path for ragged lists of arrays)."""
+def _on_first_row(rows: int, count: int) -> np.ndarray:
+    """A batch's count of dropped rows, carried by its first kept row (0 on the others)."""
+    out = np.zeros(rows, dtype=np.int32)
+    if rows:
+        out[0] = count
+    return out
+
+
+def numpy_columns(kept: list[RowMask], bad: int, max_length: int | None = None,
+                  unsupervised: int = 0) -> dict[str, Any]:
+    """The new columns for a dict batch: numpy arrays (datasets' fast path for ragged lists of arrays).
+    ``bad`` and ``unsupervised``: the batch's dropped rows, on its first kept row (``mask_report`` adds them up)."""
     lengths = np.array([len(r.input_ids) for r in kept], dtype=np.int32)
-    dropped = np.zeros(len(kept), dtype=np.int32)
-    if len(kept):
-        dropped[0] = bad
     return {
         "input_ids": [np.asarray(r.input_ids, dtype=np.int32) for r in kept],
         "attention_mask": [np.ones(n, dtype=np.int8) for n in lengths],
@@ -43,19 +53,18 @@ def numpy_columns(kept: list[RowMask], bad: int, max_length: int | None = None) 
         "tokens_truncated": np.array([r.truncated_tokens for r in kept], dtype=np.int32),
         "supervised_tokens_truncated": np.array([r.supervised_lost for r in kept], dtype=np.int32),
         "mask_method": [r.method for r in kept],
-        "bad_rows_dropped": dropped,
+        "bad_rows_dropped": _on_first_row(len(kept), bad),
+        UNSUPERVISED_COLUMN: _on_first_row(len(kept), unsupervised),
         LIMIT_COLUMN: np.full(len(kept), max_length, dtype=np.int32) if max_length is not None else [None] * len(kept),
     }
 
 
-def arrow_columns(kept: list[RowMask], bad: int, max_length: int | None = None) -> dict[str, pa.Array]:
+def arrow_columns(kept: list[RowMask], bad: int, max_length: int | None = None,
+                  unsupervised: int = 0) -> dict[str, pa.Array]:
     """The new columns as Arrow arrays built from numpy (datasets then skips its per-value conversion)."""
     lengths = np.array([len(r.input_ids) for r in kept], dtype=np.int32)
     masks = [r.mask for r in kept]
     supervised = np.array([r.supervised for r in kept], dtype=np.int32)
-    dropped = np.zeros(len(kept), dtype=np.int32)
-    if len(kept):
-        dropped[0] = bad
     return {
         "input_ids": _list_array(lengths, [np.asarray(r.input_ids, dtype=np.int32) for r in kept], np.int32,
                                  pa.int32()),
@@ -67,7 +76,8 @@ def arrow_columns(kept: list[RowMask], bad: int, max_length: int | None = None) 
         "supervised_tokens_truncated": pa.array(np.array([r.supervised_lost for r in kept], dtype=np.int32),
                                                 pa.int32()),
         "mask_method": pa.array([r.method for r in kept], pa.string()),
-        "bad_rows_dropped": pa.array(dropped, pa.int32()),
+        "bad_rows_dropped": pa.array(_on_first_row(len(kept), bad), pa.int32()),
+        UNSUPERVISED_COLUMN: pa.array(_on_first_row(len(kept), unsupervised), pa.int32()),
         LIMIT_COLUMN: pa.array([max_length] * len(kept), pa.int32()),
     }
 

@@ -471,19 +471,20 @@ class Tokenize:
             rows = self._batch_rows(batch, indices)
         bad = sum(row is None for row in rows)
         keep = [i for i, row in enumerate(rows) if row is not None and (self.keep_unsupervised or row.supervised > 0)]
-        bad_rows_warning(bad, len(rows), indices, self.failures.items)
+        bad_rows_warning(bad, len(rows), indices, self.failures.items, batch_kept=bool(keep))
         salvaged_warning(self.failures.salvaged, len(rows))
         partial_warning(len(rows), self.notices.items)
         if not self.keep_unsupervised:
             dropped_warning(rows, indices)
         kept = [row for row in (rows[i] for i in keep) if row is not None]
+        unsupervised = len(rows) - bad - len(kept)
         if isinstance(batch, pa.Table):
             table = batch.take(pa.array(keep, pa.int64())) if len(keep) != batch.num_rows else batch
-            for name, array in arrow_columns(kept, bad, self.max_length).items():
+            for name, array in arrow_columns(kept, bad, self.max_length, unsupervised).items():
                 table = set_column(table, name, array)
             return table
         out: dict[str, Any] = {name: [values[i] for i in keep] for name, values in batch.items()}
-        out.update(numpy_columns(kept, bad, self.max_length))
+        out.update(numpy_columns(kept, bad, self.max_length, unsupervised))
         return out
 
 
