@@ -1,28 +1,31 @@
-"""The audit's TRL route (issue 46) against ``ds.map(tokenize)``, side by side in one process.
+"""The audit against ``ds.map(tokenize)``, with and without the TRL route (issue 46), side by side in one process.
 
-``audit(ds, tokenizer=tok)`` also measures what TRL 1.16's default ``SFTTrainer`` labels on the default config a
-publish makes of the rows (``hub.facts.shaped_for_trl``: per trained turn, the template's render of the prompt with
-the generation prompt and of prompt + completion, encoded, labels after the common prefix, further forms tried
-where the first is not exact). Per template, in alternating rounds (medians of ``--rounds``):
+``audit(ds, tokenizer=tok, trl_default=True)`` also measures what TRL 1.16's default ``SFTTrainer`` labels on the
+default config a publish makes of the rows (``hub.facts.shaped_for_trl``: per trained turn, the template's render of
+the prompt with the generation prompt and of prompt + completion, encoded, labels after the common prefix, further
+forms tried where the first is not exact); the default audit does not. Per template, in alternating rounds (medians
+of ``--rounds``):
 
 * map: ``ds.with_format("arrow").map(tokenize(tok), batched=True)`` (writes its cache file);
-* audit: ``whileai_datasets.audit(ds, tokenizer=tok)``, the TRL route included;
-* audit, no route: the same audit with ``Run.hub_route`` replaced by a no-op in this process (the audit has no
-  switch for it: this shows what the route costs, not a way to run it);
-* route alone: the seconds the route took inside the audit (``Run.hub_route`` timed).
+* audit: ``whileai_datasets.audit(ds, tokenizer=tok)``, the default (TRL's route not measured);
+* audit, trl_default: the same with ``trl_default=True``;
+* route alone: the seconds the route took inside that audit (``Run.hub_route`` timed).
 
 Rows: whileai's seeded demo agent (``tests/conftest.py``'s ``seeded_rows``, ``--seeds`` seeds, offline), or
 ``--unique N`` rows with unique texts (``benchmarks/_unique_rows.py``). Tokenizers are trained here
 (``tests/support/tiny_lm.py``). ``--root`` runs another tree's package (e.g. ``git archive int2`` unpacked) with
-this same script, for a before/after:
+this same script, for a before/after; on a tree whose audit has no ``trl_default`` (it always measured the route),
+"audit" is that audit with ``Run.hub_route`` replaced by a no-op in this process, and "audit, trl_default" its
+own audit:
 
-    python benchmarks/bench_trl_route.py --seeds 13 --templates qwen2_5,qwen3
+    python benchmarks/bench_trl_route.py --seeds 16 --templates qwen2_5,qwen3,llama3_1
     python benchmarks/bench_trl_route.py --unique 2000 --templates qwen2_5,qwen3
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import statistics
 import sys
@@ -73,6 +76,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     from whileai_datasets.tokenize import tokenize
 
     assert whileai_datasets.__file__.startswith(str(root)), whileai_datasets.__file__
+    asks = "trl_default" in inspect.signature(whileai_datasets.audit).parameters  # else it always measured it
     route_seconds: list[float] = []
     real_route = counting.Run.hub_route
 
@@ -83,7 +87,15 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             route_seconds.append(time.perf_counter() - start)
 
-    out: dict[str, Any] = {"root": str(root), "templates": {}}
+    def run_audit(ds: Any, tok: Any, route: bool) -> Any:
+        route_seconds.clear()
+        counting.Run.hub_route = timed_route if route else real_route if asks else (lambda *a, **k: None)
+        try:
+            return whileai_datasets.audit(ds, tokenizer=tok, **({"trl_default": route} if asks else {}))
+        finally:
+            counting.Run.hub_route = real_route
+
+    out: dict[str, Any] = {"root": str(root), "asks": asks, "templates": {}}
     with tempfile.TemporaryDirectory(dir=_HERE / ".data" if (_HERE / ".data").exists() else None) as tmp:
         folder = Path(tmp)
         ds, texts = _rows(args.seeds, args.unique, folder)
@@ -91,34 +103,30 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         for name in args.templates.split(","):
             special = LLAMA3_TOKENS if name.startswith("llama") else {}
             tok = train_tokenizer(texts, chat_template=_template(name, root), **special)
-            whileai_datasets.audit(ds, tokenizer=tok)  # warm: templates compiled, caches filled
-            seconds: dict[str, list[float]] = {"map": [], "audit": [], "audit, no route": [], "route alone": []}
-            found = None
+            run_audit(ds, tok, True)  # warm: templates compiled, caches filled
+            seconds: dict[str, list[float]] = {"map": [], "audit": [], "audit, trl_default": [], "route alone": []}
+            found = {}
             for round_ in range(args.rounds):
                 start = time.perf_counter()
                 ds.with_format("arrow").map(tokenize(tok), batched=True,
                                             cache_file_name=str(folder / f"{name}-{round_}.arrow"))
                 seconds["map"].append(time.perf_counter() - start)
-                for label in (("audit", "audit, no route") if round_ % 2 == 0 else ("audit, no route", "audit")):
-                    route_seconds.clear()
-                    counting.Run.hub_route = timed_route if label == "audit" else (lambda *a, **k: None)
+                for label in (("audit", "audit, trl_default") if round_ % 2 == 0 else ("audit, trl_default", "audit")):
                     start = time.perf_counter()
-                    result = whileai_datasets.audit(ds, tokenizer=tok)
+                    found[label] = run_audit(ds, tok, label != "audit")
                     seconds[label].append(time.perf_counter() - start)
-                    counting.Run.hub_route = real_route
-                    if label == "audit":
+                    if label != "audit":
                         seconds["route alone"].append(sum(route_seconds))
-                        found = result
             median = {k: statistics.median(v) for k, v in seconds.items()}
             out["templates"][name] = {
                 "seconds": median, "audit / map": median["audit"] / median["map"],
-                "audit, no route / map": median["audit, no route"] / median["map"],
+                "audit, trl_default / map": median["audit, trl_default"] / median["map"],
                 "route / map": median["route alone"] / median["map"],
-                "supervised_tokens": found.supervised_tokens if found is not None else None,
-                "trl_default": (found.trainers or {}).get("trl-default") if found is not None else None}
+                "supervised_tokens": found["audit"].supervised_tokens,
+                "trl_default": {label: (f.trainers or {}).get("trl-default") for label, f in found.items()}}
             print(f"  {name}: " + ", ".join(f"{k} {v:.2f} s" for k, v in median.items())
-                  + f"; audit/map {median['audit'] / median['map']:.2f}x, no route/map "
-                  f"{median['audit, no route'] / median['map']:.2f}x, route/map "
+                  + f"; audit/map {median['audit'] / median['map']:.2f}x, trl_default/map "
+                  f"{median['audit, trl_default'] / median['map']:.2f}x, route/map "
                   f"{median['route alone'] / median['map']:.2f}x", file=sys.stderr)
     return out
 
