@@ -103,31 +103,30 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         for name in args.templates.split(","):
             special = LLAMA3_TOKENS if name.startswith("llama") else {}
             tok = train_tokenizer(texts, chat_template=_template(name, root), **special)
-            run_audit(ds, tok, True)  # warm: templates compiled, caches filled
-            seconds: dict[str, list[float]] = {"map": [], "audit": [], "audit, trl_default": [], "route alone": []}
+            run_audit(ds, tok, not args.skip_route)  # warm: templates compiled, caches filled
+            labels = ("audit",) if args.skip_route else ("audit", "audit, trl_default")
+            seconds: dict[str, list[float]] = {"map": [], **{label: [] for label in labels}}
+            if not args.skip_route:
+                seconds["route alone"] = []
             found = {}
             for round_ in range(args.rounds):
                 start = time.perf_counter()
                 ds.with_format("arrow").map(tokenize(tok), batched=True,
                                             cache_file_name=str(folder / f"{name}-{round_}.arrow"))
                 seconds["map"].append(time.perf_counter() - start)
-                for label in (("audit", "audit, trl_default") if round_ % 2 == 0 else ("audit, trl_default", "audit")):
+                for label in labels if round_ % 2 == 0 else labels[::-1]:
                     start = time.perf_counter()
                     found[label] = run_audit(ds, tok, label != "audit")
                     seconds[label].append(time.perf_counter() - start)
                     if label != "audit":
                         seconds["route alone"].append(sum(route_seconds))
             median = {k: statistics.median(v) for k, v in seconds.items()}
+            ratios = {f"{k} / map": v / median["map"] for k, v in median.items() if k != "map"}
             out["templates"][name] = {
-                "seconds": median, "audit / map": median["audit"] / median["map"],
-                "audit, trl_default / map": median["audit, trl_default"] / median["map"],
-                "route / map": median["route alone"] / median["map"],
-                "supervised_tokens": found["audit"].supervised_tokens,
+                "seconds": median, **ratios, "supervised_tokens": found["audit"].supervised_tokens,
                 "trl_default": {label: (f.trainers or {}).get("trl-default") for label, f in found.items()}}
-            print(f"  {name}: " + ", ".join(f"{k} {v:.2f} s" for k, v in median.items())
-                  + f"; audit/map {median['audit'] / median['map']:.2f}x, trl_default/map "
-                  f"{median['audit, trl_default'] / median['map']:.2f}x, route/map "
-                  f"{median['route alone'] / median['map']:.2f}x", file=sys.stderr)
+            print(f"  {name}: " + ", ".join(f"{k} {v:.2f} s" for k, v in median.items()) + "; "
+                  + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items()), file=sys.stderr)
     return out
 
 
@@ -137,6 +136,8 @@ def main() -> None:
     parser.add_argument("--unique", type=int, default=0, help="rows with unique texts instead of seeded rows")
     parser.add_argument("--templates", default="qwen2_5,qwen3")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--skip-route", action="store_true",
+                        help="time the map and the default audit only (not the audit with trl_default=True)")
     parser.add_argument("--root", default=str(_HERE.parent), help="the tree whose whileai_datasets is measured")
     print(json.dumps(measure(parser.parse_args())))
 
