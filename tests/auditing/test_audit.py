@@ -309,3 +309,20 @@ def test_trl_default_is_measured_when_asked_and_otherwise_said_not_measured(tmp_
         entry = audit(str(opening), tokenizer=tokenizer, trl_default=trl_default).trainers["trl-default"]
         assert entry["exact"] is False and entry["how"].startswith("publish refuses these rows (1)")
         assert ("not measured" in entry["how"]) is not trl_default
+
+
+def test_audits_of_one_template_in_a_process_inspect_it_once(tmp_path: Path, tokenizer: Any) -> None:
+    """The template is resolved to one shared ``ChatTemplate`` (what inspecting it found is kept), per text, name
+    and special tokens: another template, or the same text with other special tokens, is its own."""
+    from whileai_datasets.auditing import template_drops
+
+    first, again = template_drops.resolve(tokenizer, None), template_drops.resolve(tokenizer, None)
+    assert first is again and template_drops.template_facts(first) is template_drops.template_facts(again)
+    assert template_drops.resolve(tokenizer, NO_SYSTEM) is not first
+    other = train_tokenizer(["hello there how are you"] * 20, chat_template=CHATML, vocab_size=300, bos_token="<s>")
+    assert other.special_tokens_map != tokenizer.special_tokens_map
+    assert template_drops.resolve(other, None) is not first
+    source = write_jsonl(tmp_path / "rows.jsonl", [_talk(("user", "hello"), ("assistant", "four"))])
+    dropped = audit(str(source), tokenizer=tokenizer, template=NO_SYSTEM, system_prompt="You are terse")
+    kept = audit(str(source), tokenizer=tokenizer, system_prompt="You are terse")
+    assert dropped.findings["template_drops_system"].rows == 1 and kept.findings["template_drops_system"].rows == 0
