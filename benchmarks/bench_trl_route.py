@@ -20,6 +20,10 @@ own audit:
 
     python benchmarks/bench_trl_route.py --seeds 16 --templates qwen2_5,qwen3,llama3_1
     python benchmarks/bench_trl_route.py --unique 2000 --templates qwen2_5,qwen3
+    python benchmarks/bench_trl_route.py --seeds 16 --templates qwen2_5,qwen3 --first-call --rounds 4
+
+``--first-call``: each of the map and the default audit timed as the first call of a fresh process (the template
+inspected and compiled there), ``--rounds`` processes each, alternating.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import argparse
 import inspect
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -130,6 +135,46 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def first_call(args: argparse.Namespace) -> dict[str, Any]:
+    """Per template, ``--rounds`` pairs of fresh processes, the order alternating: one times its first map, the
+    other its first audit (each pays what a first call in a process pays: the template's inspection, compiling)."""
+    out: dict[str, Any] = {"first_call": {}}
+    for name in args.templates.split(","):
+        seconds: dict[str, list[float]] = {"map": [], "audit": []}
+        for round_ in range(args.rounds):
+            for only in ("map", "audit") if round_ % 2 == 0 else ("audit", "map"):
+                command = [sys.executable, __file__, "--only", only, "--templates", name, "--seeds", str(args.seeds),
+                           "--unique", str(args.unique), "--root", args.root]
+                done = subprocess.run(command, check=True, capture_output=True, text=True)
+                seconds[only].append(json.loads(done.stdout.strip().splitlines()[-1])["seconds"])
+        median = {k: statistics.median(v) for k, v in seconds.items()}
+        out["first_call"][name] = {"seconds": median, "audit / map": median["audit"] / median["map"]}
+        print(f"  {name} (first call in a fresh process): map {median['map']:.2f} s, audit {median['audit']:.2f} s; "
+              f"audit / map {median['audit'] / median['map']:.2f}x", file=sys.stderr)
+    return out
+
+
+def only(args: argparse.Namespace) -> dict[str, Any]:
+    """This process's first map or first audit (``--only``), after the rows and the tokenizer are made."""
+    root = Path(args.root).resolve()
+    _setup(root)
+    import whileai_datasets
+    from tests.support.tiny_lm import LLAMA3_TOKENS, train_tokenizer
+    from whileai_datasets.tokenize import tokenize
+
+    with tempfile.TemporaryDirectory(dir=_HERE / ".data" if (_HERE / ".data").exists() else None) as tmp:
+        ds, texts = _rows(args.seeds, args.unique, Path(tmp))
+        name = args.templates
+        tok = train_tokenizer(texts, chat_template=_template(name, root),
+                              **(LLAMA3_TOKENS if name.startswith("llama") else {}))
+        start = time.perf_counter()
+        if args.only == "map":
+            ds.with_format("arrow").map(tokenize(tok), batched=True, cache_file_name=str(Path(tmp) / "map.arrow"))
+        else:
+            whileai_datasets.audit(ds, tokenizer=tok)
+        return {"seconds": time.perf_counter() - start}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=13, help="seeded_rows seeds (about 29 rows each)")
@@ -138,8 +183,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--skip-route", action="store_true",
                         help="time the map and the default audit only (not the audit with trl_default=True)")
+    parser.add_argument("--first-call", action="store_true",
+                        help="time each one's first call in a fresh process instead (the map and the default audit)")
+    parser.add_argument("--only", choices=("map", "audit"), help=argparse.SUPPRESS)  # one --first-call process
     parser.add_argument("--root", default=str(_HERE.parent), help="the tree whose whileai_datasets is measured")
-    print(json.dumps(measure(parser.parse_args())))
+    args = parser.parse_args()
+    print(json.dumps(only(args) if args.only else first_call(args) if args.first_call else measure(args)))
 
 
 if __name__ == "__main__":

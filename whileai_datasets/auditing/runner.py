@@ -79,8 +79,8 @@ def audit(
             (``salvageable``, with the turns it would keep).
         trl_default: Also measure what TRL's default ``SFTTrainer`` labels on the default config ``publish``
             makes of the rows (trainer ``trl-default``: its own prompt/completion tokenization, every trained
-            turn's prompt rendered and encoded again, so the audit takes about 2-3x as long on short rows and
-            more on long ones). Off, that trainer says it was not measured; ``publish`` always measures it for the
+            turn's prompt rendered and encoded again, as TRL does: the audit took 2-3x as long on whileai's
+            demo rows, 6-14x on rows of six trained turns; BENCHMARKS.md). Off, that trainer says it was not measured; ``publish`` always measures it for the
             card. The rows ``publish`` refuses (``opens_with_marked_turn``) are counted either way.
         engine: ``"local"`` (this process, chunk by chunk) or ``"ray"``: Ray Data actors count the blocks
             and this process adds them up (``on_ray.audit_on_ray``; files only, the same figures). A

@@ -72,7 +72,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--trl-default", action="store_true",
                         help="also measure what TRL's default SFTTrainer labels on the config publish makes (trainer "
                         "trl-default; it renders every trained turn's prompt again, so the audit takes 2-3x as long "
-                        "or more); without it, that trainer says it was not measured")
+                        "on short rows and more on long ones); without it, that trainer says it was not measured")
     parser.add_argument(bad_rows_cli.FLAG, metavar=one_of(OnBadRow), default=None,
                         help="the tokenize you will train with: skip (leave out the rows the template cannot render "
                         "or mask) or raise (its default: stop at them). The audit counts those rows by cause either "
