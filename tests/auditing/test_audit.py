@@ -8,6 +8,7 @@ them (tests/support/tiny_lm.py): no download.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -294,6 +295,10 @@ def test_trl_default_is_measured_when_asked_and_otherwise_said_not_measured(tmp_
     assert measured["how"].startswith(("exact", "not exact"))
     line = next(line for line in quick.format().splitlines() if line.strip().startswith("trl-default"))
     assert "not measured" in line and "--trl-default" in line and ": exact" not in line and "inexact" not in line
+    from whileai_datasets.auditing.html import audit_html
+
+    row = re.search(r'<tr data-trainer="trl-default" data-exact="none">(.*?)</tr>', audit_html(quick.to_dict()))
+    assert row is not None and "<td>not measured</td>" in row.group(1)
     mine, theirs = json.loads(json.dumps(quick.to_dict())), json.loads(json.dumps(asked.to_dict()))
     assert mine["trainers"].pop("trl-default") != theirs["trainers"].pop("trl-default")
     assert mine == theirs  # the option changes that trainer's entry alone
