@@ -13,6 +13,7 @@ from whileai_datasets._typing import MaskMode, OnBadRow
 from whileai_datasets.builders import inputs
 from whileai_datasets.reading.reader import DEFAULT_CHUNK_ROWS
 from whileai_datasets.rows.canonical import Options
+from whileai_datasets.sessions.pi import Branches
 
 #: A plain JSONL file larger than this is read as several shards.
 DEFAULT_SHARD_BYTES = 64 << 20
@@ -48,6 +49,11 @@ class WhileaiExportConfig(datasets.BuilderConfig):
             ``num_proc`` is not given. ``None`` (the default): one per core,
             at most 4, for a file or shard of 16 MiB or more; 1 parses in
             this process. Left out of the cache key, like ``shard_bytes``.
+        branches: Which branches of a pi or OpenClaw session tree become rows:
+            ``"all"`` (the default; each leaf's path, ``conversation``
+            ``"branch:<leaf id>"``) or ``"current"`` (the path to the last
+            entry written, where pi resumes). Other agents' sessions are read
+            as they are (docs/sessions.md).
         leak_facts: Also take, from each raw row as it is read, what the
             export's privileged-leak gate needs (``privileged`` is never a
             column), and keep it beside the dataset (``default`` config
@@ -64,6 +70,7 @@ class WhileaiExportConfig(datasets.BuilderConfig):
     shard_bytes: int = DEFAULT_SHARD_BYTES
     parse_workers: int | None = None
     leak_facts: bool = False
+    branches: Branches = "all"
     features: datasets.Features | None = None
 
     def __post_init__(self) -> None:
@@ -80,6 +87,7 @@ class WhileaiExportConfig(datasets.BuilderConfig):
                     hint="Pass a positive number of rows per Arrow chunk.")
         check_flag(self.keep_message_keys, "keep_message_keys")
         check_flag(self.leak_facts, "leak_facts")
+        check_choice(self.branches, "branches", Branches)
         check_count(self.shard_bytes, "shard_bytes", optional=False,
                     hint="Pass e.g. shard_bytes=64 * 2**20, or 0 to read every file as one shard.")
         check_count(self.parse_workers, "parse_workers", minimum=1,

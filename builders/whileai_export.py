@@ -21,6 +21,7 @@ numbers stay exact. Compressed files and Parquet are one shard per file.
 from __future__ import annotations
 
 import glob
+import io
 import itertools
 import json
 import os
@@ -56,6 +57,7 @@ from whileai_datasets.rows.canonical import Normalizer
 from whileai_datasets.rows.leaks import LeakScan
 from whileai_datasets.rows.unread_keys import Unread
 from whileai_datasets.sessions import detect as session_logs
+from whileai_datasets.sessions import openhands as openhands_sessions
 
 #: ``dataset_name`` without the '/', which would otherwise become a folder in
 #: the cache paths (``.../whileai/export-train.arrow`` not found).
@@ -148,7 +150,8 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
             )
         for split, given in self.config.data_files.items():
             for name in given:
-                inputs.check_extension(str(name), split)
+                if openhands_sessions.conversation_folder(str(name)) is None:  # its files are read by its reader
+                    inputs.check_extension(str(name), split)
         dl_manager.download_config.extract_on_the_fly = True
         base_files = dl_manager.download(self.config.data_files)
         extracted = dl_manager.extract(base_files)
@@ -165,7 +168,8 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
             files: list[str] = []
             originals: list[str] = []
             ranges: list[ByteRange | None] = []
-            for base, file, original in zip(base_files[split], extracted[split], self.config.data_files[split]):
+            triples = zip(base_files[split], extracted[split], self.config.data_files[split])
+            for base, file, original in _conversation_folders(triples) if sessions else triples:
                 for byte_range in self._byte_ranges(str(base), str(file), str(original), streaming):
                     files.append(file)
                     originals.append(original)
@@ -290,9 +294,12 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
 
         if byte_range is None and file_kind.is_parquet(original, handle):
             return canonical(iter_parquet_rows(handle, name, config.chunk_rows)), None
+        if normalizer.sessions and os.path.isdir(file):  # an OpenHands conversation folder (_conversation_folders)
+            folder = session_logs.Session(openhands_sessions, "json", openhands_sessions.folder_document(file))
+            return canonical(session_logs.rows(folder, handle, name, {"branches": config.branches})), None
         session = session_logs.detect(name, handle) if byte_range is None and normalizer.sessions else None
         if session is not None:
-            return canonical(session_logs.rows(session, handle, name)), None
+            return canonical(session_logs.rows(session, handle, name, {"branches": config.branches})), None
         if byte_range is None and file_kind.is_json_array(original, handle):
             return canonical(iter_json_array_rows(handle, name)), None
         if byte_range is not None:
@@ -437,6 +444,19 @@ def _all_rows_skipped(split: str, bad: BadRows) -> ExportFormatError:
     )
 
 
+def _conversation_folders(triples: Any) -> Iterator[tuple[Any, Any, Any]]:
+    """The data files of a dataset that holds sessions, each OpenHands conversation folder's files (its event files
+    and ``base_state.json``) one entry, the folder, where the first of them was: it is one conversation."""
+    seen: set[str] = set()
+    for base, file, original in triples:
+        folder = openhands_sessions.conversation_folder(str(file))
+        if folder is None:
+            yield base, file, original
+        elif folder not in seen:
+            seen.add(folder)
+            yield folder, folder, folder
+
+
 def _local_source(file: str) -> str:
     """The local compressed file under a path datasets decompresses on the fly (``gzip://x::/a/x.gz``), read
     through the codec's own module (``read_errors.decoded_stream``) where a session log may be in it; any other
@@ -454,7 +474,10 @@ _SEEKABLE_CODECS = frozenset(("gzip", "bz2", "xz"))
 
 def _open_shard(file: str, sessions: bool) -> Any:
     """A shard's bytes: a compressed local file of a dataset that holds sessions through its codec's module
-    (``detect`` reads its head and goes back), every other file as datasets opens it."""
+    (``detect`` reads its head and goes back), every other file as datasets opens it; none for an OpenHands
+    conversation folder, whose files are read by its reader."""
+    if sessions and os.path.isdir(file):
+        return io.BytesIO()
     local = _local_source(file) if sessions else file
     return read_errors.decoded_stream(local) if local != file else open(file, "rb")
 

@@ -36,6 +36,7 @@ CLI_FLAGS: dict[str, str | dict[Any, str] | None] = {
     "drop_ties": {False: "--keep-ties"},
     "unroll": {True: "--unroll"},
     "salvage": {True: "--salvage"},
+    "tokenizer": "--tokenizer",
     "parse_workers": None,
     "chunk_rows": None,
     "download_mode": None,

@@ -97,6 +97,20 @@ def test_card_keeps_the_yaml_datasets_wrote_and_adds_provenance():
     assert "every value of it lives in exactly one split (2 in train, 1 in holdout)" in card.text
 
 
+def test_card_says_where_the_tool_schemas_of_session_rows_came_from():
+    with_sessions = []
+    for config in _configs():
+        features = Features({**config.features, "agent": Value("string"), "tools_source": Value("string")})
+        with_sessions.append(Config(config.name, config.rows, features, facts=config.facts))
+    card = str(render_card(layout.card_data(with_sessions), repo_id="alice/rollouts", private=False,
+                           configs=with_sessions, versions=VERSIONS))
+    provenance = card[card.index("## Provenance"):]
+    assert "`tools_source`, where a row's tool schemas came from" in provenance
+    for source in ("session", "agent_table", "inferred", "session+inferred", "agent_table+inferred"):
+        assert f"`{source}`" in provenance
+    assert "tools_source" not in str(_render())  # rows of no session: nothing said
+
+
 def test_card_yaml_declares_the_features_of_configs_without_json():
     plain = Features({"conversations": List({"from": Value("string"), "value": Value("string")}),
                       "system": Value("string")})

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from whileai_datasets.errors import ExportFormatError
 from whileai_datasets.sessions import detect
 from whileai_datasets.sessions.common import SessionFormatError
 
@@ -68,6 +69,26 @@ def test_a_session_whose_last_line_is_cut_short_is_refused_naming_file_and_line(
     path.write_text(text[: len(text) - 40])  # the last line loses its end and its newline
     lines = text.count("\n")
     with pytest.raises(SessionFormatError, match=rf"rollout-cut.jsonl line {lines}: the last line is cut short"):
+        _load(path, tmp_path / "cache")
+
+
+#: Every session file among the fixtures (a folder of OpenHands conversations is tested in test_openhands.py).
+SESSION_FILES = sorted(path.name for path in DATA.iterdir() if path.is_file() and not path.name.endswith(".md"))
+
+
+@pytest.mark.parametrize("name", SESSION_FILES)
+def test_every_agent_s_session_cut_short_is_refused_naming_file_and_line(name: str, tmp_path: Path) -> None:
+    text = (DATA / name).read_text(encoding="utf-8").rstrip("\n")
+    path = tmp_path / name
+    path.write_text(text[:-9], encoding="utf-8")  # a copy that stops inside the last record
+    if name.endswith(".jsonl"):
+        where, what = text.count("\n") + 1, "the last line is cut short"
+    else:
+        with pytest.raises(json.JSONDecodeError) as cut:
+            json.loads(text[:-9])
+        where = cut.value.lineno
+        what = "this .* session is cut short" if text.startswith("[") else "not valid JSON"
+    with pytest.raises(ExportFormatError, match=rf"{name} line {where}\b.*{what}"):
         _load(path, tmp_path / "cache")
 
 

@@ -21,6 +21,7 @@ from whileai_datasets.tokenize.token_masks import tokenize
 pytestmark = [pytest.mark.filterwarnings("ignore:`gradient_checkpointing` is deprecated:FutureWarning")]
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sessions"
+#: Every fixture: a session file, or a folder of OpenHands conversations (one file per event)
 FILES = sorted(p.name for p in DATA.iterdir())
 MAX_LENGTH = 4096
 TEMPLATES = {"qwen3": {}, "llama3_1": LLAMA3_TOKENS}
@@ -31,7 +32,9 @@ NOTHING_TRAINS = {("copilot.jsonl", "llama3_1"): "template_drops_content",
                   # Llama 3.1 takes one call per turn, and each of these has a turn with two
                   ("cline.json", "llama3_1"): "single_tool_call_only",
                   ("droid.jsonl", "llama3_1"): "single_tool_call_only",
-                  ("openhands.json", "llama3_1"): "single_tool_call_only"}
+                  ("openhands.json", "llama3_1"): "single_tool_call_only",
+                  # the OpenHands V1 folder: one row has a turn with two calls, the other says text beside each call
+                  ("openhands_v1", "llama3_1"): "template_drops_content"}
 #: load_dataset and tokenize keep reasoning as it is; the audit is told the same
 SAME = {"max_length": MAX_LENGTH, "strip_think": False}
 
@@ -41,13 +44,23 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     import datasets
 
     cache = str(tmp_path_factory.mktemp("cache"))
-    return {name: datasets.load_dataset("whileai/export", data_files=str(DATA / name), split="train",
+    return {name: datasets.load_dataset("whileai/export", data_files=_data_files(name), split="train",
                                         cache_dir=cache) for name in FILES}
+
+
+def _data_files(name: str) -> str:
+    """A fixture file, or every file under a fixture folder."""
+    return str(DATA / name / "**") if (DATA / name).is_dir() else str(DATA / name)
+
+
+def _text(name: str) -> str:
+    return "\n".join(path.read_text() for path in sorted(DATA.glob(f"{name}/**/*.json"))) if (DATA / name).is_dir() \
+        else (DATA / name).read_text()
 
 
 @pytest.fixture(scope="module")
 def measured(loaded: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Any]:
-    texts = [(DATA / name).read_text() for name in FILES] * 2
+    texts = [_text(name) for name in FILES] * 2
     out: dict[tuple[str, str], Any] = {}
     for template, tokens in TEMPLATES.items():
         tokenizer = train_tokenizer(texts, chat_template=ChatTemplate.shipped(template).text, vocab_size=700,

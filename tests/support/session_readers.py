@@ -116,7 +116,7 @@ def assert_row_shape(row: dict[str, Any], agent: str) -> None:
     assert set(row) == {"messages", "tools", "tools_source", "agent", "session_id", "source_file", "conversation",
                         "session_notes"}
     assert row["agent"] == agent and row["session_id"] and row["source_file"]
-    assert row["tools_source"] in ("session", "agent_table", "inferred", None)
+    assert row["tools_source"] in ("session", "agent_table", "inferred", "session+inferred", None)
     assert (row["tools"] is None) == (row["tools_source"] is None)
     assert all(value is not None for msg in row["messages"] for value in msg.values())
     assert any(msg["role"] == "assistant" for msg in row["messages"])

@@ -136,8 +136,8 @@ class Run:
         self.training_offset = 0
         #: what TRL's default SFTTrainer labels on the default config a publish of these rows makes (``hub.facts``)
         self.trl_route: Counter[str] = Counter()
-        self.joins_parts = transform is not None and transform.plan.content_parts == "joined"
         self.runs: dict[int, list[list[int]]] = {}  # per training row tokenize kept: its marked runs
+        self.salvaged_turns: dict[int, int] = {}  # per training row salvaged: the marked turns it trains
         self.supervised_by_row: dict[int, int] = {}  # per training row tokenize kept: its supervised tokens
         #: format="trl" messages rows: TRL's default SFTTrainer trains every token of them
         self.naive = options.format == "trl" and not options.unroll and options.mask_mode != "final"
@@ -286,14 +286,17 @@ class Run:
         canonical = repo_configs.canonical_chunk(rows.take(pa.array(kept, pa.int64())) if opens.any() else rows,
                                                  "training rows")
         runs, self.runs = self.runs, {}
+        salvaged, self.salvaged_turns = self.salvaged_turns, {}
         targets = None
         if self.options.max_length is None:
             targets = config_facts.turn_targets(canonical, transform.tokenizer, transform.chat,
-                                                {j: runs[int(i)] for j, i in enumerate(kept) if int(i) in runs})
-        trainer = repo_configs.trainer_table(canonical, "training rows", join_parts=self.joins_parts)
+                                                {j: runs[int(i)] for j, i in enumerate(kept) if int(i) in runs},
+                                                kept={j: salvaged[int(i)] for j, i in enumerate(kept)
+                                                      if int(i) in salvaged})
+        trainer = repo_configs.trainer_table(canonical, "training rows", form=transform.form)
         shaped, counts = config_facts.shaped_for_trl(trainer, canonical, transform.tokenizer, transform.chat, targets,
                                                 self.options.max_length or config_facts.TRL_MAX_LENGTH,
-                                                transform.encoder)
+                                                transform.encoder, salvage=self.options.salvage)
         self.trl_route.update(counts)
         self.trl_route["rows"] += shaped.num_rows
 
@@ -319,6 +322,8 @@ class Run:
         skipped[position] = False
         self.add("bad_rows", skipped, sample_source)
         failures = self.transform.failures  # type: ignore[union-attr]
+        if self.options.max_length is None:  # what each salvaged row trains of its turns (``hub_route``)
+            self.salvaged_turns = {f.position: f.salvage[0] for f in failures.salvaged}
         self.salvage_findings(failures.items, failures.salvaged, rows.num_rows, sample_source)
         self.failure_findings(failures.take(), rows.num_rows, sample_source)
         if self.measures_think():

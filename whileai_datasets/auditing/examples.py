@@ -10,12 +10,14 @@ each turned into the view ``show-mask`` prints, with notes on what the template 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from whileai_datasets import option_names
 from whileai_datasets._options import TrainingOptions
 from whileai_datasets.auditing.audit_report import Audit
 from whileai_datasets.auditing.counting import recorded
@@ -25,6 +27,7 @@ from whileai_datasets.auditing.template_drops import TemplateFacts, resolve, tem
 from whileai_datasets.errors import SchemaError, TemplateError
 from whileai_datasets.export import sources
 from whileai_datasets.shaping import pipeline
+from whileai_datasets.tokenize.row_failures import dashed
 from whileai_datasets.tokenize.token_masks import Tokenize
 from whileai_datasets.tokenize.template_input import template_messages
 from whileai_datasets.tokenize.token_rows import decode_table
@@ -71,7 +74,7 @@ def row_examples(source: Any, wanted: Mapping[int, str], *, tokenizer: Any, temp
     src = source if isinstance(source, sources.Source) else sources.Source(
         source, options.system_prompt, tools, on_bad_row, patterns=True)
     chat = resolve(tokenizer, template)
-    transform = Tokenize(tokenizer, chat, on_bad_row="skip")
+    transform = Tokenize(tokenizer, chat, on_bad_row="skip", salvage=options.salvage)
     facts = template_facts(chat) if chat is not None else None
     found: dict[int, list[RowExample]] = {}
     offset = 0
@@ -107,11 +110,26 @@ def _examples(row: pa.Table, number: int, title: str, where: str, transform: Tok
     try:
         views = table_views(transform, rows, shaped.max_length)
     except TemplateError as err:  # the template's line is known; say which row it could not render
-        raise TemplateError(f"row {number}: {err.problem}", location=err.location, hint=err.hint) from err
+        problem = re.sub(r"^row \d+(?:, |: )", "", err.problem)  # numbered in the sample, not the source
+        raise TemplateError(f"row {number}: {problem}", location=err.location, hint=err.hint) from err
     n = len(views)
     thinks = _think_notes(transform, rows, views) if not options.strip_think else [[]] * n
+    salvaged = _salvage_notes(transform, n)
     return [RowExample(title if n == 1 else f"{title}, sample {k + 1} of {n}", number, view, where,
-                       (*think, *notes)) for k, (view, think) in enumerate(zip(views, thinks))]
+                       (*salvaged[k], *think, *notes)) for k, (view, think) in enumerate(zip(views, thinks))]
+
+
+def _salvage_notes(transform: Tokenize, samples: int) -> list[list[str]]:
+    """Per sample, what ``salvage`` kept of it (``table_views`` named the samples it salvaged), as
+    ``SalvagedRowsWarning`` says it."""
+    said: list[list[str]] = [[] for _ in range(samples)]
+    for failure in transform.failures.take_salvaged():
+        kept, cut = failure.salvage
+        said[failure.position].append(
+            f"salvaged ({option_names.spell('salvage', True)}): the template cannot take the whole conversation "
+            f"({dashed(failure.cause)}), so only the turns before that one train: {kept} assistant turn(s) "
+            f"kept, {cut} cut")
+    return said
 
 
 def _think_notes(transform: Tokenize, rows: pa.Table, views: Sequence[MaskView]) -> list[list[str]]:

@@ -56,6 +56,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="preference pairs (.jsonl/.parquet) to publish as the `preference` config")
     parser.add_argument("--tokenizer", metavar="DIR",
                         help="a tokenizer folder (save_pretrained): adds the `tokenized` config and token counts")
+    parser.add_argument("--salvage", action="store_true",
+                        help="with --tokenizer: a conversation with one turn the chat template cannot take trains the "
+                        "turns before it in the tokenized and default configs, as tokenize(salvage=True) trains it "
+                        "(the card names them), instead of being left out whole")
     parser.add_argument("--report", type=Path, metavar="FILE", help="the export report as JSON, shown on the card")
     parser.add_argument("--revision", help="branch to push to (default main)")
     parser.add_argument("--message", help="commit message")
@@ -97,26 +101,26 @@ def _push(args: argparse.Namespace) -> Any:
                                location=str(args.source), hint="Drop --split-by to keep those splits")
         data = split_by(data, args.split_by, test_size=args.test_size, seed=args.seed)
     tokenizer = load_tokenizer(args.tokenizer)
-    sections = [_audit_section(data, tokenizer)] if args.audit else []
+    sections = [_audit_section(data, tokenizer, args.salvage)] if args.audit else []
     return publish(data, args.repo_id, private=not args.public, revision=args.revision,
                    commit_message=args.message, report=_read_report(args.report), sources=[args.source],
                    split_key=args.split_by, preference=pairs, tokenizer=tokenizer, card_sections=sections,
-                   secrets=args.secrets)
+                   secrets=args.secrets, salvage=args.salvage)
 
 
-def _audit_section(data: Dataset | DatasetDict, tokenizer: Any) -> Any:
+def _audit_section(data: Dataset | DatasetDict, tokenizer: Any, salvage: bool = False) -> Any:
     """The card section of an audit of each split, as published (the rows are already shaped)."""
     from whileai_datasets.auditing import audit
     from whileai_datasets.auditing.card import card_section
 
     splits = data if isinstance(data, DatasetDict) else {"train": data}
-    return card_section({name: audit(ds, tokenizer=tokenizer, strip_think=False).to_dict()
+    return card_section({name: audit(ds, tokenizer=tokenizer, strip_think=False, salvage=salvage).to_dict()
                          for name, ds in splits.items()})
 
 
 def _push_on_ray(args: argparse.Namespace) -> Any:
     """`push --engine ray`: raw rollouts only (the workers read them), the options `export` takes."""
-    for flag, value in (("--preference", args.preference), ("--tokenizer", args.tokenizer),
+    for flag, value in (("--preference", args.preference), ("--tokenizer", args.tokenizer), ("--salvage", args.salvage),
                         ("--report", args.report), (bad_rows_cli.FLAG, args.on_bad_row), ("--audit", args.audit)):
         if value:
             raise PublishError(f"{flag} is not available with --engine ray", location=flag,

@@ -48,6 +48,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--max-length", metavar="N", type=int, help="cut rows to N tokens, as tokenize does")
     export_cli.add_row_options(parser, think_kept=True)
     parser.add_argument("--unroll", action="store_true", help="one sample per assistant turn, as export --unroll")
+    parser.add_argument("--salvage", action="store_true",
+                        help="a row with one turn the template cannot take shows the turns before it, as "
+                        "tokenize(salvage=True) trains it (a note names the turns kept and cut)")
     parser.add_argument("--html", type=Path, help="also write the rows as an HTML page")
     parser.add_argument("--no-color", action="store_true", help="mark supervised text with [[...]] instead of colour")
     parser.add_argument("--json", action="store_true", help="print each row's runs, counts and notes as JSON")
@@ -60,7 +63,7 @@ def _options(args: argparse.Namespace, system: str | None) -> TrainingOptions:
     """The rows' training options, as ``audit`` makes them (``load_dataset`` + ``tokenize``'s defaults)."""
     return TrainingOptions(
         system_prompt=system, strip_think=not args.keep_think, mask_mode=args.mask_mode, unroll=args.unroll,
-        max_tool_output_chars=args.max_tool_output_chars, max_length=args.max_length)
+        max_tool_output_chars=args.max_tool_output_chars, max_length=args.max_length, salvage=args.salvage)
 
 
 def _wanted(args: argparse.Namespace, rows: Any, tokenizer: Any, options: TrainingOptions,
@@ -78,7 +81,7 @@ def _wanted(args: argparse.Namespace, rows: Any, tokenizer: Any, options: Traini
     found = audit(rows, tokenizer=tokenizer, template=args.template, tools=tools, on_bad_row=bad_rows_cli.chosen(args),
                   system_prompt=options.system_prompt, strip_think=options.strip_think, mask_mode=options.mask_mode,
                   unroll=options.unroll, max_tool_output_chars=options.max_tool_output_chars,
-                  max_length=options.max_length)
+                  max_length=options.max_length, salvage=options.salvage)
     kind = args.worst.replace("-", "_")
     wanted = worst_rows(found, (kind,), shown=args.rows)
     if not wanted:

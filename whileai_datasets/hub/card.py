@@ -235,6 +235,7 @@ def render_card(base: DatasetCardData, *, repo_id: str, private: bool, configs: 
         trainers=trainer_views(configs, trainers) if trainers is not None else [],
         first_split=next(iter(default_rows)), has_tokenized=any(c.name == "tokenized" for c in configs),
         dataset_name=repo_id.split("/")[-1], privacy=privacy,
+        sessions=any("tools_source" in config.features for config in configs),
     )
     return card
 

@@ -67,6 +67,20 @@ def _total(facts: Mapping[str, Mapping[str, Any]], key: str) -> int | None:
     return total if facts else None
 
 
+def _summed(facts: Mapping[str, Mapping[str, Any]], key: str) -> int:
+    """`key` summed over the splits, 0 where a split has none."""
+    return sum(int(split.get(key, 0)) for split in facts.values())
+
+
+def salvage_text(rows: int, cut: int) -> str:
+    """What a publish with ``salvage=True`` kept of the conversations the chat template cannot take whole."""
+    if not rows:
+        return ""
+    return (f" Salvaged (`salvage=True`): {rows} conversations the chat template cannot take whole train only the "
+            f"turns before the one it cannot take; their {cut} loss-carrying turns from that one on do not train "
+            "(the audit with salvage=True names each row under salvaged).")
+
+
 def _share(part: int, whole: int) -> str:
     return f"{part} of {whole}" + (f" ({100 * part / whole:.1f}%)" if whole else "")
 
@@ -130,9 +144,11 @@ def _default_text(config: Config, canonical: Config | None, tokenizer: Any, temp
                   "and/or with `chat_template_kwargs` (`{\"enable_thinking\": false}`, which TRL hands the template)"
                   f": {shaped or 0} rows carry such kwargs. The forms are measured for {_name(template, 'the chat template')}"
                   " of the tokenizer given to publish; the `canonical` config keeps every row as exported.")
-    if left_out:
-        holds += (f" {left_out} loss-carrying turns are left out: the chat template cannot render or mask their "
+    salvaged, cut = _summed(config.facts, "salvaged_rows"), _summed(config.facts, "salvaged_turns_cut")
+    if left_out and left_out > cut:
+        holds += (f" {left_out - cut} loss-carrying turns are left out: the chat template cannot render or mask their "
                   "conversation (the audit's bad-rows finding names each, with the template's own message).")
+    holds += salvage_text(salvaged, cut)
     exact, said = verdict
     return holds, trains + ("**Exact**" if exact else "**Not exact**" if exact is False else "**Not measured**") \
         + said[said.index(":"):] + "."
@@ -179,6 +195,7 @@ def _tokenized_text(config: Config, tokenizer: Any, template: Any, default: Conf
     if left_out:
         trains += (f" {left_out} rows with a loss-carrying turn are left out: the chat template cannot render or mask "
                    "them (the audit's bad-rows finding names each, with the template's own message).")
+    trains += salvage_text(_summed(default.facts, "salvaged_rows"), _summed(default.facts, "salvaged_turns_cut"))
     supervised, default_tokens = _total(default.facts, "supervised_tokens"), _total(default.facts, "tokens")
     if supervised is not None and default_tokens is not None:
         verdict = "the same count" if supervised == marked else f"a difference of {supervised - marked:+d}"

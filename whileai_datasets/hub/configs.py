@@ -40,7 +40,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from datasets import Dataset, Features
 
-from whileai_datasets.chat_template.masks import text_parts
 from whileai_datasets.columnar import _arrow, _batches, _parts, _portable
 from whileai_datasets.errors import PublishError, SchemaError
 from whileai_datasets.hub import facts as config_facts
@@ -48,7 +47,8 @@ from whileai_datasets.hub import trainer_formats
 from whileai_datasets.hub.reading import read_all
 from whileai_datasets.rows.features import MESSAGE_TYPE, Message
 from whileai_datasets.tokenize import token_masks
-from whileai_datasets.tokenize.notices import BadMaskRowsWarning
+from whileai_datasets.tokenize.notices import BadMaskRowsWarning, SalvagedRowsWarning
+from whileai_datasets.tokenize.template_input import InputForm, template_messages
 from whileai_datasets.transforms import wire
 
 DEFAULT = "default"
@@ -184,12 +184,14 @@ def opens_with_marked_turn(table: pa.Table) -> np.ndarray:
 
 
 # --- the configs ----------------------------------------------------------------------------------
-def trainer_table(canonical: pa.Table, where: str, images: bool | None = None, join_parts: bool = False) -> pa.Table:
+def trainer_table(canonical: pa.Table, where: str, images: bool | None = None, join_parts: bool = False,
+                  form: InputForm | None = None) -> pa.Table:
     """The default config: one prompt/completion row per loss-carrying assistant turn (see the module doc).
 
     `images`: TRL's ``images`` column always (True: empty lists for rows without), never (False), or
-    when a prompt has an image placeholder (None). `join_parts`: text-only content parts as one string, the form
-    a template that concatenates strings is handed by ``tokenize`` (``chat_template.masks.text_parts``)."""
+    when a prompt has an image placeholder (None). `form`: what the chat template reads (``Tokenize.form``): each
+    message as ``tokenize`` hands it to the template (``in_template_form``), so TRL renders what the mask counts.
+    `join_parts`: only text-only content parts as one string (the form of a template that concatenates strings)."""
     trl = wire.trl_training_table(canonical)  # TRL messages, `prompt` -> `prompt_text`, no loss_mask
     lists = _arrow.column(trl, "messages")
     messages = _arrow.flat(lists)
@@ -213,23 +215,32 @@ def trainer_table(canonical: pa.Table, where: str, images: bool | None = None, j
     if images_of is not None:
         out = _arrow.set_column(out, "images", images_of)
     out = _portable.portable_table(wire.ordered(out, ("prompt", "completion", "images", "tools")))
-    for name in ("prompt", "completion") if join_parts else ():
-        out = _arrow.set_column(out, name, joined_parts(_arrow.column(out, name)))
+    if form is None and join_parts:
+        form = InputForm(content_parts="joined")
+    for name in ("prompt", "completion") if form is not None else ():
+        out = _arrow.set_column(out, name, in_template_form(_arrow.column(out, name), form))
     return out
 
 
-def joined_parts(lists: pa.Array) -> pa.Array:
-    """A list column of TRL messages (JSON) with every text-only parts content as one string (what ``tokenize``
-    hands a template that concatenates strings, so TRL renders the text the mask counts)."""
+def in_template_form(lists: pa.Array, form: InputForm) -> pa.Array:
+    """A list column of TRL messages (JSON), each message as ``template_messages`` hands it to a template of
+    `form` (the one renderer input, ``tokenize.template_input``): text-only parts joined for a template that
+    concatenates strings, tool-call arguments as JSON text for one that concatenates them, ids in nine characters
+    for one that requires them, parts in the form templates read, null keys dropped. Only messages that may
+    change are decoded."""
     flat = _arrow.flat(lists)
     texts = (flat.storage if isinstance(flat, pa.ExtensionArray) else flat).to_pylist()
+    markers = ['"content": [', '": null']
+    if form.arguments == "text" or form.tool_call_ids != "as_given":
+        markers += ['"tool_calls": [', '"tool_call_id": ']
     changed = False
     for index, text in enumerate(texts):
-        if text is None or '"content": [' not in text:
+        if text is None or not any(marker in text for marker in markers):
             continue
         message = json.loads(text)
-        if text_parts.text_only(message.get("content")):
-            texts[index] = json.dumps({**message, "content": text_parts.joined(message["content"])})
+        shaped = template_messages([message], form)[0]
+        if shaped != message:
+            texts[index] = json.dumps(shaped, ensure_ascii=False)
             changed = True
     if not changed:
         return lists
@@ -266,17 +277,20 @@ def preference_table(pairs: Dataset | pa.Table, where: str) -> pa.Table:
     return _portable.portable_table(rows)
 
 
-def tokenized_table(canonical: pa.Table, tokenizer: Any, template: Any, keep: tuple[str, ...]) -> pa.Table:
+def tokenized_table(canonical: pa.Table, tokenizer: Any, template: Any, keep: tuple[str, ...],
+                    salvage: bool = False) -> pa.Table:
     """``input_ids`` / ``attention_mask`` / ``assistant_masks`` of every row with a supervised token.
 
     A row the template cannot render or mask is left out, as the audit leaves it out (its ``bad_rows``, named by
     cause with the template's own message), so TRL trains exactly the audit's count; the card counts them
-    (``rows_left_out``)."""
-    transform = token_masks.tokenize(tokenizer, template, on_bad_row="skip")
+    (``rows_left_out``). With ``salvage``, such a row trains the turns before the one the template cannot take, as
+    ``tokenize(salvage=True)`` and the audit with it do (the card counts them: ``salvaged_rows``)."""
+    transform = token_masks.tokenize(tokenizer, template, on_bad_row="skip", salvage=salvage)
     parts = []
     for start in range(0, max(canonical.num_rows, 1), _TOKENIZE_ROWS):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", BadMaskRowsWarning)  # counted on the card (``rows_left_out``)
+            warnings.simplefilter("ignore", SalvagedRowsWarning)  # counted on the card (``salvaged_rows``)
             chunk = transform(canonical.slice(start, _TOKENIZE_ROWS))
         parts.append(chunk.select([*TOKENIZED_COLUMNS, *(k for k in keep if k in chunk.column_names)]))
     return _portable.portable_table(pa.concat_tables(parts))
@@ -299,6 +313,7 @@ class Extras:
     split_key: str | None = None
     preference: bool = False  # preference pairs were given
     images: bool | None = None  # the default config's `images` column: always / never / per chunk (None)
+    salvage: bool = False  # a conversation the template cannot take whole trains its turns before that one
 
 
 @dataclass(frozen=True)
@@ -347,15 +362,16 @@ class TrainerRows:
     """`trainer_table` with the publish's choice of the `images` column (the same for every chunk)."""
 
     images: bool | None = None
-    join_parts: bool = False
+    form: InputForm | None = None  # what the template reads: each message as ``tokenize`` hands it (``trainer_table``)
     tokenizer: Any = None  # given: each row in the form TRL trains exactly as marked (``facts.shaped_for_trl``)
     template: Any = None
+    salvage: bool = False  # the turns a salvaged conversation does not train are left out, as ``tokenize`` does
 
     def __call__(self, canonical: pa.Table, where: str) -> pa.Table:
-        table = trainer_table(canonical, where, self.images, self.join_parts)
+        table = trainer_table(canonical, where, self.images, form=self.form)
         if self.tokenizer is None:
             return table
-        return config_facts.shaped_for_trl(table, canonical, self.tokenizer, self.template)[0]
+        return config_facts.shaped_for_trl(table, canonical, self.tokenizer, self.template, salvage=self.salvage)[0]
 
 
 @dataclass(frozen=True)
@@ -365,10 +381,11 @@ class TokenizedRows:
     tokenizer: Any
     template: Any = None
     keep: tuple[str, ...] = ()
+    salvage: bool = False
 
     def __call__(self, canonical: pa.Table, where: str) -> pa.Table:
-        return trainer_formats.labels_chunk(tokenized_table(canonical, self.tokenizer, self.template, self.keep),
-                                            where)
+        return trainer_formats.labels_chunk(tokenized_table(canonical, self.tokenizer, self.template, self.keep,
+                                                            self.salvage), where)
 
 
 def _tokenized_facts(tokenized: pa.Table, canonical: pa.Table) -> dict[str, int]:
@@ -380,14 +397,14 @@ def _tokenized_facts(tokenized: pa.Table, canonical: pa.Table) -> dict[str, int]
 def _default_builder(extras: Extras) -> Builder:
     if extras.tokenizer is None:
         return Builder(TrainerRows(extras.images), config_facts.unmeasured_facts)
-    return Builder(TrainerRows(extras.images, joins_text_parts(extras.tokenizer, extras.chat_template),
-                               extras.tokenizer, extras.chat_template),
-                   config_facts.TrlDefaultRoute(extras.tokenizer, extras.chat_template))
+    return Builder(TrainerRows(extras.images, template_form(extras.tokenizer, extras.chat_template),
+                               extras.tokenizer, extras.chat_template, extras.salvage),
+                   config_facts.TrlDefaultRoute(extras.tokenizer, extras.chat_template, salvage=extras.salvage))
 
 
-def joins_text_parts(tokenizer: Any, template: Any) -> bool:
-    """Whether ``tokenize`` hands this template text-only parts as one string (the default config then does too)."""
-    return bool(token_masks.Tokenize(tokenizer, template).plan.content_parts == "joined")
+def template_form(tokenizer: Any, template: Any) -> InputForm:
+    """What ``tokenize`` hands this template (``Tokenize.form``): the default config's messages take that form too."""
+    return token_masks.Tokenize(tokenizer, template).form
 
 
 def _preference_builder(extras: Extras) -> Builder | None:
@@ -398,7 +415,7 @@ def _tokenized_builder(extras: Extras) -> Builder | None:
     if extras.tokenizer is None:
         return None
     keep = (extras.split_key,) if extras.split_key else ()
-    return Builder(TokenizedRows(extras.tokenizer, extras.chat_template, keep), _tokenized_facts)
+    return Builder(TokenizedRows(extras.tokenizer, extras.chat_template, keep, extras.salvage), _tokenized_facts)
 
 
 _NO_MARKED_TURN = ("Its rows mark no assistant turn with loss_mask 1: check the export's mask_mode, "

@@ -24,7 +24,7 @@ from whileai_datasets.columnar import _arrow, _portable
 from whileai_datasets.tokenize import token_masks
 from whileai_datasets.tokenize.encode_queue import EncodeQueue
 from whileai_datasets.tokenize.token_encode import PieceEncoder, backend_of
-from whileai_datasets.tokenize.notices import BadMaskRowsWarning
+from whileai_datasets.tokenize.notices import BadMaskRowsWarning, SalvagedRowsWarning
 from whileai_datasets.transforms.think import strip_think_text
 
 _TOKENIZE_ROWS = 256  # rows rendered and tokenized per call
@@ -78,16 +78,19 @@ class TrlDefaultRoute:
 
     Facts: ``tokens`` / ``supervised_tokens`` (TRL's sequence and label tokens), ``marked_tokens`` (the mask's,
     whole rows, no max_length), ``trl_cut_tokens`` (labels past ``max_length``), ``trl_failed_rows``,
-    ``vision_rows``.
+    ``vision_rows``; with ``salvage`` (``tokenize(salvage=True)``'s masks), ``salvaged_rows`` and
+    ``salvaged_turns_cut``: the conversations that train only the turns before one the template cannot take.
     """
 
     tokenizer: Any
     template: Any = None
     max_length: int | None = TRL_MAX_LENGTH
+    salvage: bool = False
 
     def __call__(self, trainer: pa.Table, canonical: pa.Table) -> dict[str, int]:
         facts = trl_route(trainer, self.tokenizer, self.template, self.max_length)
-        facts["marked_tokens"] = marked_tokens(self.tokenizer, self.template, canonical)
+        facts["marked_tokens"] = marked_tokens(self.tokenizer, self.template, canonical, self.salvage,
+                                               facts if self.salvage else None)
         facts["rows_left_out"] = int(marked(canonical).sum()) - trainer.num_rows
         facts["shaped_rows"] = int(np.sum(_shaped(trainer)))
         return dict(facts)
@@ -232,16 +235,23 @@ def _render_kwargs(template: str | None, row: dict[str, Any]) -> dict[str, Any]:
             "tokenize": False, **(row.get(KWARGS_COLUMN) or {})}
 
 
-def marked_tokens(tokenizer: Any, template: Any, canonical: pa.Table) -> int:
+def marked_tokens(tokenizer: Any, template: Any, canonical: pa.Table, salvage: bool = False,
+                  salvaged: Counter[str] | None = None) -> int:
     """Tokens this package's mask marks on canonical rows, counted as the audit counts them (rows the template
-    cannot render or mask left out)."""
-    transform = token_masks.Tokenize(tokenizer, template, on_bad_row="skip", keep_unsupervised=True)
+    cannot render or mask left out; with ``salvage``, the turns before the one it cannot take kept). ``salvaged``:
+    gains ``salvaged_rows`` and ``salvaged_turns_cut`` (the loss-carrying turns those rows do not train)."""
+    transform = token_masks.Tokenize(tokenizer, template, on_bad_row="skip", keep_unsupervised=True, salvage=salvage)
     total = 0
     for start in range(0, canonical.num_rows, _TOKENIZE_ROWS):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", BadMaskRowsWarning)  # those rows are the audit's bad rows
+            warnings.simplefilter("ignore", SalvagedRowsWarning)  # counted in `salvaged`, as the audit counts them
             chunk = transform(canonical.slice(start, _TOKENIZE_ROWS))
         total += int(pc.sum(_arrow.flat(_arrow.column(chunk, "assistant_masks"))).as_py() or 0)
+        if salvaged is not None:
+            for failure in transform.failures.take_salvaged():
+                salvaged["salvaged_rows"] += 1
+                salvaged["salvaged_turns_cut"] += failure.salvage[1]
     return total
 
 
@@ -321,15 +331,17 @@ _NO_THINKING = {"enable_thinking": False}
 
 def shaped_for_trl(trainer: pa.Table, canonical: pa.Table, tokenizer: Any, template: Any,
                    targets: tuple[list[list[int] | None], np.ndarray] | None = None,
-                   max_length: int | None = TRL_MAX_LENGTH, encoder: PieceEncoder | None = None
-                   ) -> tuple[pa.Table, Counter[str]]:
+                   max_length: int | None = TRL_MAX_LENGTH, encoder: PieceEncoder | None = None,
+                   salvage: bool = False) -> tuple[pa.Table, Counter[str]]:
     """The default config's rows (``trainer``, built from ``canonical``) each in the first form whose labels under
     TRL's tokenization are exactly the tokens the mask marks for that turn in the whole conversation; a row no
     form makes exact is kept as it is (the card and the audit count what it trains). The turns of a row the template
     cannot render or mask are left out, as the audit and the tokenized config leave that row out. Returns the rows
     and TRL's figures on them (``route_facts``). ``targets``: ``turn_targets``, when the caller has them;
-    ``encoder``: the ``PieceEncoder`` of the ``Tokenize`` that tokenized ``canonical`` (``trl_ids``)."""
-    wanted, left_out = targets if targets is not None else turn_targets(canonical, tokenizer, template)
+    ``encoder``: the ``PieceEncoder`` of the ``Tokenize`` that tokenized ``canonical`` (``trl_ids``); ``salvage``:
+    the rows tokenized as ``tokenize(salvage=True)`` does (``turn_targets``)."""
+    wanted, left_out = targets if targets is not None else turn_targets(canonical, tokenizer, template,
+                                                                        salvage=salvage)
     text = getattr(template, "text", template)
     rows = _decoded_rows(trainer)
     outcomes = trl_ids(tokenizer, text, rows, encoder)
@@ -398,32 +410,44 @@ def _forms(row: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def turn_targets(canonical: pa.Table, tokenizer: Any, template: Any,
-                 runs: dict[int, list[list[int]]] | None = None) -> tuple[list[list[int] | None], np.ndarray]:
+                 runs: dict[int, list[list[int]]] | None = None, *, salvage: bool = False,
+                 kept: Mapping[int, int] | None = None) -> tuple[list[list[int] | None], np.ndarray]:
     """Per marked turn of ``canonical`` (flat order, the default config's rows): the token ids the mask marks for
     it in the whole conversation (None where they are not known: turns whose marked tokens run together), and
-    whether its row is one the template cannot render or mask (``tokenize`` leaves it out). ``runs``: per row
-    ``tokenize`` kept, its marked runs (``marked_runs``), when the caller tokenized the rows already."""
+    whether ``tokenize`` leaves it out: its row is one the template cannot render or mask, or (``salvage``) it
+    comes after the turns a salvaged row trains. ``runs``: per row ``tokenize`` kept, its marked runs
+    (``marked_runs``), and ``kept``: per salvaged row, the marked turns it trains, when the caller tokenized the
+    rows already."""
     marks = row_marks(canonical).astype(np.int64)
     if runs is None:
-        runs = _tokenized_runs(canonical, tokenizer, template)
+        runs, kept = _tokenized_runs(canonical, tokenizer, template, salvage)
+    trains = np.array([kept.get(row, count) if kept else count for row, count in enumerate(marks.tolist())],
+                      dtype=np.int64)
+    trains[[row not in runs for row in range(canonical.num_rows)]] = 0
     targets: list[list[int] | None] = []
-    for row, count in enumerate(marks):
-        found = runs.get(row)
-        targets += found if found is not None and len(found) == count else [None] * int(count)
-    left_out = np.repeat(np.array([row not in runs for row in range(canonical.num_rows)], dtype=bool), marks)
-    return targets, left_out
+    for row, count in enumerate(marks.tolist()):
+        found, taken = runs.get(row), int(trains[row])
+        targets += found if found is not None and len(found) == taken else [None] * taken
+        targets += [None] * (count - taken)
+    turn = np.arange(int(marks.sum())) - np.repeat(_arrow.offsets_of(marks)[:-1], marks)
+    return targets, turn >= np.repeat(trains, marks)
 
 
-def _tokenized_runs(canonical: pa.Table, tokenizer: Any, template: Any) -> dict[int, list[list[int]]]:
+def _tokenized_runs(canonical: pa.Table, tokenizer: Any, template: Any, salvage: bool = False
+                    ) -> tuple[dict[int, list[list[int]]], dict[int, int]]:
+    """Per row ``tokenize`` keeps, its marked runs; per row it salvages, the marked turns it trains."""
     numbered = _arrow.set_column(canonical, _ROW, pa.array(np.arange(canonical.num_rows, dtype=np.int64)))
-    transform = token_masks.Tokenize(tokenizer, template, on_bad_row="skip", keep_unsupervised=True)
+    transform = token_masks.Tokenize(tokenizer, template, on_bad_row="skip", keep_unsupervised=True, salvage=salvage)
     runs: dict[int, list[list[int]]] = {}
+    kept: dict[int, int] = {}
     for start in range(0, canonical.num_rows, _TOKENIZE_ROWS):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", BadMaskRowsWarning)
+            warnings.simplefilter("ignore", SalvagedRowsWarning)
             chunk = transform(numbered.slice(start, _TOKENIZE_ROWS))
         runs.update(zip(chunk.column(_ROW).to_pylist(), marked_runs(chunk)))
-    return runs
+        kept.update((start + f.position, f.salvage[0]) for f in transform.failures.take_salvaged())
+    return runs, kept
 
 
 _ROW = "__trl_route_row"

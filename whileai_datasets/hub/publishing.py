@@ -29,7 +29,8 @@ from datasets.utils.py_utils import convert_file_size_to_int
 from huggingface_hub import CommitOperationAdd, HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
-from whileai_datasets import _compat
+from whileai_datasets import _compat, option_names
+from whileai_datasets._options import check_flag
 from whileai_datasets._typing import SecretsPolicy
 from whileai_datasets.errors import PublishError, causes
 from whileai_datasets.hub import configs as repo_configs
@@ -76,6 +77,7 @@ def publish(
     chat_template: Any = None,
     card_sections: Sequence[CardSection] = (),
     secrets: SecretsPolicy = "refuse",
+    salvage: bool = False,
 ) -> PublishResult:
     """Publish canonical rows to the dataset repo `repo_id` as trainer-ready configs, with a card.
 
@@ -107,6 +109,10 @@ def publish(
             the card (supervised tokens of the default config against this package's mask).
         chat_template: The template for `tokenizer` (text or `ChatTemplate`); the tokenizer's own
             otherwise.
+        salvage: With `tokenizer`: a conversation the template cannot take whole (one assistant turn it
+            refuses, or renders without the turn's output) trains the turns before that one in the `tokenized`
+            and default configs, as `tokenize(salvage=True)` and `audit(salvage=True)` count it, instead of being
+            left out whole; the card names how many conversations and the turns they do not train.
         card_sections: More sections for the card, after its own text, with the files they show
             (`CardSection`), e.g. `audit(...).card_section()`: what each split trains, with plots.
         secrets: What a secret found in the rows does (every string of every split is scanned before any
@@ -126,13 +132,20 @@ def publish(
         >>> publish(split_by(ds, "scenario_id", test_size=0.1), "me/rollouts",
         ...         report=report, split_key="scenario_id")  # doctest: +SKIP
     """
+    check_flag(salvage, "salvage")
+    if salvage and tokenizer is None:
+        flag, tokenizer_flag = option_names.spell("salvage", True), option_names.spell("tokenizer")
+        raise PublishError(f"{flag} keeps the turns before one the chat template cannot take, and no tokenizer was "
+                           "given, so no template is measured", location=flag,
+                           hint=f"Pass {tokenizer_flag} (the one you will train with), or drop {flag}.")
     splits = _as_splits(data, "publish(data=...)")
     pairs = _as_splits(preference, "publish(preference=...)") if preference is not None else None
     groups = count_disjoint_groups(splits, split_key) if split_key else None
     _check_columns(splits, pairs)
     source_files = hash_sources(sources or ())
     found_token = resolve_token(token)
-    extras = streaming.survey(splits, repo_configs.Extras(tokenizer, chat_template, split_key, pairs is not None))
+    extras = streaming.survey(splits, repo_configs.Extras(tokenizer, chat_template, split_key, pairs is not None,
+                                                          salvage=salvage))
     splits, pairs, privacy = screened(splits, pairs, secrets)
     api, repo_id, url, previous = open_repo(found_token, repo_id, private=private, revision=revision)
     after_failure = _after_failure_hint(api, repo_id, revision, previous)

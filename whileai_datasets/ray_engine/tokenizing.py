@@ -43,8 +43,8 @@ class TokenizeBatches:
     """The actor-side callable: one ``Tokenize`` per actor, applied to each Arrow batch."""
 
     def __init__(self, source: TokenizerSource, template: Any, max_length: int | None, column: str,
-                 on_bad_row: OnBadRow) -> None:
-        self.transform = Tokenize(build_tokenizer(source), template, max_length, column, on_bad_row)
+                 on_bad_row: OnBadRow, salvage: bool = False) -> None:
+        self.transform = Tokenize(build_tokenizer(source), template, max_length, column, on_bad_row, salvage=salvage)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         out: pa.Table = self.transform(batch)
@@ -53,7 +53,7 @@ class TokenizeBatches:
 
 def tokenize(ds: Any, tokenizer: TokenizerSource, template: Any = None, max_length: int | None = None, *,
              column: str = "messages", on_bad_row: OnBadRow = "raise", concurrency: int | tuple[int, int] = 1,
-             batch_size: int | None = 1000, num_cpus: float = 1) -> Any:
+             batch_size: int | None = 1000, num_cpus: float = 1, salvage: bool = False) -> Any:
     """``wai_transforms.tokenize`` over a Ray dataset of canonical rows.
 
     Args:
@@ -61,7 +61,9 @@ def tokenize(ds: Any, tokenizer: TokenizerSource, template: Any = None, max_leng
         tokenizer: A tokenizer directory or Hub id (loaded with
             ``AutoTokenizer.from_pretrained`` in each actor), a zero-argument
             factory (module-level, so it pickles), or a tokenizer object.
-        template, max_length, column, on_bad_row: As ``wai_transforms.tokenize``.
+        template, max_length, column, on_bad_row, salvage: As ``wai_transforms.tokenize``: with ``salvage``, a
+            row the template cannot take whole trains the turns before the one it cannot take (each actor's
+            ``SalvagedRowsWarning`` names the rows of its batches).
         concurrency: Actors in the pool (an int, or ``(min, max)`` to autoscale);
             each builds the tokenizer once.
         batch_size: Rows per batch handed to an actor.
@@ -72,7 +74,8 @@ def tokenize(ds: Any, tokenizer: TokenizerSource, template: Any = None, max_leng
     Example:
         >>> ds = ray_engine.tokenize(ray_engine.read_whileai(path), "tok/", concurrency=4)  # doctest: +SKIP
     """
-    Tokenize(build_tokenizer(tokenizer), template, max_length, column, on_bad_row)  # bad options fail here, once
+    Tokenize(build_tokenizer(tokenizer), template, max_length, column, on_bad_row,  # bad options fail here, once
+             salvage=salvage)
     return ds.map_batches(TokenizeBatches, batch_format="pyarrow", batch_size=batch_size, concurrency=concurrency,
                           num_cpus=num_cpus,
-                          fn_constructor_args=(tokenizer, template, max_length, column, on_bad_row))
+                          fn_constructor_args=(tokenizer, template, max_length, column, on_bad_row, salvage))

@@ -9,6 +9,7 @@ Every agent module of this room offers the same small interface:
 * ``read(source, path)``: one dict per conversation (``messages``, ``tools``, ``tools_source``, ``agent``,
   ``session_id``, ``source_file``, ``conversation``, ``session_notes``). ``source`` is ``(line, value)`` pairs
   (``jsonl``), the parsed document (``json``) or the whole text (``text``);
+* optionally ``OPTIONS``: the builder's options its ``read`` takes as keywords (pi's ``branches``);
 * optionally ``sniff_document``/``read_document`` for an older one-document layout of a ``jsonl`` agent, and
   ``MARKERS`` (keys and ``type`` values typical of its files), which names the closest layout of an unknown log.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import gzip
 import importlib
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -115,6 +117,8 @@ def detect(name: str, handle: IO[bytes]) -> Session | None:
     wanted = text.startswith("{") or any(module.LAYOUT == "json" for module in readers())
     if wanted and ((not first_line_parses and _small(handle)) or (whole and len(values) == 1)):
         document = _document(handle) if not first_line_parses else values[0]
+        if document is None:
+            _refuse_cut_document(name, handle)
         for module in readers():
             if module.LAYOUT == "json" and module.sniff(document):
                 return Session(module, "json", document)
@@ -141,17 +145,20 @@ def carries_session_columns(handle: IO[bytes]) -> bool:
     return any(isinstance(value, dict) and SESSION_COLUMNS <= value.keys() for value in values[:1])
 
 
-def rows(session: Session, handle: IO[bytes], name: str) -> Iterator[tuple[RowContext, dict[str, Any]]]:
-    """``(context, conversation)`` for each conversation of the session; refuses a session with none."""
+def rows(session: Session, handle: IO[bytes], name: str, options: dict[str, Any] | None = None
+         ) -> Iterator[tuple[RowContext, dict[str, Any]]]:
+    """``(context, conversation)`` for each conversation of the session; refuses a session with none. Of the
+    builder's `options`, a reader is handed those its ``OPTIONS`` name (pi's ``branches``)."""
     reader = session.reader
+    chosen = {key: value for key, value in (options or {}).items() if key in getattr(reader, "OPTIONS", ())}
     if session.layout == "text":
-        conversations = reader.read(handle.read().decode("utf-8", "replace"), name)
+        conversations = reader.read(handle.read().decode("utf-8", "replace"), name, **chosen)
     elif session.layout == "json":
         document = session.document if session.document is not None else _document(handle)
         read = reader.read if reader.LAYOUT == "json" else reader.read_document
-        conversations = read(document, name)
+        conversations = read(document, name, **chosen)
     else:
-        conversations = reader.read(_lines(handle, name), name)
+        conversations = reader.read(_lines(handle, name), name, **chosen)
     count = 0
     for count, conversation in enumerate(conversations, 1):
         if not any(m.get("role") == "assistant" for m in conversation["messages"]):
@@ -244,6 +251,44 @@ def _lines(handle: IO[bytes], name: str) -> Iterator[tuple[int, Any]]:
             raise SessionFormatError(f"not valid JSON ({err})", path=name, line=number,
                                      hint="Each line of a session log holds one JSON value.") from err
         yield number, value
+
+
+def _refuse_cut_document(name: str, handle: IO[bytes]) -> None:
+    """Refuse a JSON array that is not whole JSON where the elements before its cut are a session's events (an
+    OpenHands trajectory copied half way) or an event log's, naming the line of the cut; return for any other
+    text (the generic reader refuses it in its own words)."""
+    start = handle.tell()
+    text = handle.read().decode("utf-8", "replace")
+    handle.seek(start)
+    opening = text.lstrip("\ufeff \t\r\n")
+    if not opening.startswith("["):
+        return
+    decoder, at, elements = json.JSONDecoder(), len(text) - len(opening) + 1, []
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as err:
+        cut = err
+    except RecursionError:  # nested deeper than JSON is parsed here: the generic reader names the row
+        return
+    else:
+        return
+    while len(elements) < HEAD_VALUES:
+        while at < len(text) and text[at] in " \t\r\n,":
+            at += 1
+        try:
+            element, at = decoder.raw_decode(text, at)
+        except (json.JSONDecodeError, RecursionError):
+            break
+        elements.append(element)
+    agent = next((module.AGENT for module in readers() if module.LAYOUT == "json" and elements
+                  and module.sniff(elements)), None)
+    if agent is None and not (elements and _looks_like_events(elements)):
+        return
+    what = f"this {agent} session" if agent else "this event log"
+    raise SessionFormatError(f"{what} is cut short: it is not whole JSON from line {cut.lineno} on ({cut.msg})",
+                             path=name, line=cut.lineno,
+                             hint="The session was still being written, or the copy is incomplete: copy it again "
+                                  "once the agent has stopped.")
 
 
 def _looks_like_events(values: list[Any]) -> bool:

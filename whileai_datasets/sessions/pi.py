@@ -44,6 +44,8 @@ Branches = Literal["all", "current"]
 
 AGENT = "pi"
 LAYOUT = "jsonl"
+#: The builder's options ``read`` takes (``load_dataset(..., branches="current")``).
+OPTIONS = ("branches",)
 #: Keys and ``type`` values typical of pi and OpenClaw sessions (to name the closest layout of an unknown log).
 MARKERS = frozenset(("type", "session", "message", "id", "parentId", "cwd", "version", "model_change",
                      "thinking_level_change", "compaction", "branch_summary", "custom", "custom_message", "label",

@@ -150,10 +150,24 @@ def mask_view(transform: Tokenize, row: dict[str, Any], max_length: int | None =
 
 
 def table_views(transform: Tokenize, table: pa.Table, max_length: int | None = None) -> list[MaskView]:
-    """One view per row of an Arrow table of canonical rows (``messages``, ``tools``, ``loss_mask``)."""
+    """One view per row of an Arrow table of canonical rows (``messages``, ``tools``, ``loss_mask``), each row
+    rendered and checked as ``tokenize`` does it, row by row (``Tokenize._found``): with ``transform.salvage``, a
+    row the template cannot take whole shows the prefix it trains, and ``transform.failures.salvaged`` names it
+    (by its position in ``table``).
+
+    Raises:
+        TemplateError: the template cannot render or mask a row (and salvage trains no prefix of it).
+    """
     table, unread = cap_untrained(table, reach_chars(transform.tokenizer, max_length))  # what trains is the same
     messages, tools, masks = decode_table(table, "messages", {})
-    found = [transform.row_spans(m, t or None, k) for m, t, k in zip(messages, tools, masks)]
+    transform.failures.take()
+    transform.failures.take_salvaged()
+    found = []
+    for position, (m, t, k) in enumerate(zip(messages, tools, masks)):
+        spans = transform._found(m, t or None, k, position, position, False)
+        if spans is None:
+            raise transform.failures.take()[-1].error
+        found.append(spans[:2])
     encoded = encode_texts(transform.tokenizer, [text for text, _ in found])
     return [replace(_view(text, spans, ids, offsets, max_length), unread=int(n))
             for (text, spans), (ids, offsets), n in zip(found, encoded, unread)]
