@@ -322,7 +322,7 @@ class Run:
         skipped[position] = False
         self.add("bad_rows", skipped, sample_source)
         failures = self.transform.failures  # type: ignore[union-attr]
-        if self.options.max_length is None:  # what each salvaged row trains of its turns (``hub_route``)
+        if self.trl_default and self.options.max_length is None:  # what each salvaged row trains of its turns
             self.salvaged_turns = {f.position: f.salvage[0] for f in failures.salvaged}
         self.salvage_findings(failures.items, failures.salvaged, rows.num_rows, sample_source)
         self.failure_findings(failures.take(), rows.num_rows, sample_source)
