@@ -37,8 +37,12 @@ def _sentence(rng: random.Random, words: int) -> str:
     return " ".join(picked).capitalize() + rng.choice([".", "?", "!"])
 
 
-def unique_row(index: int) -> dict[str, Any]:
-    """Row ``index``: the same system prompt and tools as every row, every other text its own."""
+def unique_row(index: int, text_beside_calls: bool = True) -> dict[str, Any]:
+    """Row ``index``: the same system prompt and tools as every row, every other text its own.
+
+    ``text_beside_calls`` False: the tool-call turns carry no text (their sentence is drawn all the same, so
+    every other text is the row's usual one). Llama 3.1's template writes a call alone and drops the text
+    beside it, and tokenize refuses a turn whose text the template drops."""
     rng = random.Random(index)
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT}]
     for turn in range(3):
@@ -46,7 +50,7 @@ def unique_row(index: int) -> dict[str, Any]:
         arguments = json.dumps({"order_id": f"ORD-{index}-{turn}-{rng.randrange(10**6)}"})
         messages += [
             {"role": "user", "content": f"{_sentence(rng, 14)} {_sentence(rng, 9)}"},
-            {"role": "assistant", "content": _sentence(rng, 8), "tool_calls": [
+            {"role": "assistant", "content": _sentence(rng, 8) if text_beside_calls else "", "tool_calls": [
                 {"id": call_id, "type": "function", "function": {"name": "lookup_order", "arguments": arguments}}]},
             {"role": "tool", "content": json.dumps({"status": "ok", "note": _sentence(rng, 24)}),
              "tool_call_id": call_id, "name": "lookup_order"},
@@ -56,16 +60,17 @@ def unique_row(index: int) -> dict[str, Any]:
     return {"messages": messages, "loss_mask": mask, "tools": TOOLS}
 
 
-def unique_dataset(n_rows: int) -> Any:
+def unique_dataset(n_rows: int, text_beside_calls: bool = True) -> Any:
     """``n_rows`` unique rows as a ``datasets.Dataset`` with cache files (written once, then memory-mapped)."""
     import datasets
     import pyarrow as pa
 
     from benchmarks.bench_token_masks import arrow_batch
 
-    target = DATA_DIR / f"unique-{n_rows}"
+    target = DATA_DIR / (f"unique-{n_rows}" if text_beside_calls else f"unique-{n_rows}-calls-alone")
     if not (target / "dataset_info.json").exists():
-        tables = [arrow_batch([unique_row(i) for i in range(start, min(start + CHUNK_ROWS, n_rows))])
+        tables = [arrow_batch([unique_row(i, text_beside_calls)
+                               for i in range(start, min(start + CHUNK_ROWS, n_rows))])
                   for start in range(0, n_rows, CHUNK_ROWS)]
         datasets.Dataset(pa.concat_tables(tables)).save_to_disk(str(target))
     return datasets.load_from_disk(str(target))

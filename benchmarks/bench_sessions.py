@@ -4,20 +4,25 @@ A folder of generated Claude Code and Codex CLI sessions (tool calls with output
 records, reasoning, a subagent and a compaction per few sessions) is loaded with
 ``load_dataset("whileai/export", data_files=<folder>/**)``; the conversations it yields are written once as
 whileai ``messages`` rows and loaded the same way. Each load runs in a fresh subprocess with a cold cache
-(its own peak RSS), alternating; the report is the median per method, seconds per MB of input, and the ratio
-(target: sessions cost at most 1.5x messages per MB; a 100 MB folder loads in bounded memory).
+(its own peak RSS; with its parse workers, their RSS summed and their PSS), the order rotating each round; the
+report is the median per method, seconds per MB of input, CPU seconds of the load (the process and its workers,
+imports left out), and the ratio (target: sessions cost at most 1.5x messages per MB; a 100 MB folder loads in
+bounded memory). ``--one-process`` also reads the folder with ``parse_workers=1``; ``--baseline DIR`` reads it
+with another checkout's package (a tree of main).
 
-    python benchmarks/bench_sessions.py --mb 100 --repeat 3
+    python benchmarks/bench_sessions.py --mb 100 --repeat 3 --one-process --baseline /tmp/main-tree
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,13 +32,24 @@ CHILD = r"""
 import json, os, resource, sys, tempfile, time
 os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
 sys.path.insert(0, sys.argv[2])
+from benchmarks._memory import TotalPeak
+total = TotalPeak()  # this process and its parse workers: RSS summed every 0.1 s (a forked worker's pages shared
+# with this process counted in both), PSS every 1 s (shared pages split among the processes)
 import warnings; warnings.simplefilter("ignore")
 import datasets, whileai_datasets  # noqa: F401
-start = time.perf_counter()
-ds = datasets.load_dataset("whileai/export", data_files=sys.argv[1], split="train", cache_dir=tempfile.mkdtemp())
+extra = {} if sys.argv[3] == "default" else {"parse_workers": int(sys.argv[3])}
+def cpu():
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+start, cpu_start = time.perf_counter(), cpu()
+ds = datasets.load_dataset("whileai/export", data_files=sys.argv[1], split="train", cache_dir=tempfile.mkdtemp(),
+                          **extra)
 seconds = time.perf_counter() - start
-print(json.dumps({"seconds": seconds, "rows": ds.num_rows,
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+own = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"seconds": seconds, "rows": ds.num_rows, "peak_mb": own.ru_maxrss / 1024, "total_mb": total.mb,
+                  "pss_mb": total.pss_mb,
+                  "cpu": cpu() - cpu_start,  # the load's, with its workers (joined by then)
+                  "package": whileai_datasets.__file__}))
 """
 
 
@@ -125,30 +141,65 @@ def make_folder(mb: int) -> tuple[Path, Path]:
     return folder, messages
 
 
-def _run(path: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", CHILD, path, str(ROOT)], capture_output=True, text=True, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+def _run(path: str, root: Path, workers: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", CHILD, path, str(root), workers], capture_output=True, text=True,
+                          check=True)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["package"].startswith(str(root)), (result["package"], root)  # the tree asked for
+    return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mb", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--one-process", action="store_true",
+                        help="also read the session folder with parse_workers=1 (one process, as before the workers)")
+    parser.add_argument("--baseline", type=Path, help="another checkout: its session read is run too, alternating")
     args = parser.parse_args()
     folder, messages = make_folder(args.mb)
-    inputs = {"sessions": (str(folder / "**" / "*.jsonl"), sum(p.stat().st_size for p in folder.rglob("*.jsonl"))),
-              "messages": (str(messages), messages.stat().st_size)}
-    runs: dict[str, list[dict]] = {name: [] for name in inputs}
-    for _ in range(args.repeat):
-        for name, (path, _) in inputs.items():
-            runs[name].append(_run(path))
+    sessions = (str(folder / "**" / "*.jsonl"), sum(p.stat().st_size for p in folder.rglob("*.jsonl")))
+    methods = {"sessions": (*sessions, ROOT, "default"), "messages": (str(messages), messages.stat().st_size, ROOT,
+                                                                      "default")}
+    if args.one_process:
+        methods["sessions, parse_workers=1"] = (*sessions, ROOT, "1")
+    if args.baseline is not None:
+        methods["sessions, baseline"] = (*sessions, args.baseline.resolve(), "default")
+    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {_load()} at the start")
+    runs: dict[str, list[dict]] = {name: [] for name in methods}
+    names = list(methods)
+    for round_ in range(args.repeat):
+        for name in names[round_ % len(names):] + names[: round_ % len(names)]:  # who goes first rotates
+            path, _, root, workers = methods[name]
+            runs[name].append(_run(path, root, workers))
     per_mb = {}
-    for name, (path, size) in inputs.items():
+    print(f"{'input':27s} {'MB':>6s} {'rows':>5s} {'seconds':>8s} {'ms/MB':>7s} {'CPU s':>6s} {'peak RSS':>9s} "
+          f"{'RSS, all':>9s} {'PSS, all':>9s}  x messages/MB")
+    cpu_per_mb = {}
+    for name, (path, size, root, workers) in methods.items():
         seconds = statistics.median(r["seconds"] for r in runs[name])
         per_mb[name] = seconds / (size / 2**20)
-        print(f"{name:9s} {size / 2**20:8.1f} MB  {runs[name][0]['rows']:7d} rows  {seconds:7.2f} s  "
-              f"{per_mb[name] * 1000:7.1f} ms/MB  peak RSS {max(r['peak_mb'] for r in runs[name]):6.0f} MB")
-    print(f"sessions / messages, per MB: {per_mb['sessions'] / per_mb['messages']:.2f}x")
+        cpu_per_mb[name] = statistics.median(r["cpu"] for r in runs[name]) / (size / 2**20)
+    for name, (path, size, root, workers) in methods.items():
+        got = runs[name]
+        print(f"{name:27s} {size / 2**20:6.1f} {got[0]['rows']:5d} {statistics.median(r['seconds'] for r in got):8.2f} "
+              f"{per_mb[name] * 1000:7.1f} {statistics.median(r['cpu'] for r in got):6.1f} "
+              f"{max(r['peak_mb'] for r in got):6.0f} MB {max(r['total_mb'] for r in got):6.0f} MB "
+              f"{max(r['pss_mb'] for r in got):6.0f} MB  "
+              f"{per_mb[name] / per_mb['messages']:.2f}x")
+    print(f"sessions / messages, per MB: {per_mb['sessions'] / per_mb['messages']:.2f}x "
+          f"(each round: {', '.join(_ratios(runs, methods))}); in CPU seconds of the load (its workers too) per MB: "
+          f"{cpu_per_mb['sessions'] / cpu_per_mb['messages']:.2f}x; load average {_load()} at the end")
+
+
+def _ratios(runs: dict[str, list[dict]], methods: dict[str, tuple]) -> list[str]:
+    size = {name: methods[name][1] / 2**20 for name in ("sessions", "messages")}
+    return [f"{(s['seconds'] / size['sessions']) / (m['seconds'] / size['messages']):.2f}x"
+            for s, m in zip(runs["sessions"], runs["messages"])]
+
+
+def _load() -> str:
+    return " ".join(f"{value:.1f}" for value in os.getloadavg())
 
 
 if __name__ == "__main__":

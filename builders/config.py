@@ -46,9 +46,11 @@ class WhileaiExportConfig(datasets.BuilderConfig):
             it, so it is left out of the cache key.
         parse_workers: Worker processes that parse a local, uncompressed
             JSONL file (in pieces, tables kept in file order) when
-            ``num_proc`` is not given. ``None`` (the default): one per core,
-            at most 4, for a file or shard of 16 MiB or more; 1 parses in
-            this process. Left out of the cache key, like ``shard_bytes``.
+            ``num_proc`` is not given; in a dataset of agent sessions, the
+            whole local files, a few at a time, in file order. ``None`` (the
+            default): one per core, at most 4, for a file, shard or session
+            folder of 16 MiB or more; 1 parses in this process. Left out of
+            the cache key, like ``shard_bytes``.
         branches: Which branches of a pi or OpenClaw session tree become rows:
             ``"all"`` (the default; each leaf's path, ``conversation``
             ``"branch:<leaf id>"``) or ``"current"`` (the path to the last

@@ -16,10 +16,14 @@ byte-range shards, so ``num_proc`` parses one big export in parallel (and a
 streamed one has several shards): a shard holds the lines that start inside
 its range, and counts the lines before it with a bytes scan, so line and row
 numbers stay exact. Compressed files and Parquet are one shard per file.
+
+In a dataset of agent sessions every file is read whole (a conversation spans its file): the parse workers read
+a session folder's local files a few ahead, in file order (``file_workers``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import io
 import itertools
@@ -37,11 +41,10 @@ from datasets.builder import Key
 from datasets.exceptions import DatasetGenerationError
 
 from whileai_datasets import option_names
-from whileai_datasets.builders import cache_space, inputs, own_columns, split_facts, unread
+from whileai_datasets.builders import cache_space, file_workers, inputs, own_columns, split_facts, unread
 from whileai_datasets.builders.config import WhileaiExportConfig
 from whileai_datasets.errors import ExportFormatError, NothingToTrainWarning, WhileaiError
 from whileai_datasets.reading import file_kind, parallel, read_errors
-from whileai_datasets.reading.json_array import iter_json_array_rows
 from whileai_datasets.reading.no_loss import NoLoss
 from whileai_datasets.reading.reader import (
     BadRows,
@@ -49,7 +52,6 @@ from whileai_datasets.reading.reader import (
     count_lines,
     iter_jsonl_rows,
     iter_line_range,
-    iter_parquet_rows,
     iter_tables,
     line_start_at_or_after,
 )
@@ -237,16 +239,23 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
         self, files: list[str], originals: list[str], ranges: list[ByteRange | None], sessions: bool = False
     ) -> Iterator[tuple[Key, pa.Table]]:
         normalizer = Normalizer(self.config.name, self.config.options(), sessions=sessions)
+        whole_files = self._whole_files(files, originals, ranges, normalizer) if sessions else None
         try:
             for shard, (file, original, byte_range) in enumerate(zip(files, originals, ranges)):
                 name = os.path.basename(str(original).split("::")[-1])
                 reopen = partial(open, file, "rb")
-                inputs.refuse_cut_zstd(name, file, reopen)
+                pooled = whole_files is not None and whole_files.takes(shard)
+                if not pooled:  # (a worker checks its own file)
+                    inputs.refuse_cut_zstd(name, file, reopen)
                 skipped_before, rows_read = self.bad_rows.count, 0
                 start_row = 0 if byte_range is None else None
-                with read_errors.read_failures(name, file, reopen), _open_shard(file, sessions) as opened:
-                    handle = inputs.line_reader(opened)
-                    tables, position = self._shard_tables(handle, file, str(original), name, byte_range, normalizer)
+                with read_errors.read_failures(name, file, reopen), contextlib.ExitStack() as stack:
+                    if whole_files is not None and pooled:  # read by a parse worker, a few files ahead
+                        tables, position = whole_files.tables(shard, name, self.bad_rows, self.leaks), None
+                    else:
+                        handle = inputs.line_reader(stack.enter_context(_open_shard(file, sessions)))
+                        tables, position = self._shard_tables(handle, file, str(original), name, byte_range,
+                                                              normalizer)
                     if position is not None:
                         start_row = position.row
                     yielded = 0
@@ -273,6 +282,8 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                     unread.warn(self.unread, name, kept=self.config.keep_message_keys, stacklevel=3)
                     self.unread = Unread()
         finally:
+            if whole_files is not None:
+                whole_files.close()
             if self._range_reader is not None:
                 self._range_reader.close()
                 self._range_reader = None
@@ -292,16 +303,13 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
                 bad=self.bad_rows, leaks=self.leaks,
             )
 
-        if byte_range is None and file_kind.is_parquet(original, handle):
-            return canonical(iter_parquet_rows(handle, name, config.chunk_rows)), None
         if normalizer.sessions and os.path.isdir(file):  # an OpenHands conversation folder (_conversation_folders)
             folder = session_logs.Session(openhands_sessions, "json", openhands_sessions.folder_document(file))
-            return canonical(session_logs.rows(folder, handle, name, {"branches": config.branches})), None
-        session = session_logs.detect(name, handle) if byte_range is None and normalizer.sessions else None
-        if session is not None:
-            return canonical(session_logs.rows(session, handle, name, {"branches": config.branches})), None
-        if byte_range is None and file_kind.is_json_array(original, handle):
-            return canonical(iter_json_array_rows(handle, name)), None
+            return canonical(session_logs.rows(folder, handle, name, self._session_options())), None
+        whole = file_workers.whole_file_rows(handle, original, name, normalizer, config.chunk_rows,
+                                             self._session_options()) if byte_range is None else None
+        if whole is not None:
+            return canonical(whole), None
         if byte_range is not None:
             position, end = self._position_before(handle, file, byte_range[0]), byte_range[1]
         else:
@@ -316,6 +324,36 @@ class WhileaiExport(datasets.ArrowBasedBuilder):
             return self._range_reader.tables(handle, file, name, position, end, self.bad_rows, self.leaks), position
         lines = handle if byte_range is None else iter_line_range(handle, position, end)
         return canonical(iter_jsonl_rows(lines, name, position)), position
+
+    def _session_options(self) -> dict[str, Any]:
+        """The options a session reader may take (``detect.rows`` hands each reader those it names)."""
+        return {"branches": self.config.branches}
+
+    def _whole_files(
+        self, files: list[str], originals: list[str], ranges: list[ByteRange | None], normalizer: Normalizer
+    ) -> file_workers.FileReader | None:
+        """The parse workers for a session dataset's whole local files (``file_workers``), when there are two or
+        more, ``num_proc`` is not given and ``parse_workers`` (or their size, by default) asks for workers."""
+        if self._jobs != 1:
+            return None
+        sizes, wholes = {}, {}
+        for shard, (file, original, byte_range) in enumerate(zip(files, originals, ranges)):
+            size = file_workers.pooled_size(_local_source(str(file))) if byte_range is None else 0
+            if size:
+                sizes[shard] = size
+                wholes[shard] = file_workers.WholeFile(str(file), str(original),
+                                                       os.path.basename(str(original).split("::")[-1]),
+                                                       partial(_open_shard, str(file), True))
+        workers = parallel.resolve_workers(self.config.parse_workers, sum(sizes.values()))
+        if workers < 2 or len(sizes) < 2:
+            return None
+        self._range_reader = parallel.RangeReader(normalizer, workers=workers, chunk_rows=self.config.chunk_rows,
+                                                  on_bad_row=self.config.on_bad_row)
+        jobs = [(group, file_workers.file_job([wholes[shard] for shard in group], normalizer,
+                                              chunk_rows=self.config.chunk_rows, on_bad_row=self.config.on_bad_row,
+                                              leaks=self.leaks is not None, options=self._session_options()))
+                for group in file_workers.groups(sizes, workers)]
+        return file_workers.FileReader(self._range_reader, jobs)
 
     def _line_marks_of(self, file: str) -> dict[int, tuple[int, int]]:
         stat = os.stat(file)
@@ -462,14 +500,16 @@ def _local_source(file: str) -> str:
     through the codec's own module (``read_errors.decoded_stream``) where a session log may be in it; any other
     path as it is."""
     inner = file.split("::")[-1]
-    if "::" in file and "://" not in inner and read_errors.codec_of(file) in _SEEKABLE_CODECS \
-            and os.path.isfile(inner):
+    codec = read_errors.codec_of(file)
+    if "::" in file and "://" not in inner and codec in _SEEKABLE_CODECS and os.path.isfile(inner) \
+            and read_errors.codec_installed(codec):
         return inner
     return file
 
 
-#: Codecs whose Python module reads a stream that can go back to its start: a session is told from its head.
-_SEEKABLE_CODECS = frozenset(("gzip", "bz2", "xz"))
+#: Codecs whose Python module reads a stream that can go back to its start: a session is told from its head
+#: (zstd and lz4 where their packages are installed; else datasets' own reader says which one to install).
+_SEEKABLE_CODECS = frozenset(("gzip", "bz2", "xz", "zstd", "lz4"))
 
 
 def _open_shard(file: str, sessions: bool) -> Any:

@@ -114,9 +114,11 @@ class TrainingOptions:
         validate: Refuse rows whose tool-call arguments are not structured or that leak ``privileged``.
         max_length: Tokens a row is cut to when tokenized; None: no cut.
         salvage: When tokenized, a conversation the template cannot take whole (one assistant turn it
-            refuses, or renders without that turn's output) trains its turns before that one (its longest
-            prefix ending with a loss-carrying assistant turn that the template takes), named per row,
-            instead of being dropped. Off: such a row is dropped, and the audit says what salvage would keep.
+            refuses, or renders without that turn's output) trains what the template takes of it, named per
+            row, instead of being dropped: parallel calls serialized into one call per turn, a turn the
+            template renders only partly kept as context (loss 0), else its longest prefix ending with a
+            loss-carrying assistant turn that the template takes (docs/token-masks.md, "Salvage"). Off: such
+            a row is dropped, and the audit says what salvage would keep.
         truncation: How a longer row is cut: ``"cut"`` at ``max_length``, ``"whole_turns"`` after the last
             trained turn that ends within it, or ``"split_turns"`` into several rows at its user turns, each
             carrying the system prompt and tools (recorded by :meth:`to_dict` only when not ``"cut"``).

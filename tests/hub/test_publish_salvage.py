@@ -1,5 +1,5 @@
-"""``publish(..., salvage=True)``: the `tokenized` and default configs train the turns before one the chat template
-cannot take, as ``tokenize(salvage=True)`` does, and the card names what was salvaged with the audit's figures.
+"""``publish(..., salvage=True)``: the `tokenized` and default configs train what the chat template takes of a row it
+cannot take whole, as ``tokenize(salvage=True)`` does, and the card names what was salvaged with the audit's figures.
 
 Tool rows that Llama 3.1 (text beside a call) and Gemma 3 (the tool role) cannot take whole are published with a
 tokenizer carrying each template to the local hub, then read back through the real clients. Functions without a
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import write_jsonl
-from tests.support.salvage_rows import REFUSED, ROWS, salvage_tokenizer
+from tests.support.salvage_rows import CUT, REFUSED, ROWS, salvage_tokenizer
 
 CONFIGS = ("default", "tokenized")
 
@@ -94,18 +94,21 @@ def test_publish_with_salvage_trains_what_the_audit_with_salvage_counts(name: st
     assert f"**exact**, the {supervised} tokens the mask marks" in card
     refused = REFUSED[name]
     cut = audited.to_dict()["findings"]["salvaged"]["amount"]
-    assert cut == 2 * len(refused)  # each salvaged row cuts its call turn and its answer
-    assert (f"Salvaged (`salvage=True`): {len(refused)} conversations the chat template cannot take whole train only "
-            f"the turns before the one it cannot take; their {cut} loss-carrying turns") in card
-    # the default config: no turn from the one the template cannot take on; TRL's figure is the audit's
+    assert cut == CUT[name] * len(refused)  # Gemma 3: the call turn and its answer; Llama 3.1: the call turn
+    assert (f"Salvaged (`salvage=True`): {len(refused)} conversations the chat template cannot take whole train what "
+            "it takes of them") in card and f"their {cut} loss-carrying turns kept as context or cut" in card
+    # the default config: no turn salvage does not train; TRL's figure is the audit's
     route, ours = found["trainers"]["trl-default"], audited.trainers["trl-default"]
-    assert len(found["default"]) == 3 * 4 + 1 - 2 * len(refused)  # 3 marked turns a tool row, 1 the plain row
+    assert len(found["default"]) == 3 * 4 + 1 - cut  # 3 marked turns a tool row, 1 the plain row
     assert (route["rows"], route["exact"], route["how"]) == (ours["rows"], ours["exact"], ours["how"])
     assert route["how"] == f"exact: TRL labels {supervised} tokens, the {supervised} the mask marks"
     assert f"**Exact**: TRL labels {supervised} tokens" in card
-    for i in range(4):  # a salvaged row keeps its first exchange only
+    for i in range(4):  # a salvaged row's completions: the turns it trains (Gemma 3: its first exchange only)
         turns = [r for r in found["default"] if r["prompt"][0]["content"] == f"parcel {i} is late"]
-        assert len(turns) == (1 if i in refused else 3)
+        assert len(turns) == (3 - CUT[name] if i in refused else 3)
+        if i in refused and name == "llama3_1":  # the call turn is context: in the answer's prompt, not a completion
+            assert [t["completion"][0]["content"] for t in turns] == [f"sorry about parcel {i}",
+                                                                      f"parcel {i} waits at depot {i + 3}"]
 
 
 def test_publish_refuses_salvage_without_a_tokenizer_before_anything_is_sent(cases: dict[str, Any]) -> None:

@@ -1,11 +1,15 @@
-"""Compressed session logs (``.jsonl.gz``, ``.json.gz``) are told by their content as the plain files are, and
-show-mask takes a session file."""
+"""Compressed session logs (``.jsonl.gz``, ``.json.gz``, bz2, xz, zstd, lz4) are told by their content as the plain
+files are, a missing codec package is named, and show-mask takes a session file."""
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import json
+import lzma
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,26 +35,71 @@ def _gzip(source: Path, target: Path) -> Path:
     return target
 
 
-@pytest.mark.parametrize("name", ["codex.jsonl", "claude_code.jsonl", "cline.json"])
-def test_a_gzipped_session_reads_the_rows_of_the_plain_file(name: str, tmp_path: Path) -> None:
-    packed = _gzip(DATA / name, tmp_path / "logs" / f"{name}.gz")
+def _compress(source: Path, target: Path, codec: str) -> Path:
+    """``source`` written compressed with ``codec`` (its own package's writer)."""
+    if codec == "gz":
+        return _gzip(source, target)
+    data = source.read_bytes()
+    if codec == "zst":
+        data = pytest.importorskip("zstandard").ZstdCompressor().compress(data)
+    elif codec == "lz4":
+        data = pytest.importorskip("lz4.frame").compress(data)
+    else:
+        data = bz2.compress(data) if codec == "bz2" else lzma.compress(data)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+    return target
+
+
+@pytest.mark.parametrize(("name", "codec"), [
+    ("codex.jsonl", "gz"), ("claude_code.jsonl", "gz"), ("cline.json", "gz"),
+    ("codex.jsonl", "bz2"), ("codex.jsonl", "xz"), ("claude_code.jsonl", "zst"), ("cline.json", "zst"),
+    ("codex.jsonl", "lz4"), ("cline.json", "lz4"),
+])
+def test_a_compressed_session_reads_the_rows_of_the_plain_file(name: str, codec: str, tmp_path: Path) -> None:
+    """(A pretty-printed ``.json`` session is parsed whole to be told: a zstd stream cannot seek to its end to
+    learn its size, nor go back, so it is read again from the start.)"""
+    packed = _compress(DATA / name, tmp_path / "logs" / f"{name}.{codec}", codec)
     plain, compressed = _load(DATA / name, tmp_path / "a"), _load(packed, tmp_path / "b")
     assert compressed.num_rows == plain.num_rows > 0
     for column in ("messages", "tools", "agent", "session_id", "conversation", "session_notes"):
         assert compressed[column] == plain[column], column
-    assert set(compressed["source_file"]) == {f"{name}.gz"}
+    assert set(compressed["source_file"]) == {f"{name}.{codec}"}
+
+
+def test_a_zstd_session_without_its_package_is_refused_naming_it(tmp_path: Path) -> None:
+    packed = _compress(DATA / "codex.jsonl", tmp_path / "rollout.jsonl.zst", "zst")
+    code = (
+        "import sys; sys.modules['zstandard'] = None\n"  # as if it were not installed
+        "import datasets, whileai_datasets\n"
+        "from whileai_datasets.sessions import detect\n"
+        "for attempt in ("
+        f"lambda: datasets.load_dataset('whileai/export', data_files={str(packed)!r}, split='train',"
+        f" cache_dir={str(tmp_path / 'cache')!r}), lambda: detect.session_files({str(tmp_path)!r})):\n"
+        "    try:\n"
+        "        attempt()\n"
+        "    except whileai_datasets.ExportFormatError as err:\n"
+        "        print(err)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout
+    said = ("cannot decompress a zstd file: zstandard is not installed. pip install zstandard, or decompress the file "
+            "first.")
+    assert out.splitlines() == [f"rollout.jsonl.zst: {said}", f"{packed}: {said}"]
 
 
 def test_a_session_folder_finds_its_gzipped_logs(tmp_path: Path) -> None:
     folder = tmp_path / "sessions"
     _gzip(DATA / "codex.jsonl", folder / "2026" / "rollout-1.jsonl.gz")
     _gzip(DATA / "hermes.jsonl", folder / "hermes.json.gz")  # told by content, whatever its name says
+    _compress(DATA / "claude_code.jsonl", folder / "claude" / "a.jsonl.zst", "zst")
+    _compress(DATA / "pi.jsonl", folder / "pi" / "b.jsonl.lz4", "lz4")
     rows = folder / "rows.jsonl"  # whileai rows beside the sessions: no session
     rows.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"},
                                              {"role": "assistant", "content": "hello"}]}) + "\n")
     _gzip(rows, folder / "rows.jsonl.gz")
     found, others = detect.session_files(str(folder))
-    assert sorted(found) == [str(folder / "2026" / "rollout-1.jsonl.gz"), str(folder / "hermes.json.gz")]
+    assert sorted(found) == [str(folder / "2026" / "rollout-1.jsonl.gz"), str(folder / "claude" / "a.jsonl.zst"),
+                             str(folder / "hermes.json.gz"), str(folder / "pi" / "b.jsonl.lz4")]
     assert others == [str(folder / "rows.jsonl"), str(folder / "rows.jsonl.gz")]
 
 

@@ -1,8 +1,10 @@
 """Rows a template cannot take whole, and tokenizers for the templates that refuse them, for the salvage tests of
 every route (show-mask, export, publish, the Ray engine).
 
-Llama 3.1 (as shipped) refuses an assistant turn that writes text beside its tool call; Gemma 3 refuses the tool
-role. Each tool row opens with a plain exchange, so ``salvage=True`` trains that first exchange and cuts the rest.
+Llama 3.1 (as shipped) refuses an assistant turn that writes text beside its tool call (it renders the call and
+drops the text); Gemma 3 refuses the tool role. Each tool row opens with a plain exchange. With ``salvage=True``,
+Llama 3.1's rows keep the call turn as context (rendered without its text) and train the answer after it; Gemma 3's
+train their first exchange and cut the rest.
 """
 
 from __future__ import annotations
@@ -32,6 +34,12 @@ ROWS = [_row(i, beside=i % 2 == 0) for i in range(4)] + [
     {"messages": [{"role": "user", "content": "a plain question"}, {"role": "assistant", "content": "a plain answer"}]}]
 #: Per template: the rows it cannot take whole (read off the templates, see the module docstring).
 REFUSED = {"llama3_1": [0, 2], "gemma3": [0, 1, 2, 3]}
+#: Per template: what salvage makes of each refused row (``Salvage.describe()``: assistant turns kept and cut, and
+#: the step), and the text of the row's turns that trains after the first exchange ("" where none does).
+SALVAGED = {"llama3_1": ("2 assistant turn(s) kept, 1 cut (partial-turns-as-context 1)", "waits at depot"),
+            "gemma3": ("1 assistant turn(s) kept, 2 cut (prefix-salvaged 2)", "")}
+#: Per template: the loss-carrying turns each refused row does not train with salvage.
+CUT = {"llama3_1": 1, "gemma3": 2}
 
 
 def salvage_tokenizer(name: str) -> Any:

@@ -13,7 +13,7 @@ from whileai_datasets.auditing.tally import COUNT_EDGES, SHARE_EDGES, Finding, H
 from whileai_datasets.hub.configs import OPENS_WITH_MARKED_TURN, OPENS_WITH_MARKED_TURN_HINT
 from whileai_datasets.privacy.scanning import Findings
 from whileai_datasets.tokenize.mask_totals import naive_ratio
-from whileai_datasets.tokenize.row_failures import CAUSES, NOTES
+from whileai_datasets.tokenize.row_failures import CAUSES, NOTES, SALVAGES
 
 #: Schema version of ``Audit.to_dict()``; bumped when a key changes meaning or goes away.
 SCHEMA_VERSION = 1
@@ -99,11 +99,13 @@ FINDINGS: dict[str, tuple[str, bool, str]] = {
                                "argument names and types, no descriptions",
                                False, ""),
     "template_adds_system": ("rows without a system message, given the template's own default one", True, ""),
-    "salvaged": ("rows the template cannot take whole that train the turns before the one it cannot take "
-                 "(salvage=True: the longest prefix ending with a loss-carrying assistant turn that the template "
-                 "takes)", False, "assistant turns cut"),
-    "salvageable": ("rows left out whole (bad rows) whose turns before the one the template cannot take would "
-                    "train with salvage=True (--salvage)", True, "assistant turns salvage would keep"),
+    "salvaged": ("rows the template cannot take whole that train with salvage=True: adapted to what it takes "
+                 "(each step counted below by name) or the turns before the one it cannot take", False,
+                 "assistant turns not trained"),
+    "salvageable": ("rows left out whole (bad rows) that would train with salvage=True (--salvage), adapted or "
+                    "in part", True, "assistant turns salvage would keep"),
+    # what salvage did to each salvaged row, step by step (``tokenize.row_failures.SALVAGES``)
+    **{step: (description, False, "assistant turns") for step, description in SALVAGES.items()},
     "secrets": ("rows holding a secret (a cloud key, an API token, a private key, a JWT, a password in a URL or "
                 "an .env line, a high-entropy value assigned to a secret-named key): publish refuses them; "
                 "``privacy`` lists the kinds with masked previews, transforms.anonymize replaces them", True, ""),

@@ -34,7 +34,7 @@ from whileai_datasets.hub import trainer_gaps
 from whileai_datasets.sessions.common import CUT_NOTES as SESSION_CUT_NOTES
 from whileai_datasets.shaping import pipeline, reports
 from whileai_datasets.tokenize.long_values import cap_untrained, reach_chars
-from whileai_datasets.tokenize.row_failures import CAUSES, by_cause
+from whileai_datasets.tokenize.row_failures import CAUSES, SALVAGES, by_cause
 from whileai_datasets.tokenize.token_masks import (
     BadMaskRowsWarning,
     PartialRenderWarning,
@@ -137,7 +137,8 @@ class Run:
         #: what TRL's default SFTTrainer labels on the default config a publish of these rows makes (``hub.facts``)
         self.trl_route: Counter[str] = Counter()
         self.runs: dict[int, list[list[int]]] = {}  # per training row tokenize kept: its marked runs
-        self.salvaged_turns: dict[int, int] = {}  # per training row salvaged: the marked turns it trains
+        #: per training row salvaged: per marked turn, whether it trains (``row_failures.Salvage.trained``)
+        self.salvaged_turns: dict[int, tuple[bool, ...]] = {}
         self.supervised_by_row: dict[int, int] = {}  # per training row tokenize kept: its supervised tokens
         #: format="trl" messages rows: TRL's default SFTTrainer trains every token of them
         self.naive = options.format == "trl" and not options.unroll and options.mask_mode != "final"
@@ -323,7 +324,7 @@ class Run:
         self.add("bad_rows", skipped, sample_source)
         failures = self.transform.failures  # type: ignore[union-attr]
         if self.trl_default and self.options.max_length is None:  # what each salvaged row trains of its turns
-            self.salvaged_turns = {f.position: f.salvage[0] for f in failures.salvaged}
+            self.salvaged_turns = {f.position: f.salvage.trained for f in failures.salvaged if f.salvage is not None}
         self.salvage_findings(failures.items, failures.salvaged, rows.num_rows, sample_source)
         self.failure_findings(failures.take(), rows.num_rows, sample_source)
         if self.measures_think():
@@ -374,14 +375,22 @@ class Run:
         self.add("template_drops_reasoning", (lost > 0) & ~np.isin(sources, self.reasoning_rows), sources)
 
     def salvage_findings(self, failed: list[Any], salvaged: list[Any], rows: int, sample_source: np.ndarray) -> None:
-        """``salvaged``: rows that train a prefix (``salvage=True``), with the turns cut; ``salvageable``: rows
-        dropped whole that salvage would train a prefix of, with the turns it would keep."""
+        """``salvaged``: rows that train adapted or a prefix (``salvage=True``), with the turns not trained, and
+        each step under its own name (``row_failures.SALVAGES``) with the turns it concerns; ``salvageable``:
+        rows dropped whole that salvage would train, with the turns it would keep."""
         for name, items, index in (("salvaged", salvaged, 1), ("salvageable", failed, 0)):
             kept = [f for f in items if f.salvage is not None]
             flags, amounts = np.zeros(rows, dtype=bool), np.zeros(rows, dtype=np.int64)
             flags[[f.position for f in kept]] = True
             amounts[[f.position for f in kept]] = [f.salvage[index] for f in kept]
             self.add(name, flags, sample_source, amounts)
+        for step in SALVAGES:
+            flags, amounts = np.zeros(rows, dtype=bool), np.zeros(rows, dtype=np.int64)
+            for failure in salvaged:
+                turns = dict(failure.salvage.steps).get(step)
+                if turns is not None:
+                    flags[failure.position], amounts[failure.position] = True, turns
+            self.add(step, flags, sample_source, amounts)
 
     def failure_findings(self, failures: list[Any], rows: int, sample_source: np.ndarray) -> None:
         """Each failed row under its cause's finding, with the cause's first message (the template's own)."""

@@ -124,11 +124,11 @@ def _salvage_notes(transform: Tokenize, samples: int) -> list[list[str]]:
     ``SalvagedRowsWarning`` says it."""
     said: list[list[str]] = [[] for _ in range(samples)]
     for failure in transform.failures.take_salvaged():
-        kept, cut = failure.salvage
+        if failure.salvage is None:  # a salvaged row always says what salvage trains of it
+            continue
         said[failure.position].append(
             f"salvaged ({option_names.spell('salvage', True)}): the template cannot take the whole conversation "
-            f"({dashed(failure.cause)}), so only the turns before that one train: {kept} assistant turn(s) "
-            f"kept, {cut} cut")
+            f"({dashed(failure.cause)}), so it trains what the template takes: {failure.salvage.describe()}")
     return said
 
 

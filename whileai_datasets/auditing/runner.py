@@ -75,13 +75,15 @@ def audit(
             (``bad_rows``, and one finding per cause: ``roles_must_alternate``, ``content_type``, ...,
             ``tokenize.row_failures.CAUSES``) and its figures are what ``"skip"`` trains.
         salvage: Count what ``tokenize(salvage=True)`` trains: a row the template cannot take whole trains
-            the turns before the one it cannot take (``salvaged``). Off, the rows it would keep are counted
-            (``salvageable``, with the turns it would keep).
+            adapted to what it takes (``parallel_calls_serialized``, ``partial_turns_as_context``) or the turns
+            before the one it cannot take (``prefix_salvaged``); all such rows are ``salvaged``. Off, the rows
+            it would keep are counted (``salvageable``, with the turns it would keep).
         trl_default: Also measure what TRL's default ``SFTTrainer`` labels on the default config ``publish``
             makes of the rows (trainer ``trl-default``: its own prompt/completion tokenization, every trained
             turn's prompt rendered and encoded again, as TRL does: the audit took 2-3x as long on whileai's
-            demo rows, 6-14x on rows of six trained turns; BENCHMARKS.md). Off, that trainer says it was not measured; ``publish`` always measures it for the
-            card. The rows ``publish`` refuses (``opens_with_marked_turn``) are counted either way.
+            demo rows, 6-14x on rows of six trained turns; BENCHMARKS.md). Off, that trainer says it was not
+            measured; ``publish`` always measures it for the card. The rows ``publish`` refuses
+            (``opens_with_marked_turn``) are counted either way.
         engine: ``"local"`` (this process, chunk by chunk) or ``"ray"``: Ray Data actors count the blocks
             and this process adds them up (``on_ray.audit_on_ray``; files only, the same figures). A
             ``tokenizer`` may then also be a directory or a zero-argument factory, built once per actor.

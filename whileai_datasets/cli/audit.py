@@ -66,9 +66,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="the export's wire shape (default: %(default)s)")
     parser.add_argument("--unroll", action="store_true", help="one sample per assistant turn")
     parser.add_argument("--salvage", action="store_true",
-                        help="count a row the template cannot take whole as the turns before the one it cannot "
-                        "take, as tokenize(salvage=True) trains it (without it, the audit says what salvage would "
-                        "keep)")
+                        help="count a row the template cannot take whole as tokenize(salvage=True) trains it: "
+                        "parallel calls serialized, a turn it renders partly kept as context, else the turns before "
+                        "the one it cannot take (without it, the audit says what salvage would keep)")
     parser.add_argument("--trl-default", action="store_true",
                         help="also measure what TRL's default SFTTrainer labels on the config publish makes (trainer "
                         "trl-default; it renders every trained turn's prompt again, so the audit takes 2-3x as long "

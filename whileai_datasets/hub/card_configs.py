@@ -76,9 +76,10 @@ def salvage_text(rows: int, cut: int) -> str:
     """What a publish with ``salvage=True`` kept of the conversations the chat template cannot take whole."""
     if not rows:
         return ""
-    return (f" Salvaged (`salvage=True`): {rows} conversations the chat template cannot take whole train only the "
-            f"turns before the one it cannot take; their {cut} loss-carrying turns from that one on do not train "
-            "(the audit with salvage=True names each row under salvaged).")
+    return (f" Salvaged (`salvage=True`): {rows} conversations the chat template cannot take whole train what it "
+            "takes of them (parallel calls one per turn, a turn it renders only partly kept as context, else the "
+            f"turns before the one it cannot take); their {cut} loss-carrying turns kept as context or cut do not "
+            "train (the audit with salvage=True names each row under salvaged, and each step).")
 
 
 def _share(part: int, whole: int) -> str:

@@ -12,7 +12,7 @@ import contextlib
 import json
 import warnings
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -251,7 +251,7 @@ def marked_tokens(tokenizer: Any, template: Any, canonical: pa.Table, salvage: b
         if salvaged is not None:
             for failure in transform.failures.take_salvaged():
                 salvaged["salvaged_rows"] += 1
-                salvaged["salvaged_turns_cut"] += failure.salvage[1]
+                salvaged["salvaged_turns_cut"] += failure.salvage.cut if failure.salvage is not None else 0
     return total
 
 
@@ -411,42 +411,48 @@ def _forms(row: dict[str, Any]) -> list[dict[str, Any]]:
 
 def turn_targets(canonical: pa.Table, tokenizer: Any, template: Any,
                  runs: dict[int, list[list[int]]] | None = None, *, salvage: bool = False,
-                 kept: Mapping[int, int] | None = None) -> tuple[list[list[int] | None], np.ndarray]:
+                 kept: Mapping[int, Sequence[bool]] | None = None) -> tuple[list[list[int] | None], np.ndarray]:
     """Per marked turn of ``canonical`` (flat order, the default config's rows): the token ids the mask marks for
-    it in the whole conversation (None where they are not known: turns whose marked tokens run together), and
-    whether ``tokenize`` leaves it out: its row is one the template cannot render or mask, or (``salvage``) it
-    comes after the turns a salvaged row trains. ``runs``: per row ``tokenize`` kept, its marked runs
-    (``marked_runs``), and ``kept``: per salvaged row, the marked turns it trains, when the caller tokenized the
-    rows already."""
+    it in the whole conversation (None where they are not known: turns whose marked tokens run together, or a
+    salvaged row whose runs do not pair one to one with its turns, as when its parallel calls were serialized), and
+    whether ``tokenize`` leaves it out: its row is one the template cannot render or mask, or (``salvage``) it is a
+    turn a salvaged row does not train (kept as context, or cut). ``runs``: per row ``tokenize`` kept, its marked
+    runs (``marked_runs``), and ``kept``: per salvaged row, per marked turn whether it trains
+    (``Salvage.trained``), when the caller tokenized the rows already."""
     marks = row_marks(canonical).astype(np.int64)
     if runs is None:
         runs, kept = _tokenized_runs(canonical, tokenizer, template, salvage)
-    trains = np.array([kept.get(row, count) if kept else count for row, count in enumerate(marks.tolist())],
-                      dtype=np.int64)
-    trains[[row not in runs for row in range(canonical.num_rows)]] = 0
+    offsets = _arrow.offsets_of(marks)
+    trains = np.ones(int(marks.sum()), dtype=bool)
+    for row, flags in (kept or {}).items():
+        if len(flags) == marks[row]:
+            trains[offsets[row]:offsets[row + 1]] = flags
     targets: list[list[int] | None] = []
-    for row, count in enumerate(marks.tolist()):
-        found, taken = runs.get(row), int(trains[row])
-        targets += found if found is not None and len(found) == taken else [None] * taken
-        targets += [None] * (count - taken)
-    turn = np.arange(int(marks.sum())) - np.repeat(_arrow.offsets_of(marks)[:-1], marks)
-    return targets, turn >= np.repeat(trains, marks)
+    for row in range(canonical.num_rows):
+        turns = trains[offsets[row]:offsets[row + 1]]
+        if row not in runs:
+            turns[:] = False
+        found = runs.get(row)
+        given = iter(found) if found is not None and len(found) == int(turns.sum()) else None
+        targets += [next(given) if given is not None and flag else None for flag in turns.tolist()]
+    return targets, ~trains
 
 
 def _tokenized_runs(canonical: pa.Table, tokenizer: Any, template: Any, salvage: bool = False
-                    ) -> tuple[dict[int, list[list[int]]], dict[int, int]]:
-    """Per row ``tokenize`` keeps, its marked runs; per row it salvages, the marked turns it trains."""
+                    ) -> tuple[dict[int, list[list[int]]], dict[int, tuple[bool, ...]]]:
+    """Per row ``tokenize`` keeps, its marked runs; per row it salvages, per marked turn whether it trains."""
     numbered = _arrow.set_column(canonical, _ROW, pa.array(np.arange(canonical.num_rows, dtype=np.int64)))
     transform = token_masks.Tokenize(tokenizer, template, on_bad_row="skip", keep_unsupervised=True, salvage=salvage)
     runs: dict[int, list[list[int]]] = {}
-    kept: dict[int, int] = {}
+    kept: dict[int, tuple[bool, ...]] = {}
     for start in range(0, canonical.num_rows, _TOKENIZE_ROWS):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", BadMaskRowsWarning)
             warnings.simplefilter("ignore", SalvagedRowsWarning)
             chunk = transform(numbered.slice(start, _TOKENIZE_ROWS))
         runs.update(zip(chunk.column(_ROW).to_pylist(), marked_runs(chunk)))
-        kept.update((start + f.position, f.salvage[0]) for f in transform.failures.take_salvaged())
+        kept.update((start + f.position, f.salvage.trained) for f in transform.failures.take_salvaged()
+                    if f.salvage is not None)
     return runs, kept
 
 

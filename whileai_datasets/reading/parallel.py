@@ -14,7 +14,8 @@ each piece (a bytes scan, ``reader.count_lines``) and the workers number
 them exactly. So rows, their order, line numbers and errors are those of a
 single-process read: a bad row raises where it would have, after every table
 before it. At most ``workers + 1`` pieces are in flight, so memory stays at a
-few pieces per process however large the file is.
+few pieces per process however large the file is. The same pool reads the whole
+files of a session folder for the builder (``submit``, ``output_path``, ``died``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import multiprocessing
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -153,11 +154,15 @@ def _renumbered(table: pa.Table, lines_before: int) -> pa.Table:
 _NORMALIZERS: list[tuple[str, Options, Normalizer]] = []
 
 
-def _normalizer(config: str, options: Options) -> Normalizer:
+def normalizer_for(config: str, options: Options, *, sessions: bool = False) -> Normalizer:
+    """This process's normalizer for ``config`` and ``options`` (built once; ``sessions``: with the columns of
+    agent sessions), its unread keys counted afresh."""
+    sessions = sessions and config == "default"  # (the columns of sessions are training rows' only)
     for known_config, known_options, normalizer in _NORMALIZERS:
-        if known_config == config and known_options == options:
+        if known_config == config and known_options == options and normalizer.sessions == sessions:
+            normalizer.unread = Unread()
             return normalizer
-    normalizer = Normalizer(config, options)
+    normalizer = Normalizer(config, options, sessions=sessions)
     _NORMALIZERS[:] = [*_NORMALIZERS[-3:], (config, options, normalizer)]
     return normalizer
 
@@ -171,8 +176,7 @@ def parse_piece(job: Job) -> Piece:
 
 
 def _parse_piece(job: Job) -> Piece:
-    normalizer = _normalizer(job.config, job.options)
-    normalizer.unread = Unread()  # (a cached normalizer: this piece's keys only)
+    normalizer = normalizer_for(job.config, job.options)
     bad = BadRows()
     leaks = LeakScan() if job.leaks else None
     position = LinePosition(job.start, job.line, job.row)
@@ -181,7 +185,7 @@ def _parse_piece(job: Job) -> Piece:
         tables = iter_tables(
             rows, normalizer, chunk_rows=job.chunk_rows, on_bad_row=job.on_bad_row, bad=bad, leaks=leaks
         )
-        written = _write_tables(job.output, tables)
+        written = write_tables(job.output, tables)
     return Piece(
         job.output if written else None,
         bad.to_dict(),
@@ -192,7 +196,7 @@ def _parse_piece(job: Job) -> Piece:
     )
 
 
-def _write_tables(path: str, tables: Iterator[pa.Table]) -> bool:
+def write_tables(path: str, tables: Iterator[pa.Table]) -> bool:
     """Write ``tables`` to an Arrow IPC file at ``path``, one record batch
     each; False (and no file) when there are none."""
     writer = None
@@ -299,30 +303,43 @@ class RangeReader:
         of ``path`` (``handle`` is open on it), in order. Numbering continues
         from ``position``, which, once exhausted, is left at the next line
         start with the counts before it (as ``reader.iter_line_range``)."""
-        if self._pool is None:
-            self._pool = self._start()
-        scratch = str(self._scratch)
         pending: list[tuple[Job, Future[Piece]]] = []
         try:
             start = LinePosition(position.offset, position.line, position.row)
-            for job in self._jobs(handle, path, source, start, end, leaks is not None, scratch):
-                with starting_workers():
-                    pending.append((job, self._pool.submit(parse_piece, job)))
-                self._workers.update(getattr(self._pool, "_processes", {}).values())
+            for job in self._jobs(handle, path, source, start, end, leaks is not None):
+                pending.append((job, self.submit(parse_piece, job)))
                 if len(pending) > self.workers:
                     yield from self._take(*pending.pop(0), position, bad, leaks)
             while pending:
                 yield from self._take(*pending.pop(0), position, bad, leaks)
         except BrokenProcessPool as err:
-            self._pool.shutdown(wait=True, cancel_futures=True)  # every worker joined: their exit codes are known
-            raise ParseWorkerError(
-                f"a worker process parsing the file died ({self._death()})",
-                location=source,
-                hint=_memory_hint(),
-            ) from err
+            raise self.died(source) from err
         finally:
             for _, future in pending:
                 future.cancel()
+
+    def output_path(self) -> str:
+        """A new file name in the folder the workers hand their tables over in (the pool started on first use)."""
+        if self._pool is None:
+            self._pool = self._start()
+        self._pieces += 1
+        return os.path.join(str(self._scratch), f"piece-{self._pieces:06d}.arrow")
+
+    def submit(self, function: Callable[[Any], Piece], job: Any) -> Future[Piece]:
+        """``function(job)`` on a worker of the pool (started on first use)."""
+        if self._pool is None:
+            self._pool = self._start()
+        with starting_workers():
+            future = self._pool.submit(function, job)
+        self._workers.update(getattr(self._pool, "_processes", {}).values())
+        return future
+
+    def died(self, source: str) -> ParseWorkerError:
+        """The error for a pool broken by a worker's death (``BrokenProcessPool``), reading ``source``."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)  # every worker joined: their exit codes are known
+        return ParseWorkerError(f"a worker process parsing the file died ({self._death()})", location=source,
+                                hint=_memory_hint())
 
     def _death(self) -> str:
         """How the pool's worker died: the first exit that is not the
@@ -363,15 +380,13 @@ class RangeReader:
 
     def _numbered(self, job: Job, before: LinePosition) -> Job:
         """``job`` numbered from ``before``, with an output file of its own."""
-        self._pieces += 1
-        output = os.path.join(os.path.dirname(job.output), f"piece-{self._pieces:06d}.arrow")
-        return dataclasses.replace(job, line=before.line, row=before.row, output=output, numbered=True)
+        return dataclasses.replace(job, line=before.line, row=before.row, output=self.output_path(), numbered=True)
 
     def _jobs(
-        self, handle: Any, path: str, source: str, before: LinePosition, end: int, leaks: bool, scratch: str
+        self, handle: Any, path: str, source: str, before: LinePosition, end: int, leaks: bool
     ) -> Iterator[Job]:
         """One job per piece of the lines starting in ``[before.offset, end)``
-        (its output file in ``scratch``), numbered from its own start, or under
+        (its output file in the scratch folder), numbered from its own start, or under
         ``on_bad_row="skip"`` with the lines and rows before it counted on from
         ``before``."""
         start = before.offset
@@ -381,11 +396,10 @@ class RangeReader:
         while start < end:
             # a line start: the lines starting in [start, stop) are this piece's
             stop = line_start_at_or_after(handle, min(start + size, end))
-            self._pieces += 1
             yield Job(
                 path, source, start, stop, line, row, self.normalizer.config_name,
                 self.normalizer.options, self.chunk_rows, self.on_bad_row, leaks,
-                os.path.join(scratch, f"piece-{self._pieces:06d}.arrow"), numbered, option_names.current(),
+                self.output_path(), numbered, option_names.current(),
             )
             if numbered:
                 lines, rows = count_lines(handle, start, stop)

@@ -18,12 +18,14 @@ from __future__ import annotations
 import bz2
 import functools
 import gzip
+import importlib
+import io
 import lzma
 import sys
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import IO
+from typing import IO, Any
 
 import pyarrow as pa
 
@@ -83,10 +85,71 @@ def decoded_stream(path: str) -> IO[bytes]:
 
         return lz4.frame.open(path, "rb")  # type: ignore[no-any-return]
     if codec == "zstd":
+        return io.BufferedReader(_RewindingZstd(path))
+    return open(path, "rb")
+
+
+def codec_installed(codec: str | None) -> bool:
+    """Whether the Python module of ``codec`` (``codec_of``'s name) imports: the standard library's always do."""
+    package = _CODEC_PACKAGES.get(codec or "")
+    if package is None:
+        return True
+    try:
+        importlib.import_module(package)
+    except ImportError:
+        return False
+    return True
+
+
+class _RewindingZstd(io.RawIOBase):
+    """A local zstd file's decoded bytes that can go back to an earlier position, as gzip's reader can: zstandard's
+    own stream only reads forward, so a backward seek opens the file again and reads up to the position (telling
+    a session from its head goes back once, to the start)."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._stream = self._open()
+        self._at = 0
+
+    def _open(self) -> Any:
         import zstandard
 
-        return zstandard.open(path, "rb")  # type: ignore[no-any-return]
-    return open(path, "rb")
+        return zstandard.open(self._path, "rb")
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._stream.read(len(buffer))
+        buffer[: len(data)] = data
+        self._at += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self._at
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_CUR:
+            offset += self._at
+        elif whence != io.SEEK_SET:
+            raise io.UnsupportedOperation("a zstd stream does not know its end before reading to it")
+        if offset < self._at:
+            self._stream.close()
+            self._stream, self._at = self._open(), 0
+        while self._at < offset:
+            skipped = len(self._stream.read(min(_COUNT_BLOCK, offset - self._at)))
+            if not skipped:
+                break
+            self._at += skipped
+        return self._at
+
+    def close(self) -> None:
+        if not self.closed:
+            self._stream.close()
+        super().close()
 
 
 def complete_lines(reopen: Callable[[], IO[bytes]]) -> int:

@@ -38,10 +38,11 @@ def _rebuild(problem: str, path: str | None, line: int | None, hint: str | None,
 
 
 def file_stem(path: str) -> str:
-    """A session file's name without its directory, its compression suffix (``.gz``) and its extension: the
-    session's id where the file records none."""
+    """A session file's name without its directory, its compression suffix (``.gz``, ``.zst``, ...) and its
+    extension: the session's id where the file records none."""
     name = os.path.basename(path)
-    return os.path.splitext(name[:-3] if name.lower().endswith(".gz") else name)[0]
+    stem, suffix = os.path.splitext(name)
+    return os.path.splitext(stem)[0] if suffix.lower() in (".gz", ".bz2", ".xz", ".zst", ".lz4") else stem
 
 
 def arguments_text(arguments: Any) -> str:

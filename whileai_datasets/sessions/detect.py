@@ -20,7 +20,6 @@ closest known layout, never read as rows; a session whose last line is cut short
 
 from __future__ import annotations
 
-import gzip
 import importlib
 import json
 import os
@@ -31,6 +30,7 @@ from typing import IO, Any
 
 import orjson
 
+from whileai_datasets.reading import read_errors
 from whileai_datasets.rows.normalize import RowContext
 from whileai_datasets.sessions.common import SessionFormatError
 
@@ -326,8 +326,10 @@ def _unknown_log(name: str, values: list[Any]) -> SessionFormatError:
         "Aider (docs/sessions.md). Convert the log to rows with a 'messages' list, or leave the file out.")
 
 
-#: The names of the files a session folder's walk looks at (an agent writes nothing else worth reading).
-SESSION_SUFFIXES = (".jsonl", ".json", ".md", ".jsonl.gz", ".json.gz")
+#: The names of the files a session folder's walk looks at (an agent writes nothing else worth reading), plain or
+#: compressed.
+SESSION_SUFFIXES = (*(f"{kind}{codec}" for kind in (".jsonl", ".json")
+                      for codec in ("", ".gz", ".bz2", ".xz", ".zst", ".lz4")), ".md")
 
 
 def session_files(folder: str) -> tuple[list[str], list[str]]:
@@ -342,7 +344,9 @@ def session_files(folder: str) -> tuple[list[str], list[str]]:
             if not name.lower().endswith(SESSION_SUFFIXES):
                 continue
             path = os.path.join(root, name)
-            with (gzip.open(path, "rb") if name.lower().endswith(".gz") else open(path, "rb")) as handle:
+            if not read_errors.codec_installed(read_errors.codec_of(path)):
+                raise read_errors.missing_codec_error(path, path)
+            with read_errors.decoded_stream(path) as handle:  # (a compressed log through its codec's module)
                 try:
                     session = detect(path, handle)
                 except SessionFormatError:

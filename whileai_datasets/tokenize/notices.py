@@ -28,7 +28,8 @@ class BadMaskRowsWarning(UserWarning):
 
 
 class SalvagedRowsWarning(UserWarning):
-    """Rows the template could not take whole train the turns before the one it cannot take (salvage=True)."""
+    """Rows the template could not take whole train adapted to what it takes (parallel calls serialized, a turn
+    it renders partly kept as context) or the turns before the one it cannot take (salvage=True)."""
 
 
 class PartialRenderWarning(UserWarning):
@@ -73,17 +74,17 @@ def bad_rows_warning(bad: int, total: int, indices: Sequence[int] | None, failur
 
 
 def salvaged_warning(salvaged: Sequence[Any], total: int) -> None:
-    """Warn (``SalvagedRowsWarning``) when rows of a batch train a prefix (``salvage=True``): how many, and each
-    row (the first ten) with the turns kept and cut and its cause (``row_failures.Failure`` with ``salvage``)."""
+    """Warn (``SalvagedRowsWarning``) when rows of a batch train only in part, or adapted (``salvage=True``): how
+    many, and each row (the first ten) with its cause, the turns kept and cut and each step salvage took
+    (``row_failures.Failure`` with ``salvage``, ``row_failures.SALVAGES``)."""
     if not salvaged:
         return
-    named = "; ".join(f"row {f.row}: {f.salvage[0]} assistant turn(s) kept, {f.salvage[1]} cut ({dashed(f.cause)})"
-                      for f in salvaged[:10])
+    named = "; ".join(f"row {f.row} ({dashed(f.cause)}): {f.salvage.describe()}" for f in salvaged[:10])
     more = f"; and {len(salvaged) - 10} more" if len(salvaged) > 10 else ""
     warnings.warn(
-        f"{len(salvaged)} of {total} rows in this batch train only the turns before one the template cannot "
-        f"take ({option_names.spell('salvage', True)}): {named}{more}; whileai_datasets.audit counts them "
-        "(salvaged).",
+        f"{len(salvaged)} of {total} rows in this batch the template cannot take whole train adapted to what it "
+        f"takes, or only their turns before one it cannot take ({option_names.spell('salvage', True)}): "
+        f"{named}{more}; whileai_datasets.audit counts them (salvaged, and each step by name).",
         SalvagedRowsWarning,
         stacklevel=3,
     )

@@ -6,17 +6,25 @@ to str"); a mask the check refuses, or a render over its budget, is ours. ``caus
 one name of ``CAUSES``, so ``tokenize`` can say how many rows of a batch fail and why, and the audit
 can count every cause over a whole dataset (each a finding with a ``--fail-on`` name). ``RowFailures``
 holds a batch's failures: the row, its cause and the template's own message.
+
+``salvage_row`` is what ``tokenize(salvage=True)`` trains of a row the template cannot take whole: the row
+adapted to what the template takes (``SALVAGES``: parallel calls serialized, a turn the template renders only
+partly kept as context), else (or then) its longest prefix that passes; each step named per row (``Salvage``).
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
+from whileai_datasets.chat_template.masks.parallel_calls import serialize_parallel_calls
 from whileai_datasets.errors import RenderBudgetError, TemplateError
 
-__all__ = ["CAUSES", "NOTES", "Cause", "Failure", "RowFailures", "cause_of", "tagged"]
+__all__ = ["CAUSES", "NOTES", "SALVAGES", "Cause", "Failure", "RowFailures", "Salvage", "SalvageStep", "cause_of",
+           "salvage_row", "tagged"]
 
 Cause = Literal["roles_must_alternate", "single_tool_call_only", "tool_call_id_format", "content_type",
                 "template_drops_tool_calls", "template_drops_content", "render_budget", "mask_mismatch",
@@ -50,6 +58,40 @@ NOTES: dict[Cause, str] = {
                     "with no end of its own (Gemma 4's v5 template after a call): what trains there is not what "
                     "the model writes at inference",
 }
+SalvageStep = Literal["parallel_calls_serialized", "partial_turns_as_context", "prefix_salvaged"]
+#: What ``salvage`` does to a row the template cannot take whole, in the order it tries (each named per row,
+#: with the turns it concerns): what it means (the audit's description of its finding).
+SALVAGES: dict[SalvageStep, str] = {
+    "parallel_calls_serialized": "rows with an assistant turn of several tool calls the template cannot take "
+                                 "(one call per turn), handed to it as consecutive turns of one call each, each "
+                                 "followed by its own result (paired by id); each such turn trains, as a model "
+                                 "that calls once per turn writes it (salvage=True)",
+    "partial_turns_as_context": "rows with a trained assistant turn the template renders only partly (the text "
+                                "beside a call dropped, one call of several dropped), kept as context (loss 0, "
+                                "rendered as the template renders it) so the turns after it train: the model sees "
+                                "the history the template gives it at inference (salvage=True)",
+    "prefix_salvaged": "rows that train only the turns before one the template cannot take even so: the longest "
+                       "prefix ending with a loss-carrying assistant turn that passes (salvage=True)",
+}
+
+
+class Salvage(NamedTuple):
+    """What ``salvage`` trains of a row: its loss-carrying assistant turns that train (a serialized turn counted
+    once) and those that do not (kept as context, or cut), and each step taken with the turns it concerns."""
+
+    kept: int
+    cut: int
+    steps: tuple[tuple[SalvageStep, int], ...] = ()
+    #: per marked message of the row as given (loss 1), whether it trains: the turns kept as context or cut are
+    #: not always the last ones (the Hub route leaves out exactly these, ``hub.facts.turn_targets``)
+    trained: tuple[bool, ...] = ()
+
+    def describe(self) -> str:
+        """``"2 assistant turn(s) kept, 1 cut (partial-turns-as-context 1)"``."""
+        steps = ", ".join(f"{dashed(name)} {turns}" for name, turns in self.steps)
+        return f"{self.kept} assistant turn(s) kept, {self.cut} cut" + (f" ({steps})" if steps else "")
+
+
 #: The template's words for each cause (lower case, searched in the error's text), first match wins.
 _WORDS: tuple[tuple[Cause, re.Pattern[str]], ...] = (
     ("roles_must_alternate", re.compile(r"must alternate|alternating|roles? (?:must|should) be")),
@@ -93,9 +135,8 @@ class Failure:
     row: int
     cause: Cause
     error: TemplateError
-    #: (assistant turns a prefix of the row trains, turns cut with the one the template cannot take): what
-    #: ``salvage`` trains of it, or would; None where no prefix trains
-    salvage: tuple[int, int] | None = None
+    #: what ``salvage`` trains of it, or would (``salvage_row``); None where salvage trains nothing of it
+    salvage: Salvage | None = None
 
 
 class RowFailures:
@@ -115,10 +156,10 @@ class RowFailures:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__()  # type: ignore[misc]
 
-    def add(self, position: int, row: int, err: TemplateError, salvage: tuple[int, int] | None = None) -> None:
+    def add(self, position: int, row: int, err: TemplateError, salvage: Salvage | None = None) -> None:
         self.items.append(Failure(position, row, cause_of(err), err, salvage))
 
-    def add_salvaged(self, position: int, row: int, err: TemplateError, salvage: tuple[int, int]) -> None:
+    def add_salvaged(self, position: int, row: int, err: TemplateError, salvage: Salvage) -> None:
         self.salvaged.append(Failure(position, row, cause_of(err), err, salvage))
 
     def take(self) -> list[Failure]:
@@ -147,3 +188,90 @@ def summary(failures: list[Failure], total: int) -> str:
         parts.append(f"{len(items)} {dashed(cause)} (row{'s' if len(items) > 1 else ''} "
                      f"{', '.join(map(str, rows))}{more})")
     return f"{len(failures)} of {total} rows of this batch fail: {', '.join(parts)}"
+
+
+#: checks a form of a row: its messages, loss mask and the turns salvage keeps as context in, what trains of it
+#: out; raises ``TemplateError``
+Check = Callable[[list[dict[str, Any]], list[int], frozenset[int]], Any]
+
+
+def salvage_row(messages: Sequence[Mapping[str, Any]], mask: Sequence[int], error: TemplateError,
+                check: Check) -> tuple[Any, list[dict[str, Any]], list[int], Salvage] | None:
+    """What ``salvage`` trains of a row that failed whole with ``error``: ``check``'s result on the form of the
+    row that passes, that form (messages and loss mask) and what was done (``Salvage``); None where no form
+    with a loss-carrying assistant turn passes.
+
+    The row is adapted while the template's refusal names a turn it can be adapted at: a template that takes
+    one call per turn gets parallel calls serialized (``chat_template.masks.parallel_calls``); where the turn
+    it refuses is one it renders only partly, every such trained turn (``error.partial``, set by the mask check
+    with ``error.turn``) is kept as context at once.
+    Where the template refuses the adapted row for another reason, its longest prefix that passes trains.
+    """
+    given, flags, origin = [dict(m) for m in messages], [int(f) for f in mask], list(range(len(messages)))
+    steps: Counter[SalvageStep] = Counter()
+    for _ in range(len(given) + 2):  # each step serializes a turn or takes a loss away: bounded
+        step = _adapted(given, flags, origin, error)
+        if step is None:
+            break
+        given, flags, origin, name, turns = step
+        steps[name] += turns
+        try:
+            found = check(given, flags, _context(given, flags, origin, mask, len(given)))
+            return _salvaged(found, given, flags, origin, mask, messages, steps, len(given))
+        except TemplateError as err:
+            error = err
+    ends = [i for i, (message, flag) in enumerate(zip(given, flags)) if flag and message.get("role") == "assistant"]
+    for kept in range(len(ends), 0, -1):
+        end = ends[kept - 1] + 1
+        if end == len(given):  # the row itself (as adapted): it failed
+            continue
+        try:
+            found = check(given[:end], flags[:end], _context(given, flags, origin, mask, end))
+        except TemplateError:
+            continue
+        return _salvaged(found, given, flags, origin, mask, messages, steps, end)
+    return None
+
+
+def _context(given: list[dict[str, Any]], flags: list[int], origin: list[int], mask: Sequence[int],
+             end: int) -> frozenset[int]:
+    """The assistant turns of ``given[:end]`` salvage keeps as context (their loss taken away)."""
+    return frozenset(i for i in range(end) if not flags[i] and mask[origin[i]] and given[i].get("role") == "assistant")
+
+
+def _adapted(given: list[dict[str, Any]], flags: list[int], origin: list[int], error: TemplateError
+             ) -> tuple[list[dict[str, Any]], list[int], list[int], SalvageStep, int] | None:
+    """The row adapted at what ``error`` refuses (``salvage_row``), or None where no adaptation fits."""
+    cause = cause_of(error)
+    turn = getattr(error, "turn", None)
+    several = turn is not None and turn < len(given) and len(given[turn].get("tool_calls") or []) > 1
+    if cause == "single_tool_call_only" or (cause == "template_drops_tool_calls" and several):
+        serialized, mask, came, turns = serialize_parallel_calls(given, flags, origin)
+        if turns:
+            return serialized, mask, came, "parallel_calls_serialized", turns
+    partial = [i for i in getattr(error, "partial", ()) if i < len(flags) and flags[i]]
+    if cause in ("template_drops_content", "template_drops_tool_calls") and turn in partial:
+        context = [0 if i in partial else flag for i, flag in enumerate(flags)]
+        if any(flag and message.get("role") == "assistant" for flag, message in zip(context, given)):
+            return given, context, origin, "partial_turns_as_context", len(partial)
+    return None
+
+
+def _salvaged(found: Any, given: list[dict[str, Any]], flags: list[int], origin: list[int], mask: Sequence[int],
+              messages: Sequence[Mapping[str, Any]], steps: Counter[SalvageStep], end: int
+              ) -> tuple[Any, list[dict[str, Any]], list[int], Salvage]:
+    """``salvage_row``'s answer, ``given[:end]`` passing: the turns of the row as given that train (a turn
+    serialized into several counted once), those that do not, and the steps (a prefix: the turns it cuts)."""
+
+    def turns(start: int, stop: int) -> set[int]:
+        return {origin[i] for i in range(start, stop) if flags[i] and given[i].get("role") == "assistant"}
+
+    kept = turns(0, end)
+    trained = sum(1 for m, f in zip(messages, mask) if f and m.get("role") == "assistant")
+    named = dict(steps)
+    if end < len(given):
+        named["prefix_salvaged"] = len(turns(end, len(given)) - kept)
+    order = tuple((name, named[name]) for name in SALVAGES if name in named)
+    still = {origin[i] for i in range(end) if flags[i]}
+    marked = tuple(i in still for i, flag in enumerate(mask) if flag)
+    return found, given[:end], flags[:end], Salvage(len(kept), trained - len(kept), order, marked)

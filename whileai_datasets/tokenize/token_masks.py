@@ -29,7 +29,7 @@ from whileai_datasets import option_names
 from whileai_datasets._gc import gc_paused
 from whileai_datasets._options import check_choice, check_count, check_flag
 from whileai_datasets._typing import OnBadRow, Truncation
-from whileai_datasets.chat_template.masks.dropped import NoteKind, dropped_output, row_notes
+from whileai_datasets.chat_template.masks.dropped import NoteKind, dropped_output, partly_rendered, row_notes
 from whileai_datasets.chat_template.masks.mask_check import check_row
 from whileai_datasets.chat_template.masks.masking import MaskPlan, supervised_spans
 from whileai_datasets.chat_template.masks.turn_edges import stop_tokens as model_stop_tokens
@@ -52,7 +52,7 @@ from whileai_datasets.tokenize.notices import (
     partial_warning,
     salvaged_warning,
 )
-from whileai_datasets.tokenize.row_failures import Cause, RowFailures, summary, tagged
+from whileai_datasets.tokenize.row_failures import Cause, RowFailures, Salvage, salvage_row, summary, tagged
 from whileai_datasets.tokenize.span_masks import chunk_token_masks, spans_to_token_mask
 from whileai_datasets.tokenize.template_input import InputForm, template_messages
 from whileai_datasets.tokenize.token_columns import arrow_columns, numpy_columns, set_column
@@ -148,9 +148,11 @@ class Tokenize:
             ``UnsupervisedRowsWarning``: for a report that counts them
             (``whileai_datasets.audit``), not for a trainer.
         salvage: A row the template cannot take whole (one assistant turn it refuses, or renders
-            without the turn's output) trains its longest prefix that ends with a loss-carrying assistant
-            turn and passes, instead of being dropped: the turns before the one it cannot take
-            (``failures.salvaged`` names each such row, its cause and the turns kept and cut).
+            without the turn's output) trains what the template takes of it instead of being dropped
+            (``row_failures.salvage_row``): parallel calls serialized into one call per turn for a template
+            that takes one, a trained turn the template renders only partly kept as context (loss 0), else
+            its longest prefix that ends with a loss-carrying assistant turn and passes
+            (``failures.salvaged`` names each such row, its cause, the turns kept and cut and each step).
         stop_tokens: The tokens the model stops on. One the template writes
             right after a turn (GLM-4.x writes no end-of-turn marker: the model
             stops on the next opener, ``<|observation|>`` or ``<|user|>``) is
@@ -231,10 +233,11 @@ class Tokenize:
         text, spans, method, _ = self._checked(shaped_messages, tools, mask, row)
         return text, spans, method
 
-    def _checked(self, shaped: list[dict[str, Any]], tools: Any, mask: list[int],
-                 row: int | None) -> tuple[str, list[tuple[int, int]], str, list[Notice]]:
+    def _checked(self, shaped: list[dict[str, Any]], tools: Any, mask: list[int], row: int | None,
+                 context: frozenset[int] = frozenset()) -> tuple[str, list[tuple[int, int]], str, list[Notice]]:
         """The row's text, spans and method, and what it trains with that is not what the model wrote
-        (``Notice``); ``shaped`` is the one renderer input (``template_messages``)."""
+        (``Notice``); ``shaped`` is the one renderer input (``template_messages``). ``context``: turns salvage
+        keeps as context because the template renders them partly (named as that, not as a partial history)."""
         rerender = self.plan.rerender(tools or None)
         try:
             rendered, spans = self.plan.render_row(shaped, tools or None, mask)
@@ -243,13 +246,17 @@ class Tokenize:
         dropped = dropped_output(rendered, shaped, mask, spans_known=self.plan.tracking_exact, rerender=rerender,
                                  history=True)
         violation = check_row(rendered, shaped, mask, spans, spans_known=self.plan.tracking_exact, dropped=dropped)
+        named = [d for d in dropped if d.message not in context] if context else dropped
         if violation is None:
-            return rendered.text, spans, self.plan.method, row_notes(rendered, shaped, mask, dropped)
+            return rendered.text, spans, self.plan.method, row_notes(rendered, shaped, mask, named)
         if self.plan.method != "turns":
             again, turn_spans = self.plan.render_row(shaped, tools or None, mask, method="turns")
             if check_row(again, shaped, mask, turn_spans, dropped=dropped) is None:
-                return again.text, turn_spans, "turns", row_notes(again, shaped, mask, dropped)
-        raise self._violation_error(violation, shaped, tools, row)
+                return again.text, turn_spans, "turns", row_notes(again, shaped, mask, named)
+        error = self._violation_error(violation, shaped, tools, row)
+        error.turn = violation.message  # type: ignore[attr-defined]  # what salvage adapts (``salvage_row``)
+        error.partial = _partial_turns(shaped, mask, dropped)  # type: ignore[attr-defined]
+        raise error
 
     def _untracked(self, shaped: list[dict[str, Any]], tools: Any, mask: list[int],
                    err: TemplateError, rerender: Any) -> tuple[str, list[tuple[int, int]], str]:
@@ -355,42 +362,43 @@ class Tokenize:
         try:
             with budget_scope(self.chat.budget):  # per row: one row over the budget spoils no other
                 shaped_messages = messages if shaped else template_messages(messages, self.form)
-                text, spans, method, notes = self._checked(shaped_messages, tools, mask, row)
-                if self.on_render is not None:
-                    self.on_render(position, shaped_messages, mask, text, spans)
-            for kind, said in notes:
-                self.notices.add(position, row, tagged(TemplateError(f"row {row}, {said}"), kind))
-            return text, spans, method
+                found = self._checked(shaped_messages, tools, mask, row)
+            return self._rendered(found, shaped_messages, mask, position, row)
         except RenderBudgetError as err:
             if self.on_bad_row == "raise":  # a time budget per row: stop at once rather than wait on every row
                 raise _at_row(err, row) from None
             self.failures.add(position, row, err)
         except TemplateError as err:
-            prefix = self._prefix(messages, tools, mask, row, shaped) if self.salvage or self.measure_salvage \
+            salvaged = self._salvage(messages, tools, mask, row, shaped, err) if self.salvage or self.measure_salvage \
                 else None
-            if prefix is not None and self.salvage:
-                self.failures.add_salvaged(position, row, err, prefix[1])
-                return prefix[0]
-            self.failures.add(position, row, err, None if prefix is None else prefix[1])
+            if salvaged is not None and self.salvage:
+                found, given, flags, said = salvaged
+                self.failures.add_salvaged(position, row, err, said)
+                return self._rendered(found, given, flags, position, row)
+            self.failures.add(position, row, err, None if salvaged is None else salvaged[3])
         return None
 
-    def _prefix(self, messages: list[dict[str, Any]], tools: Any, mask: list[int], row: int,
-                shaped: bool) -> tuple[Found, tuple[int, int]] | None:
-        """The longest prefix of a row that fails whole which ends with a loss-carrying assistant turn and
-        renders and passes the check, with (its loss-carrying assistant turns, those cut); None if none does."""
+    def _rendered(self, found: tuple[str, list[tuple[int, int]], str, list[Notice]], messages: list[dict[str, Any]],
+                  mask: list[int], position: int, row: int) -> Found:
+        """A row's render that trains: measured (``on_render``), its notices named; as ``Found``."""
+        text, spans, method, notes = found
+        if self.on_render is not None:
+            self.on_render(position, messages, mask, text, spans)
+        for kind, said in notes:
+            self.notices.add(position, row, tagged(TemplateError(f"row {row}, {said}"), kind))
+        return text, spans, method
+
+    def _salvage(self, messages: list[dict[str, Any]], tools: Any, mask: list[int], row: int, shaped: bool,
+                 err: TemplateError) -> tuple[Any, list[dict[str, Any]], list[int], Salvage] | None:
+        """What ``salvage`` trains of a row that fails whole (``row_failures.salvage_row``): the row adapted to
+        what the template takes, or its longest prefix that passes; None where nothing of it trains."""
         given = messages if shaped else template_messages(messages, self.form)
-        ends = [i for i, (message, flag) in enumerate(zip(given, mask)) if flag and message.get("role") == "assistant"]
-        for kept in range(len(ends), 0, -1):
-            end = ends[kept - 1] + 1
-            if end == len(given):  # the row itself
-                continue
-            try:
-                with budget_scope(self.chat.budget):
-                    text, spans, method, _ = self._checked(given[:end], tools, list(mask[:end]), row)
-                    return (text, spans, method), (kept, len(ends) - kept)
-            except TemplateError:
-                continue
-        return None
+
+        def check(form: list[dict[str, Any]], flags: list[int], context: frozenset[int]) -> Any:
+            with budget_scope(self.chat.budget):
+                return self._checked(form, tools, flags, row, context)
+
+        return salvage_row(given, mask, err, check)
 
     def _truncate(self, ids: Any, mask: np.ndarray, supervised: int, method: str) -> RowMask:
         limit = self.max_length
@@ -486,6 +494,13 @@ def _table_with_parts(batch: Any, column: str) -> pa.Table | None:
         return None
     messages = _arrow.flat(table.column(column))
     return table if pa.types.is_struct(messages.type) and has_parts(messages).any() else None
+
+
+def _partial_turns(shaped: list[dict[str, Any]], mask: list[int], dropped: Sequence[Any]) -> list[int]:
+    """The trained turns the render keeps part of and lacks the rest of (``dropped.partly_rendered``), all of
+    them at once: what salvage keeps as context (``row_failures.salvage_row``)."""
+    turns = sorted({d.message for d in dropped if d.trained and mask[d.message]})
+    return [turn for turn in turns if partly_rendered(shaped[turn], [d for d in dropped if d.message == turn])]
 
 
 def _at_row(err: TemplateError, row: int) -> TemplateError:

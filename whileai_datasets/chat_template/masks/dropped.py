@@ -90,7 +90,8 @@ def squeeze(text: str) -> str:
 
 
 def _forms(text: str) -> list[str]:
-    forms = [text, json.dumps(text, ensure_ascii=False)[1:-1], json.dumps(text)[1:-1]]
+    escaped = json.dumps(text, ensure_ascii=False)[1:-1]
+    forms = [text, escaped, escaped if text.isascii() else json.dumps(text)[1:-1]]
     if "</think>" in text:
         forms.append(text.rsplit("</think>", 1)[1])
     return [f for f in (squeeze(form) for form in forms) if f]
@@ -103,7 +104,7 @@ class _Haystack:
     def __init__(self, rendered: RenderedChat, spans_known: bool, messages: Sequence[Mapping[str, Any]],
                  rerender: Rerender | None = None) -> None:
         self.text = rendered.text
-        self.whole = squeeze(rendered.text)
+        self._whole: str | None = None  # the whole text squeezed, made when a piece is not in its own pass
         self.spans = list(rendered.message_spans) if spans_known else []
         self.messages = messages
         self.rerender = rerender
@@ -111,6 +112,10 @@ class _Haystack:
         self._passes: dict[int, str] = {}
 
     def has(self, index: int, piece: str) -> bool:
+        if index < len(self.spans) and piece.strip():  # the piece as written inside its own pass: squeezed,
+            start, end = self.spans[index]                # it is inside the squeezed pass too
+            if end > start and self.text.find(piece, start, end) >= 0:
+                return True
         forms = _forms(piece)
         if not forms:
             return True
@@ -120,6 +125,13 @@ class _Haystack:
         if not any(form in self.whole for form in forms):
             return False
         return self._stand_in_rendered(index, piece)
+
+    @property
+    def whole(self) -> str:
+        """The whole text, whitespace squeezed (made once, when first looked in)."""
+        if self._whole is None:
+            self._whole = squeeze(self.text)
+        return self._whole
 
     def _own(self, index: int) -> str:
         """Message ``index``'s own pass, whitespace squeezed ('' where untracked), computed once."""
@@ -286,10 +298,15 @@ def runs_on(rendered: RenderedChat, messages: Sequence[Mapping[str, Any]], loss_
     text, with no end of their own between (only whitespace): what trains there is not what the model
     writes at inference, where the turn ends before the next one starts."""
     text, spans = rendered.text, rendered.message_spans
-    out = []
+    out: list[int] = []
+    stripped: list[str] | None = None  # each message's text stripped, made once per row when a turn needs it
     for index, (message, flag) in enumerate(zip(messages, loss_mask)):
-        content = content_text(message).strip()
-        if not flag or message.get("role") != "assistant" or not content or index >= len(spans):
+        if not flag or message.get("role") != "assistant" or index >= len(spans):
+            continue
+        if stripped is None:
+            stripped = [content_text(m).strip() for m in messages]
+        content = stripped[index]
+        if not content:
             continue
         start, end = spans[index]
         at = text.rfind(content, start, end) if end > start else -1
@@ -298,10 +315,18 @@ def runs_on(rendered: RenderedChat, messages: Sequence[Mapping[str, Any]], loss_
         after = at + len(content)
         while after < len(text) and text[after].isspace():
             after += 1
-        later = (content_text(m).strip() for m in messages[index + 1:])
-        if any(piece and text.startswith(piece, after) for piece in later):
+        later = tuple(piece for piece in stripped[index + 1:] if piece)
+        if later and text.startswith(later, after):
             out.append(index)
     return out
+
+
+def partly_rendered(message: Mapping[str, Any], dropped: Sequence[DroppedOutput]) -> bool:
+    """Whether an assistant turn's render keeps some of its output (its text, one of its calls) and lacks
+    the rest (``dropped``: ``dropped_output`` of that turn): the text beside a call that Llama 3.1 drops."""
+    pieces = int(bool(content_text(message).strip())) + len(message.get("tool_calls") or [])
+    lost = sum(1 for d in dropped if d.kind in REFUSED_KINDS)
+    return 0 < lost < pieces
 
 
 #: what a row that trains is named for: a turn without loss rendered partially, a trained turn run into the next

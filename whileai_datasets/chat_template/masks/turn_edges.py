@@ -56,6 +56,8 @@ def _prefill_at(text: str, start: int, prefill: str) -> int:
     or a line break, or all of it), so text that merely agrees with the prefill for a few characters
     (``<t`` of ``<tool_call>`` against ``<think>``) stays the model's.
     """
+    if not prefill:  # most templates: nothing to cut (the loop below finds the same, a row's every turn)
+        return 0
     for before in range(min(len(prefill), start), -1, -1):
         if text[start - before:start] != prefill[:before]:
             continue
