@@ -8,6 +8,7 @@ them (tests/support/tiny_lm.py): no download.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -276,3 +277,57 @@ def test_role_shares_count_the_text_of_content_parts_as_of_string_content() -> N
     roles = audit(as_parts).to_dict()["roles"]
     assert roles == audit(as_strings).to_dict()["roles"]
     assert (roles["user"]["chars"], roles["assistant"]["chars"]) == (len("Where is order 5?"), len("It ships today."))
+
+
+def test_trl_default_is_measured_when_asked_and_otherwise_said_not_measured(tmp_path: Path, tokenizer: Any,
+                                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """TRL's default route renders every trained turn's prompt again: the audit measures it only when asked
+    (``trl_default=True``, ``--trl-default``); otherwise its entry says so and how, and no other figure changes."""
+    rows = [_talk(("user", "hello"), ("assistant", "four")),
+            _talk(("user", "the order is late"), ("assistant", "refund it please"), ("user", "think hard"),
+                  ("assistant", "fine thanks"))]
+    source = write_jsonl(tmp_path / "rows.jsonl", rows)
+    quick, asked = audit(str(source), tokenizer=tokenizer), audit(str(source), tokenizer=tokenizer, trl_default=True)
+    unmeasured, measured = quick.trainers["trl-default"], asked.trainers["trl-default"]
+    assert unmeasured["exact"] is None and unmeasured["trains_tokens"] is None and unmeasured["rows"] is None
+    assert unmeasured["how"].startswith("not measured") and "trl_default=True" in unmeasured["how"]
+    assert measured["rows"] == 3 and isinstance(measured["exact"], bool) and measured["trains_tokens"] > 0
+    assert measured["how"].startswith(("exact", "not exact"))
+    line = next(line for line in quick.format().splitlines() if line.strip().startswith("trl-default"))
+    assert "not measured" in line and "--trl-default" in line and ": exact" not in line and "inexact" not in line
+    from whileai_datasets.auditing.html import audit_html
+
+    row = re.search(r'<tr data-trainer="trl-default" data-exact="none">(.*?)</tr>', audit_html(quick.to_dict()))
+    assert row is not None and "<td>not measured</td>" in row.group(1)
+    mine, theirs = json.loads(json.dumps(quick.to_dict())), json.loads(json.dumps(asked.to_dict()))
+    assert mine["trainers"].pop("trl-default") != theirs["trainers"].pop("trl-default")
+    assert mine == theirs  # the option changes that trainer's entry alone
+    tokenizer.save_pretrained(tmp_path / "tok")
+    base = ["audit", str(source), "--tokenizer", str(tmp_path / "tok"), "--json"]
+    for flags, expected in (([], unmeasured), (["--trl-default"], measured)):
+        assert cli.main([*base, *flags]) == 0
+        assert json.loads(capsys.readouterr().out)["trainers"]["trl-default"] == expected
+    # what publish refuses is said first, measured or not: never "exact"
+    opening = write_jsonl(tmp_path / "opening.jsonl", [_talk(("assistant", "I open"), ("user", "hello"),
+                                                             ("assistant", "four")), *rows])
+    for trl_default in (False, True):
+        entry = audit(str(opening), tokenizer=tokenizer, trl_default=trl_default).trainers["trl-default"]
+        assert entry["exact"] is False and entry["how"].startswith("publish refuses these rows (1)")
+        assert ("not measured" in entry["how"]) is not trl_default
+
+
+def test_audits_of_one_template_in_a_process_inspect_it_once(tmp_path: Path, tokenizer: Any) -> None:
+    """The template is resolved to one shared ``ChatTemplate`` (what inspecting it found is kept), per text, name
+    and special tokens: another template, or the same text with other special tokens, is its own."""
+    from whileai_datasets.auditing import template_drops
+
+    first, again = template_drops.resolve(tokenizer, None), template_drops.resolve(tokenizer, None)
+    assert first is again and template_drops.template_facts(first) is template_drops.template_facts(again)
+    assert template_drops.resolve(tokenizer, NO_SYSTEM) is not first
+    other = train_tokenizer(["hello there how are you"] * 20, chat_template=CHATML, vocab_size=300, bos_token="<s>")
+    assert other.special_tokens_map != tokenizer.special_tokens_map
+    assert template_drops.resolve(other, None) is not first
+    source = write_jsonl(tmp_path / "rows.jsonl", [_talk(("user", "hello"), ("assistant", "four"))])
+    dropped = audit(str(source), tokenizer=tokenizer, template=NO_SYSTEM, system_prompt="You are terse")
+    kept = audit(str(source), tokenizer=tokenizer, system_prompt="You are terse")
+    assert dropped.findings["template_drops_system"].rows == 1 and kept.findings["template_drops_system"].rows == 0

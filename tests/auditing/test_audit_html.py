@@ -51,7 +51,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     rows = seeded_rows(0)
     source = write_jsonl(folder / "run.jsonl", rows)
     tokenizer = train_tokenizer([json.dumps(r) for r in rows], chat_template=trl_template("qwen2_5"), vocab_size=800)
-    found = audit(str(source), tokenizer=tokenizer, max_length=MAX_LENGTH, system_prompt=SYSTEM_PROMPT, tools=TOOLS)
+    found = audit(str(source), tokenizer=tokenizer, max_length=MAX_LENGTH, system_prompt=SYSTEM_PROMPT, tools=TOOLS,
+                  trl_default=True)  # every trainer's figure measured
     examples = worst_examples(str(source), found, tokenizer=tokenizer, tools=TOOLS)
     tokenizer.save_pretrained(str(folder / "tok"))
     return {"folder": folder, "source": source, "audit": found, "data": found.to_dict(), "examples": examples,

@@ -85,9 +85,9 @@ def _same(ours: Audit, local: Audit) -> None:
 def test_the_ray_audit_of_every_shape_equals_the_local_audit(rows_file: Path, tokenizer: Any) -> None:
     # think blocks stripped, as an export with whileai's default does: the file then has every shape
     options = {"tokenizer": tokenizer, "max_length": 40, "system_prompt": SYSTEM, "strip_think": True}
-    local = audit(str(rows_file), **options)
+    local = audit(str(rows_file), **options, trl_default=True)
     ours = audit_on_ray(str(rows_file), template=None, options=_options(**options), **BLOCKS,
-                        tokenizer=tokenizer)
+                        tokenizer=tokenizer, trl_default=True)
     sizes = {k: v for k, v in BLOCKS.items() if k != "concurrency"}
     assert ray_source.WhileaiFiles([str(rows_file)], **sizes).n_tasks() == 3  # added up from three blocks
     data = local.to_dict()
@@ -98,6 +98,7 @@ def test_the_ray_audit_of_every_shape_equals_the_local_audit(rows_file: Path, to
     assert [(where["row"], where["line"]) for where in only_system[:3]] == [(6, 7), (15, 16), (24, 27)]
     assert data["trainers"]["ms-swift"]["inexact"]["consecutive_assistant_turns"]["first"] is not None
     assert data["trainers"]["axolotl"]["inexact"]["empty_marked_turn"]["rows"] > 0
+    assert data["trainers"]["trl-default"]["trains_tokens"] is not None  # measured in each block, added up
     _same(ours, local)
 
 

@@ -60,7 +60,7 @@ def test_the_default_config_hands_the_template_arguments_as_tokenize_does(tmp_pa
     trainer = SFTTrainer(model=tiny_causal_lm(len(tokenizer)), args=args, train_dataset=published,
                          processing_class=tokenizer)
     labelled = sum(sum(1 for x in row if x != -100) for row in trainer.train_dataset["labels"])
-    found = audit(ds, tokenizer=tokenizer)
+    found = audit(ds, tokenizer=tokenizer, trl_default=True)
     assert labelled == found.supervised_tokens > 0
     route = found.trainers["trl-default"]
     assert route["exact"] is True and route["trains_tokens"] == labelled

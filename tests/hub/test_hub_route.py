@@ -162,7 +162,7 @@ def published(hub: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, d
         ds.save_to_disk(str(root / name / "rows"))
         cases[name] = {"name": name, "repo_id": f"alice/hub-route-{name}-{uuid.uuid4().hex[:8]}",
                        "rows": str(root / name / "rows"), "tokenizer": str(root / name / "tokenizer"),
-                       "configs": ["default", "tokenized"], "audit": audit(ds, tokenizer=tokenizer)}
+                       "configs": ["default", "tokenized"], "audit": audit(ds, tokenizer=tokenizer, trl_default=True)}
     talk = {"messages": [{"role": "assistant", "content": "I open the talk."}, {"role": "user", "content": "ok"},
                          {"role": "assistant", "content": "fine"}]}
     (root / "opening.jsonl").write_text(json.dumps(talk) + "\n", encoding="utf-8")
@@ -172,7 +172,7 @@ def published(hub: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, d
     cases["opening"] = {"name": "opening", "repo_id": f"alice/hub-route-opening-{uuid.uuid4().hex[:8]}",
                         "rows": str(root / "opening"), "configs": [], "audit": audit(opening),
                         "audit_tokenized": audit(opening, tokenizer=AutoTokenizer.from_pretrained(
-                            cases["qwen2_5"]["tokenizer"]))}
+                            cases["qwen2_5"]["tokenizer"]), trl_default=True)}
     listed = [{k: v for k, v in case.items() if not k.startswith("audit")} for case in cases.values()]
     for case, outcome in zip(cases.values(), alice.run(publish_each, cases=listed, token=alice.token)):
         case["published"] = outcome

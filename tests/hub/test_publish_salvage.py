@@ -75,7 +75,7 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]
             warnings.simplefilter("ignore", SalvagedRowsWarning)
             tokenized = tokenize(tokenizer, salvage=True)(ds.with_format("arrow")[:])
         out[name] = {"rows": str(root / "rows"), "tokenizer": str(root / name), "tokenized": tokenized.to_pylist(),
-                     "audit": audit(ds, tokenizer=tokenizer, salvage=True)}
+                     "audit": audit(ds, tokenizer=tokenizer, salvage=True, trl_default=True)}
     return out
 
 

@@ -60,8 +60,8 @@ def test_ray_tokenize_with_salvage_gives_the_local_salvaged_rows(name: str, rows
 @pytest.mark.parametrize("name", list(REFUSED))
 def test_the_ray_audit_with_salvage_equals_the_local_one(name: str, rows_file: Path) -> None:
     tokenizer = salvage_tokenizer(name)
-    local = audit(str(rows_file), tokenizer=tokenizer, salvage=True)
-    ours = audit(str(rows_file), tokenizer=tokenizer, salvage=True, engine="ray")
+    local = audit(str(rows_file), tokenizer=tokenizer, salvage=True, trl_default=True)
+    ours = audit(str(rows_file), tokenizer=tokenizer, salvage=True, engine="ray", trl_default=True)
     found = local.to_dict()["findings"]
     assert [f["row"] for f in found["salvaged"]["first"]] == REFUSED[name] and found["bad_rows"]["rows"] == 0
     mine, theirs = ours.to_dict(), local.to_dict()

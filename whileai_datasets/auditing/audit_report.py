@@ -178,10 +178,13 @@ class Audit:
       and per kind of ``secrets`` and ``personal`` ``{"rows", "values", "first": [{"row", "field", "preview",
       "file", "line"}]}`` (``preview`` masked: never the value)
     * ``mask_methods``: method -> rows; ``template``: ``TemplateFacts.to_dict()`` or None
-    * ``trainers``: trainer ("llama-factory", "ms-swift", "axolotl", "trl") -> ``{"config", "rows", "unit",
-      "exact" (bool), "inexact": shape -> {"rows", "first", "effect"}, "trains_tokens" (None without a
-      tokenizer), "how"}``; ``first`` there is ``hub.trainer_gaps``' location text ("training rows, row N,
-      messages[i]", N counting training rows), as ``publish`` reports it
+    * ``trainers``: trainer ("llama-factory", "ms-swift", "axolotl", "trl", and with a tokenizer "trl-default")
+      -> ``{"config", "rows", "unit", "exact" (bool), "inexact": shape -> {"rows", "first", "effect"},
+      "trains_tokens" (None without a tokenizer), "how"}``; ``first`` there is ``hub.trainer_gaps``' location
+      text ("training rows, row N, messages[i]", N counting training rows), as ``publish`` reports it.
+      "trl-default" (TRL's default ``SFTTrainer`` on the config ``publish`` makes) is measured only with
+      ``audit(..., trl_default=True)``: otherwise its ``exact``, ``rows`` and ``trains_tokens`` are None and
+      ``how`` says it was not measured (``exact`` is False where rows publish refuses are found, measured or not)
 
     ``first`` lists hold at most ``tally.FIRST_LOCATIONS`` (5) entries, in source order per chunk;
     ``file``/``line`` are set for JSONL path sources (None otherwise).

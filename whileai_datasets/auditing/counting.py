@@ -107,6 +107,12 @@ def message_of(err: Any) -> str:
     return str(type(err)(problem, location=err.location, hint=None)).replace("\n", " ")
 
 
+#: What the audit says of TRL's default route when it was not asked to measure it (``Run.unmeasured_hub_entry``).
+TRL_DEFAULT_NOT_MEASURED = (
+    "not measured (it renders every trained turn's prompt again): pass trl_default=True to audit(), or "
+    "whileai-datasets audit --trl-default, to measure what TRL's default SFTTrainer labels on the config publish "
+    "makes; publish measures it for the card")
+
 #: A tool output longer than this is a finding (``long_tool_output``), unless the cap cuts it.
 LONG_TOOL_OUTPUT = 100_000
 
@@ -115,9 +121,12 @@ class Run:
     """The counting, one chunk at a time."""
 
     def __init__(self, found: Audit, options: TrainingOptions, tools_json: str | None,
-                 transform: Tokenize | None, facts: template_drops.TemplateFacts | None) -> None:
+                 transform: Tokenize | None, facts: template_drops.TemplateFacts | None, *,
+                 trl_default: bool = False) -> None:
         self.found, self.options, self.tools_json = found, options, tools_json
         self.transform, self.facts = transform, facts
+        #: measure TRL's default route (``hub_route``): it renders each trained turn's prefixes, so only when asked
+        self.trl_default = trl_default
         #: untrained contents longer than this are read only as far as max_length reaches (``long_values``)
         self.reach = reach_chars(transform.tokenizer, transform.max_length) if transform is not None else None
         self.gaps: list[Any] = []
@@ -262,7 +271,8 @@ class Run:
         zero = per_row == 0
         if self.transform is not None:
             zero |= self.token_findings(rows, sample_source, per_row > 0)
-            self.hub_route(rows, opens)
+            if self.trl_default:
+                self.hub_route(rows, opens)
         self.add("zero_loss", zero, sample_source)
 
     def hub_route(self, rows: pa.Table, opens: np.ndarray) -> None:
@@ -304,15 +314,16 @@ class Run:
             tokenized = self.transform(numbered, indices=sample_source.tolist())  # type: ignore[misc]
         figures = token_figures.token_columns(tokenized)
         position = figures["row"]
-        self.supervised_by_row = dict(zip(position.tolist(), figures["num_supervised_tokens"].tolist()))
-        if self.options.max_length is None:  # each kept row's marked runs: the turns' targets (``hub_route``)
-            self.runs = dict(zip(position.tolist(), config_facts.marked_runs(tokenized)))
+        if self.trl_default:  # what ``hub_route`` needs of the render: supervised tokens, the turns' targets
+            self.supervised_by_row = dict(zip(position.tolist(), figures["num_supervised_tokens"].tolist()))
+            if self.options.max_length is None:  # each kept row's marked runs
+                self.runs = dict(zip(position.tolist(), config_facts.marked_runs(tokenized)))
         source = sample_source[position]
         skipped = np.ones(rows.num_rows, dtype=bool)
         skipped[position] = False
         self.add("bad_rows", skipped, sample_source)
         failures = self.transform.failures  # type: ignore[union-attr]
-        if self.options.max_length is None:  # what each salvaged row trains of its turns (``hub_route``)
+        if self.trl_default and self.options.max_length is None:  # what each salvaged row trains of its turns
             self.salvaged_turns = {f.position: f.salvage.trained for f in failures.salvaged if f.salvage is not None}
         self.salvage_findings(failures.items, failures.salvaged, rows.num_rows, sample_source)
         self.failure_findings(failures.take(), rows.num_rows, sample_source)
@@ -410,7 +421,7 @@ class Run:
             "pre-tokenized rows: exactly the assistant_masks",
         }
         if found.tokenized:
-            report["trl-default"] = self.hub_entry()
+            report["trl-default"] = self.hub_entry() if self.trl_default else self.unmeasured_hub_entry()
         if (found.supervised_tokens == 0) if found.tokenized else (self.marked_rows == 0):
             for entry in report.values():  # nothing trains: no trainer trains "exactly" anything
                 entry["exact"], entry["how"] = False, f"nothing trains: {nothing_trains(found)}"
@@ -419,15 +430,23 @@ class Run:
 
     def hub_entry(self) -> dict[str, Any]:
         """The ``trl-default`` trainer: TRL's default ``SFTTrainer`` on the repo's default config, in the card's words."""
-        found, route = self.found, self.trl_route
-        opening = found.findings["opens_with_marked_turn"].rows
-        marked = found.supervised_tokens - route["refused_tokens"]
+        route = self.trl_route
+        marked = self.found.supervised_tokens - route["refused_tokens"]
         exact, said = config_facts.trl_verdict({**route, "marked_tokens": marked}, card_configs.TOKENIZED_INSTEAD)
+        return self.hub_figures(route["rows"], exact, route["supervised_tokens"], said)
+
+    def unmeasured_hub_entry(self) -> dict[str, Any]:
+        """The ``trl-default`` trainer when ``hub_route`` did not run: ``exact`` None, and how to measure it."""
+        return self.hub_figures(None, None, None, TRL_DEFAULT_NOT_MEASURED)
+
+    def hub_figures(self, rows: int | None, exact: bool | None, tokens: int | None, said: str) -> dict[str, Any]:
+        """The ``trl-default`` entry, the rows publish refuses (``opens_with_marked_turn``) said first, in its words."""
+        opening = self.found.findings["opens_with_marked_turn"].rows
         if opening:
             exact, said = False, (f"publish refuses these rows ({opening:,}): {repo_configs.OPENS_WITH_MARKED_TURN} "
                                   f"({repo_configs.OPENS_WITH_MARKED_TURN_HINT}); on the others, {said}")
-        return {"config": "default (published prompt/completion rows)", "unit": "rows", "rows": route["rows"],
-                "exact": exact, "inexact": {}, "trains_tokens": route["supervised_tokens"], "how": said}
+        return {"config": "default (published prompt/completion rows)", "unit": "rows", "rows": rows, "exact": exact,
+                "inexact": {}, "trains_tokens": tokens, "how": said}
 
 
 def nothing_trains(found: Audit) -> str:

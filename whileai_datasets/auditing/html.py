@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from whileai_datasets.auditing import plots
-from whileai_datasets.auditing.text import headline
+from whileai_datasets.auditing.text import headline, trainer_state
 from whileai_datasets.tokenize.views import VIEW_CSS, MaskView
 
 __all__ = ["RowExample", "audit_html", "rows_page"]
@@ -146,7 +146,7 @@ def _trainers(data: dict[str, Any]) -> str:
         tokens = "-" if entry.get("trains_tokens") is None else f"{entry['trains_tokens']:,}"
         body.append(f'<tr data-trainer="{html.escape(name)}" data-exact="{str(entry["exact"]).lower()}"><td>'
                     f'{html.escape(name)}</td><td>{html.escape(str(entry["config"]))}</td><td>'
-                    f'{"exact" if entry["exact"] else "inexact"}</td><td>{tokens}</td>'
+                    f'{trainer_state(entry)}</td><td>{tokens}</td>'
                     f'<td>{html.escape(entry["how"])}</td><td>{gaps}</td></tr>')
     head = ("<tr><th>trainer</th><th>config</th><th>mask</th><th>tokens trained</th><th>how</th>"
             "<th>rows it cannot train exactly</th></tr>")

@@ -69,7 +69,8 @@ class Block:
 
 def audit_on_ray(source: Any, *, tokenizer: Any, template: Any, options: TrainingOptions, on_bad_row: str = "raise",
                  progress: Callable[[int, int | None], None] | None = None, concurrency: int | None = None,
-                 range_bytes: int | None = None, block_bytes: int | None = None, filesystem: Any = None) -> Audit:
+                 range_bytes: int | None = None, block_bytes: int | None = None, filesystem: Any = None,
+                 trl_default: bool = False) -> Audit:
     """The audit of ``source`` (files as ``ray_engine.read_whileai`` takes them) on the Ray runtime this
     process is connected to (a local one is started when none is), with ``counting.checked_options``.
 
@@ -77,6 +78,7 @@ def audit_on_ray(source: Any, *, tokenizer: Any, template: Any, options: Trainin
     ``concurrency``: actors in the pool (default: the cluster's CPUs less one, at least one).
     ``range_bytes``, ``block_bytes``: as ``read_whileai``; a block is what one actor counts at a time.
     ``filesystem``: as ``read_whileai``: opens URI sources (``s3://bucket/prefix/``).
+    ``trl_default``: as ``audit``'s (each actor measures TRL's default route of its blocks).
     """
     _compat.require_ray("engine='ray'")  # imported, not started: bad input is refused first
     import ray
@@ -99,13 +101,13 @@ def audit_on_ray(source: Any, *, tokenizer: Any, template: Any, options: Trainin
     files = ray_source.WhileaiFiles(paths, range_bytes=range_bytes or ray_source.RANGE_BYTES,
                                     block_bytes=block_bytes or ray_source.BLOCK_BYTES, storage=storage)
     totals = Totals(counting.new_audit(counting.source_name(source), options, on_bad_row, 0, built is not None,
-                                       facts), storage=storage)
+                                       facts), storage=storage, trl_default=trl_default)
     if not ray.is_initialized():
         ray.init()
     collector = block_counts.collector_on_this_node()
     try:
         setup = (paths, tokenizer, chat, options, on_bad_row, tools_json, facts, block_counts.Reporter(collector),
-                 storage)
+                 storage, trl_default)
         blocks = ray.data.read_datasource(files, override_num_blocks=files.n_tasks())
         counted = blocks.map_batches(AuditBlocks, batch_format="pyarrow", batch_size=None, num_cpus=1,
                                      concurrency=concurrency or _pool(ray), fn_constructor_args=setup)
@@ -133,7 +135,8 @@ class AuditBlocks:
     """The actor: the tokenizer built once, then each raw block read and counted (``Block``)."""
 
     def __init__(self, paths: tuple[str, ...], tokenizer: Any, chat: Any, options: TrainingOptions,
-                 on_bad_row: str, tools_json: str | None, facts: Any, reporter: Any, storage: Any = None) -> None:
+                 on_bad_row: str, tools_json: str | None, facts: Any, reporter: Any, storage: Any = None,
+                 trl_default: bool = False) -> None:
         from whileai_datasets.ray_engine import source as ray_source
         from whileai_datasets.ray_engine.tokenizing import build_tokenizer
 
@@ -143,7 +146,7 @@ class AuditBlocks:
         self.normalize = ray_source.Normalize(paths, "default", Options(system_prompt=system), report=reporter,
                                               storage=storage or Storage())  # told the block's unread keys
         self.options, self.on_bad_row, self.tools_json = options, on_bad_row, tools_json
-        self.facts, self.reporter = facts, reporter
+        self.facts, self.reporter, self.trl_default = facts, reporter, trl_default
 
     def __call__(self, raw: pa.Table) -> pa.Table:
         try:
@@ -164,7 +167,8 @@ class AuditBlocks:
         table = _arrow.drop(table, *ray_source.PRIVATE)
         found = counting.new_audit("", self.options, self.on_bad_row, table.num_rows, self.transform is not None,
                                    self.facts)
-        run = counting.Run(found, self.options, self.tools_json, self.transform, self.facts)
+        run = counting.Run(found, self.options, self.tools_json, self.transform, self.facts,
+                           trl_default=self.trl_default)
         try:
             for start in range(0, table.num_rows, CHUNK_ROWS):
                 run.chunk(table.slice(start, CHUNK_ROWS), start)
@@ -208,6 +212,7 @@ class Totals:
     privacy: dict[str, list[tuple[Key, int, dict[str, Any]]]] = field(default_factory=dict)
     first_error: tuple[Key, str] | None = None
     storage: Storage = field(default_factory=Storage)
+    trl_default: bool = False  # TRL's default route measured (``counting.Run.trl_default``)
 
     def add(self, block: Block) -> None:
         found, part = self.found, block.found
@@ -287,7 +292,7 @@ class Totals:
             worst.scores = np.array([score for score, *_ in entries], np.float64)
             names = entries[0][3] if entries else {}
             worst.extra = {k: np.array([e[3][k] for e in entries], np.int64) for k in names}
-        run = counting.Run(found, counting.recorded(found), tools_json, None, facts)
+        run = counting.Run(found, counting.recorded(found), tools_json, None, facts, trl_default=self.trl_default)
         run.gaps = [self._placed_gaps(starts)]
         run.marked_rows, run.marked_turns = self.marked
         run.trl_route = self.route

@@ -43,6 +43,7 @@ def audit(
     format: ExportFormat = "openai",
     on_bad_row: OnBadRow = "raise",
     salvage: bool = False,
+    trl_default: bool = False,
     engine: Engine = "local",
     progress: Progress | None = None,
     config: str = "canonical",
@@ -77,6 +78,12 @@ def audit(
             adapted to what it takes (``parallel_calls_serialized``, ``partial_turns_as_context``) or the turns
             before the one it cannot take (``prefix_salvaged``); all such rows are ``salvaged``. Off, the rows
             it would keep are counted (``salvageable``, with the turns it would keep).
+        trl_default: Also measure what TRL's default ``SFTTrainer`` labels on the default config ``publish``
+            makes of the rows (trainer ``trl-default``: its own prompt/completion tokenization, every trained
+            turn's prompt rendered and encoded again, as TRL does: the audit took 2-3x as long on whileai's
+            demo rows, 6-14x on rows of six trained turns; BENCHMARKS.md). Off, that trainer says it was not
+            measured; ``publish`` always measures it for the card. The rows ``publish`` refuses
+            (``opens_with_marked_turn``) are counted either way.
         engine: ``"local"`` (this process, chunk by chunk) or ``"ray"``: Ray Data actors count the blocks
             and this process adds them up (``on_ray.audit_on_ray``; files only, the same figures). A
             ``tokenizer`` may then also be a directory or a zero-argument factory, built once per actor.
@@ -107,7 +114,7 @@ def audit(
         from whileai_datasets.auditing.on_ray import audit_on_ray
 
         return audit_on_ray(source, tokenizer=tokenizer, template=template, options=options, on_bad_row=on_bad_row,
-                            progress=progress, filesystem=filesystem)
+                            progress=progress, filesystem=filesystem, trl_default=trl_default)
     name = counting.source_name(source)
     uri = os.fspath(source) if _storage.is_uri(source) and hub_source.hub_repo(source) is None else None
     if uri is not None:  # read from a local copy; the audit names the objects
@@ -119,7 +126,7 @@ def audit(
     _, transform, facts = counting.prepare(tokenizer, template, options)
     found = counting.new_audit(label or name, options, on_bad_row, src.n_raw, transform is not None, facts)
     unread = count_unreadable(found, src.bad_rows)
-    run = counting.Run(found, options, src.tools_json, transform, facts)
+    run = counting.Run(found, options, src.tools_json, transform, facts, trl_default=trl_default)
     offset = 0
     for chunk in src.chunks():
         run.chunk(chunk, offset)

@@ -63,19 +63,52 @@ def resolve(tokenizer: Any, template: Any) -> Any:
     if template is None:
         if tokenizer is None or getattr(tokenizer, "chat_template", None) is None:
             return None
-        return ChatTemplate.from_tokenizer(tokenizer)
+        return _shared(ChatTemplate.from_tokenizer(tokenizer))
     if isinstance(template, ChatTemplate):
         return template
     text = str(template)
     if "{" not in text and os.path.exists(text):
-        return ChatTemplate.from_file(text)
+        return _shared(ChatTemplate.from_file(text))
     if "{" not in text:
-        return ChatTemplate.shipped(text)
-    return ChatTemplate(text)
+        return _shared(ChatTemplate.shipped(text))
+    return _shared(ChatTemplate(text))
+
+
+#: Templates ``resolve`` made, by what they are (``_key``), each with its facts by name: a ``ChatTemplate`` keeps
+#: what inspecting it found, so the audits of one process inspect and probe one template once.
+_SHARED: dict[tuple[Any, ...], tuple[Any, dict[str | None, TemplateFacts]]] = {}
+_SHARED_TEMPLATES = 8
+
+
+def _key(chat: Any) -> tuple[Any, ...]:
+    tokens = tuple(sorted((str(k), repr(v)) for k, v in chat.special_tokens.items()))
+    return chat.text, chat.name, tokens, repr(chat.budget)
+
+
+def _shared(chat: Any) -> Any:
+    """The template ``resolve`` made before for the same text, name, special tokens and budget, else ``chat``."""
+    key = _key(chat)
+    if key not in _SHARED:
+        if len(_SHARED) >= _SHARED_TEMPLATES:
+            _SHARED.pop(next(iter(_SHARED)))
+        _SHARED[key] = (chat, {})
+    return _SHARED[key][0]
 
 
 def template_facts(chat: Any, name: str | None = None) -> TemplateFacts:
-    """What ``chat`` renders and drops; ``name`` (default: the template's own) is how the report names it."""
+    """What ``chat`` renders and drops; ``name`` (default: the template's own) is how the report names it. Found
+    once per template ``resolve`` shares (``_shared``)."""
+    entry = _SHARED.get(_key(chat))
+    known = entry[1] if entry is not None and entry[0] is chat else None
+    if known is not None and name in known:
+        return known[name]
+    facts = _probed_facts(chat, name)
+    if known is not None:
+        known[name] = facts
+    return facts
+
+
+def _probed_facts(chat: Any, name: str | None) -> TemplateFacts:
     report = chat.inspect()
     joins = report.content_parts == "joined"  # tokenize joins text parts: the text reaches the render
     return TemplateFacts(

@@ -75,12 +75,18 @@ def _template(data: dict[str, Any]) -> list[str]:
     return [f"template             {facts['name']} (mask method {facts['mask_method']}): " + "; ".join(said)]
 
 
+def trainer_state(entry: dict[str, Any]) -> str:
+    """A trainer entry's verdict: "exact", "inexact", or "not measured" (``exact`` None: ``trl-default`` not asked
+    for; its ``how`` then says so and how to measure it)."""
+    return "not measured" if entry["exact"] is None else "exact" if entry["exact"] else "inexact"
+
+
 def _trainers(data: dict[str, Any]) -> list[str]:
     lines = ["trainers"]
     for name, entry in data["trainers"].items():
         tokens = f", trains {entry['trains_tokens']:,} tokens" if entry.get("trains_tokens") is not None else ""
-        state = "exact" if entry["exact"] else "inexact"
-        lines.append(f"  {name.ljust(14)} {entry['config']}: {state}{tokens} ({entry['how']})")
+        said = entry["how"] if entry["exact"] is None else f"{trainer_state(entry)}{tokens} ({entry['how']})"
+        lines.append(f"  {name.ljust(14)} {entry['config']}: {said}")
         for shape, hit in entry["inexact"].items():
             lines.append(f"  {''.ljust(14)} {hit['rows']:,} {entry['unit']}: {shape} (first: {hit['first']})")
     return lines

@@ -69,6 +69,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="count a row the template cannot take whole as tokenize(salvage=True) trains it: "
                         "parallel calls serialized, a turn it renders partly kept as context, else the turns before "
                         "the one it cannot take (without it, the audit says what salvage would keep)")
+    parser.add_argument("--trl-default", action="store_true",
+                        help="also measure what TRL's default SFTTrainer labels on the config publish makes (trainer "
+                        "trl-default; it renders every trained turn's prompt again, so the audit takes 2-3x as long "
+                        "on short rows and more on long ones); without it, that trainer says it was not measured")
     parser.add_argument(bad_rows_cli.FLAG, metavar=one_of(OnBadRow), default=None,
                         help="the tokenize you will train with: skip (leave out the rows the template cannot render "
                         "or mask) or raise (its default: stop at them). The audit counts those rows by cause either "
@@ -123,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
             args.source, tokenizer=tokenizer, template=template, max_length=args.max_length,
             system_prompt=system, tools=tools, strip_think=not args.keep_think, mask_mode=args.mask_mode,
             unroll=args.unroll, max_tool_output_chars=args.max_tool_output_chars, format=args.format,
-            on_bad_row=_on_bad_row(args), salvage=args.salvage, engine=args.engine, progress=progress,
+            on_bad_row=_on_bad_row(args), salvage=args.salvage, trl_default=args.trl_default, engine=args.engine,
+            progress=progress,
             **hub_sources.hub_options(args),
         )
     # the report first: an --html page that cannot be written (no matplotlib: the report extra) loses nothing
