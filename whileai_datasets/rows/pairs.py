@@ -37,10 +37,15 @@ SWIFT_REJECTED = ("rejected_response", "rejected_messages")
 
 
 def holds_pair(row: dict[str, Any]) -> bool:
-    """Whether ``row`` holds a preference pair in one of the layouts ``read_pair`` reads."""
-    return any(all(row.get(side) is not None for side in sides) for sides in _SIDES) or (
+    """Whether ``row`` holds a preference pair in one of the layouts ``read_pair`` reads (an empty
+    side, ``{}`` or ``[]``, is no side: whileai's exporter says so of such an entry, and so does ours)."""
+    return any(all(_has_side(row.get(side)) for side in sides) for sides in _SIDES) or (
         "rejected" not in row and any(key in row for key in SWIFT_REJECTED))
 
+
+
+def _has_side(value: Any) -> bool:
+    return value is not None and not (isinstance(value, (dict, list)) and not value)
 
 def read_pair(row: dict[str, Any], ctx: RowContext) -> dict[str, Any]:
     """``row`` with ``chosen`` and ``rejected`` as whole conversations (message lists, or rollout
