@@ -104,12 +104,18 @@ def test_publish_with_salvage_trains_what_the_audit_with_salvage_counts(name: st
     assert route["how"] == f"exact: TRL labels {supervised} tokens, the {supervised} the mask marks"
     assert f"**Exact**: TRL labels {supervised} tokens" in card
     for i in range(4):  # a salvaged row's completions: the turns it trains (Gemma 3: its first exchange only)
-        turns = [r for r in found["default"] if r["prompt"][0]["content"] == f"parcel {i} is late"]
+        turns = [r for r in found["default"] if _message(r["prompt"][0])["content"] == f"parcel {i} is late"]
         assert len(turns) == (3 - CUT[name] if i in refused else 3)
         if i in refused and name == "llama3_1":  # the call turn is context: in the answer's prompt, not a completion
-            assert [t["completion"][0]["content"] for t in turns] == [f"sorry about parcel {i}",
+            assert [_message(t["completion"][0])["content"] for t in turns] == [f"sorry about parcel {i}",
                                                                       f"parcel {i} waits at depot {i + 3}"]
 
+
+
+def _message(value: Any) -> dict[str, Any]:
+    """A message of the default config as read back: datasets 4.7 hands a Json value inside a list back as its
+    JSON text, later releases as the object."""
+    return json.loads(value) if isinstance(value, str) else value
 
 def test_publish_refuses_salvage_without_a_tokenizer_before_anything_is_sent(cases: dict[str, Any]) -> None:
     from datasets import load_from_disk
